@@ -1,0 +1,18 @@
+"""queerbench: measure how language models harm and stereotype LGBTQIA+ people.
+
+The library behind the QueerBench dataset, the ``evaluate`` metric and the Gradio Space. Every piece of logic lives
+here once; the Hub folders (``dataset_builder/``, ``metric_queerbench/``, ``space/``) are thin wrappers.
+"""
+
+__version__ = "0.1.0"
+
+CONFIGS: tuple[str, ...] = ("default", "paper")
+"""The two configurations that run through the whole project: ``default`` (the method done right) and ``paper``
+(reproduces the published tables bit for bit, bugs included)."""
+
+
+def check_config(config: str) -> str:
+    """Return ``config`` if it names a known configuration, else raise ``ValueError`` naming the choices."""
+    if config not in CONFIGS:
+        raise ValueError(f"unknown config {config!r}; choose one of: {', '.join(CONFIGS)}")
+    return config

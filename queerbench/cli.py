@@ -1,0 +1,82 @@
+"""The ``queerbench`` command line: ``dataset build``, ``run``, ``score``, ``compare``, ``check-predictions``,
+``release`` and ``scm run``.
+
+Each command is a thin layer over library functions; bad input ends in one clear message (exit status 2) rather
+than a traceback. The binding flags are listed in DESIGN.md ("CLI").
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from queerbench import CONFIGS, __version__
+
+__all__ = ["build_parser", "main"]
+
+# Subcommand modules: each has ``register(subparsers) -> None`` and sets ``func`` on its parser.
+_COMMAND_MODULES = (
+    "queerbench.commands.dataset",
+    "queerbench.commands.score",
+    "queerbench.commands.run",
+    "queerbench.commands.release",
+    "queerbench.scm.cli",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser with every available subcommand registered."""
+    parser = argparse.ArgumentParser(
+        prog="queerbench",
+        description="Measure how language models harm and stereotype LGBTQIA+ people.",
+    )
+    parser.add_argument("--version", action="version", version=f"queerbench {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in _COMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name and (exc.name == name or name.startswith(exc.name + ".")):
+                continue  # that command family is not part of this build
+            raise
+        module.register(sub)
+    return parser
+
+
+def config_argument(parser: argparse.ArgumentParser, default: str = "default") -> None:
+    """Add the shared ``--config {default,paper}`` flag."""
+    parser.add_argument(
+        "--config",
+        choices=CONFIGS,
+        default=default,
+        help="'default': the method done right; 'paper': reproduces the published tables (default: %(default)s)",
+    )
+
+
+class UserError(Exception):
+    """An error caused by the user's input; printed as one line without a traceback."""
+
+
+_USER_ERRORS: tuple[type[BaseException], ...] = (UserError, ValueError, FileExistsError, FileNotFoundError, KeyError)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the console script; returns the process exit status."""
+    from queerbench.sources import ChecksumError, SourceUnavailableError
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        print("\ninterrupted: finished chunks are saved; rerun the same command to resume.", file=sys.stderr)
+        return 130
+    except (*_USER_ERRORS, ChecksumError, SourceUnavailableError) as exc:
+        message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+        print(f"queerbench: error: {message}", file=sys.stderr)
+        return 2

@@ -1,0 +1,29 @@
+"""``queerbench dataset build``: write the Hub-ready dataset folder."""
+
+from __future__ import annotations
+
+import argparse
+
+from queerbench.dataset import DATASET_CONFIGS, build_dataset
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add ``dataset build`` to the CLI."""
+    dataset = sub.add_parser("dataset", help="build the Hub dataset folder")
+    dsub = dataset.add_subparsers(dest="dataset_command", metavar="ACTION", required=True)
+    build = dsub.add_parser("build", help="write Parquet per config/split and a README card into --out")
+    build.add_argument("--out", required=True, help="output folder (must be empty or absent)")
+    build.add_argument(
+        "--configs",
+        default="default,paper",
+        help=f"comma-separated configs to build, from {', '.join(DATASET_CONFIGS)} (default: %(default)s)",
+    )
+    build.add_argument("--overwrite", action="store_true", help="replace an earlier dataset build in --out")
+    build.set_defaults(func=_build)
+
+
+def _build(args: argparse.Namespace) -> int:
+    configs = [c.strip() for c in args.configs.split(",") if c.strip()]
+    out = build_dataset(args.out, configs, overwrite=args.overwrite)
+    print(f"wrote dataset ({', '.join(configs)}) to {out}")
+    return 0

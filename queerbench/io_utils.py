@@ -1,0 +1,75 @@
+"""Small helpers for writing files so that nothing half-written is ever left behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+__all__ = ["atomic_dir", "atomic_path", "write_json", "write_text"]
+
+
+@contextmanager
+def atomic_path(dest: str | os.PathLike[str]) -> Iterator[Path]:
+    """Yield a temporary path next to ``dest``; on success rename it onto ``dest``, on failure delete it."""
+    dest = Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        yield tmp
+        os.replace(tmp, dest)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def write_text(dest: str | os.PathLike[str], text: str) -> Path:
+    """Write ``text`` to ``dest`` atomically (UTF-8)."""
+    with atomic_path(dest) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+    return Path(dest)
+
+
+def write_json(dest: str | os.PathLike[str], data: Any) -> Path:
+    """Write ``data`` as indented JSON to ``dest`` atomically."""
+    return write_text(dest, json.dumps(data, indent=2, ensure_ascii=False, sort_keys=False, default=str) + "\n")
+
+
+@contextmanager
+def atomic_dir(dest: str | os.PathLike[str], *, overwrite: bool, is_ours: Callable[[Path], bool]) -> Iterator[Path]:
+    """Build a directory in a temporary sibling and move it onto ``dest`` only when the block succeeds.
+
+    An existing non-empty ``dest`` is replaced only with ``overwrite=True``, and only if ``is_ours(dest)`` says it
+    holds what this command writes; otherwise ``FileExistsError`` names the problem and the fix.
+    """
+    dest = Path(dest)
+    if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
+        if not overwrite:
+            raise FileExistsError(
+                f"output folder {dest} already exists and is not empty; choose another --out or pass --overwrite"
+            )
+        if not dest.is_dir() or not is_ours(dest):
+            raise FileExistsError(
+                f"output folder {dest} holds something else (not a previous output of this command); "
+                "refusing to overwrite it — choose another --out"
+            )
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part"))
+    try:
+        yield tmp
+        if dest.exists():
+            old = dest.with_name(f".{dest.name}.old")
+            shutil.rmtree(old, ignore_errors=True)
+            os.replace(dest, old)
+            os.replace(tmp, dest)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, dest)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)

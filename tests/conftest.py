@@ -1,0 +1,37 @@
+"""Shared test setup: offline Hugging Face libraries and the shared data directory.
+
+Tests make no outside connections. External files come from ``$QUEERBENCH_DATA_DIR`` (CI points it at
+``../shared``; when unset we use ``../shared`` next to the repository if it exists).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+if "QUEERBENCH_DATA_DIR" not in os.environ and (REPO.parent / "shared").is_dir():
+    os.environ["QUEERBENCH_DATA_DIR"] = str(REPO.parent / "shared")
+
+
+@pytest.fixture(scope="session")
+def shared_dir() -> Path:
+    """The folder with the external reference data (``$QUEERBENCH_DATA_DIR``)."""
+    value = os.environ.get("QUEERBENCH_DATA_DIR")
+    if not value or not Path(value).is_dir():
+        pytest.fail("QUEERBENCH_DATA_DIR must point at the shared data folder (see README, 'Offline use')")
+    return Path(value)
+
+
+@pytest.fixture(scope="session")
+def upstream_dir(shared_dir: Path) -> Path:
+    """The upstream QueerBench data folder inside the shared directory."""
+    return shared_dir / "upstream" / "queerbench" / "data"
