@@ -111,7 +111,8 @@ def _card(configs: Sequence[str], tables: dict[str, dict[str, pa.Table]]) -> str
                 "config_name": c,
                 "features": _features(next(iter(tables[c].values()))),
                 "splits": [
-                    {"name": s, "num_bytes": int(t.nbytes), "num_examples": int(t.num_rows)} for s, t in tables[c].items()
+                    {"name": s, "num_bytes": int(t.nbytes), "num_examples": int(t.num_rows)}
+                    for s, t in tables[c].items()
                 ],
             }
             for c in configs
@@ -134,9 +135,7 @@ def _looks_like_dataset(folder: Path) -> bool:
     return readme.is_file() and "configs:" in readme.read_text(encoding="utf-8", errors="replace")
 
 
-def build_dataset(
-    out: str | Path, configs: Sequence[str] = ("default", "paper"), *, overwrite: bool = False
-) -> Path:
+def build_dataset(out: str | Path, configs: Sequence[str] = ("default", "paper"), *, overwrite: bool = False) -> Path:
     """Write the Hub-ready dataset folder for ``configs`` into ``out`` (atomically) and return its path.
 
     ``out`` must be empty or absent; an earlier dataset build there is replaced only with ``overwrite=True``.

