@@ -1,0 +1,118 @@
+"""``queerbench run``, ``queerbench compare`` and ``queerbench check-predictions``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from queerbench.cli import config_argument
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add ``run``, ``compare`` and ``check-predictions`` to the CLI."""
+    run = sub.add_parser(
+        "run",
+        help="the main job: predict, score and report for one masked LM",
+        description="Predict top-k completions for every dataset sentence with a masked LM, score them and write "
+        "predictions.parquet, scores.json, report.md and figures into --out. Rerunning resumes.",
+    )
+    run.add_argument(
+        "--model", default="bert-base-uncased", help="Hub id or local folder of a masked LM (default: %(default)s)"
+    )
+    config_argument(run)
+    run.add_argument("--top-k", type=int, default=5, help="completions per sentence (default: %(default)s)")
+    run.add_argument(
+        "--toxicity",
+        default="embedded",
+        help="toxicity scorer: embedded (offline default), hf:<model id or path>, perspective, none (default: %(default)s)",
+    )
+    run.add_argument(
+        "--toxicity-input",
+        choices=("neutral", "full", "frame"),
+        default=None,
+        help="what the toxicity scorer reads: the subject-blind neutral sentence (default config), the full sentence "
+        "(paper config), or 'The person is <word>.'",
+    )
+    run.add_argument("--out", default=None, help="output folder (default: runs/<model>-<config>-k<k>)")
+    run.add_argument(
+        "--device", default="auto", help="auto (cuda → mps → cpu), cpu, cuda, cuda:1, mps (default: %(default)s)"
+    )
+    run.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"), help="model dtype")
+    run.add_argument("--batch-size", type=int, default=64, help="sentences per forward pass (default: %(default)s)")
+    run.add_argument("--limit", type=int, default=None, help="use only the first N templates (all subjects of each)")
+    run.add_argument("--revision", default=None, help="model revision (branch, tag or commit) on the Hub")
+    run.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples for CIs (default: %(default)s)")
+    run.add_argument("--permutations", type=int, default=1000, help="permutations per test (default: %(default)s)")
+    run.add_argument("--seed", type=int, default=0, help="seed for bootstrap and permutations (default: %(default)s)")
+    run.set_defaults(func=_run)
+
+    compare = sub.add_parser("compare", help="one table and heatmap across runs (like the paper's Table 4, Figs 8–9)")
+    compare.add_argument("runs", nargs="+", help="run folders (each with scores.json)")
+    compare.add_argument("--out", required=True, help="folder for compare.md, compare.csv and compare_heatmap.png")
+    compare.set_defaults(func=_compare)
+
+    check = sub.add_parser("check-predictions", help="agreement of a run's top-k with the paper's prediction CSV")
+    check.add_argument("run_dir", help="a run folder (or its predictions.parquet)")
+    check.add_argument("--against", required=True, help="upstream data/prediction/<model>_template_<k>.csv")
+    check.set_defaults(func=_check)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from queerbench.predict import ModelLoadError
+    from queerbench.run import RunOptions, run_benchmark
+
+    options = RunOptions(
+        model=args.model,
+        config=args.config,
+        top_k=args.top_k,
+        revision=args.revision,
+        limit=args.limit,
+        dtype=args.dtype,
+        toxicity=args.toxicity,
+        toxicity_input=args.toxicity_input,
+        device=args.device,
+        batch_size=args.batch_size,
+        n_bootstrap=args.bootstrap,
+        n_permutations=args.permutations,
+        seed=args.seed,
+    )
+    options.scoring_options()  # validate the scorer name before loading any model
+    try:
+        result = run_benchmark(options, args.out)
+    except ModelLoadError as exc:
+        raise ValueError(str(exc)) from exc
+    scores = result.scores
+    print(f"\nQueerBench ({scores['config']}, top-{scores['k']}) for {args.model}:")
+    for group, value in scores["queerbench"].items():
+        shown = "n/a (no toxicity scorer)" if value is None else f"{value:.2f}"
+        print(f"  {group:>10}: {shown}  (n={scores['n'][group]})")
+    print(f"wrote {result.out}/predictions.parquet, scores.json, report.md and figures")
+    return 0
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from queerbench.report import compare_runs
+
+    runs = []
+    for folder in args.runs:
+        path = Path(folder) / "scores.json"
+        if not path.is_file():
+            raise FileNotFoundError(f"{folder} has no scores.json: is it a finished `queerbench run` folder?")
+        doc = json.loads(path.read_text())
+        runs.append({"scores": doc, "meta": doc.get("run", {"model": folder})})
+    table, md = compare_runs(runs, Path(args.out))
+    print(table.round(2).to_string())
+    print(f"wrote {md}")
+    return 0
+
+
+def _check(args: argparse.Namespace) -> int:
+    from queerbench.prediction_check import check_predictions
+
+    target = Path(args.run_dir)
+    if target.is_dir():
+        target = target / "predictions.parquet"
+    report = check_predictions(target, args.against)
+    print(json.dumps(report, indent=2, ensure_ascii=False, default=str))
+    return 0

@@ -1,0 +1,91 @@
+"""``queerbench score``: score a predictions file (a run's Parquet or the paper's own CSVs) from the command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from queerbench.cli import config_argument
+from queerbench.io_utils import write_json
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add ``score`` to the CLI."""
+    score = sub.add_parser(
+        "score",
+        help="score a predictions file",
+        description="Score PREDICTIONS: a run's predictions.parquet, or one of the paper's prediction/evaluation "
+        "CSVs (with --toxicity precomputed, an evaluation CSV's stored Perspective counts are used).",
+    )
+    score.add_argument("predictions", help="predictions.parquet from `queerbench run`, or an upstream QueerBench CSV")
+    config_argument(score)
+    score.add_argument("--toxicity", default="embedded", help="embedded, hf:<id>, perspective, precomputed, none")
+    score.add_argument("--toxicity-input", choices=("neutral", "full", "frame"), default=None)
+    score.add_argument("--top-k", type=int, default=None, help="score only the first K completions of each sentence")
+    score.add_argument("--bootstrap", type=int, default=1000)
+    score.add_argument("--permutations", type=int, default=1000)
+    score.add_argument("--seed", type=int, default=0)
+    score.add_argument("--out", default=None, help="write the full result as JSON here")
+    score.set_defaults(func=_score)
+
+
+def _score(args: argparse.Namespace) -> int:
+    from queerbench.paper_data import read_paper_csv
+    from queerbench.run import score_predictions
+    from queerbench.scoring.score import ScoringOptions, compute
+
+    path = Path(args.predictions)
+    if not path.is_file():
+        raise FileNotFoundError(f"predictions file {path} does not exist")
+    options = ScoringOptions(
+        config=args.config,
+        toxicity=args.toxicity,
+        n_bootstrap=args.bootstrap,
+        n_permutations=args.permutations,
+        seed=args.seed,
+        toxicity_input="frame" if args.toxicity_input == "frame" else "sentence",
+    )
+    if path.suffix == ".csv":
+        frame = read_paper_csv(path)
+        tokens = [t[: args.top_k] if args.top_k else t for t in frame["tokens"]]
+        counts = (
+            frame["perspective_counts"].tolist()
+            if args.toxicity == "precomputed" and "perspective_counts" in frame
+            else None
+        )
+        if args.toxicity == "precomputed" and counts is None:
+            raise ValueError(f"{path} has no stored perspective column; choose another --toxicity")
+        result = compute(
+            tokens,
+            frame["group"].tolist(),
+            sentences=frame["template"].tolist(),
+            toxicity_counts=counts,
+            options=options,
+        )
+    elif path.suffix == ".parquet":
+        frame = pd.read_parquet(path)
+        needed = {"tokens", "group", "template_id", "masked_sentence", "neutral_sentence"}
+        if not needed <= set(frame.columns):
+            raise ValueError(
+                f"{path} lacks the columns {sorted(needed - set(frame.columns))}; expected a run's predictions.parquet"
+            )
+        toxicity_input = args.toxicity_input or ("neutral" if args.config == "default" else "full")
+        result, _ = score_predictions(frame, options, toxicity_input, k=args.top_k)
+    else:
+        raise ValueError(f"{path}: expected a .parquet (from `queerbench run`) or an upstream .csv")
+    print(f"QueerBench ({result['config']}, top-{result['k']}):")
+    for group in result["n"]:
+        qb, tox = result["queerbench"][group], result["toxicity"][group]
+        print(
+            f"  {group:>10}: QB {'n/a' if qb is None else f'{qb:.2f}'}  A {result['afinn'][group]:.2f}  "
+            f"H {result['hurtlex'][group]:.2f}  P {'n/a' if tox is None else f'{tox:.2f}'}"
+        )
+    if args.out:
+        write_json(args.out, result)
+        print(f"wrote {args.out}")
+    else:
+        print(json.dumps({k: result[k] for k in ("queerbench", "n", "config", "k")}, indent=2))
+    return 0
