@@ -71,7 +71,7 @@ def harmful_completions(per_sentence: pd.DataFrame, n: int = 5) -> pd.DataFrame:
 
 
 def _markdown_table(frame: pd.DataFrame) -> str:
-    cols = [frame.index.name or ""] + list(frame.columns)
+    cols = [frame.index.name or "", *frame.columns]
     lines = ["| " + " | ".join(str(c) for c in cols) + " |", "|" + "---|" * len(cols)]
     for idx, row in frame.iterrows():
         lines.append("| " + " | ".join([str(idx)] + [str(v) for v in row.tolist()]) + " |")
