@@ -1,0 +1,242 @@
+"""The ``perspective`` toxicity scorer: Google's Perspective API (``comments:analyze``) over plain ``requests``.
+
+**The API is sunset: Jigsaw announced it will no longer be in service after 2026**, and new keys/quota are no longer
+granted. This client exists to replay and extend the paper's measurements while it still runs, and its persistent
+cache keeps every raw answer so results stay reproducible after the shutdown.
+
+- Key: only from the environment (``PERSPECTIVE_API_KEY``); missing → :class:`PerspectiveError` at construction.
+  It is sent as the ``key`` query parameter and scrubbed from every error message, and from urllib3's debug log
+  lines; it never reaches the cache, :meth:`PerspectiveScorer.describe` or any output.
+- Endpoint: ``PERSPECTIVE_API_URL`` overrides the default (proxies, tests).
+- Request: the five paper attributes plus ``SEVERE_TOXICITY``, ``languages: ["en"]``, ``doNotStore: true``.
+- Rate: at most ``qps`` requests per second (default 1, the API's default quota).
+- Failures: 429, 5xx, timeouts, connection errors and malformed answers are retried with exponential backoff that
+  honours ``Retry-After``, at most ``max_retries`` times; then :class:`PerspectiveError` names the text's index.
+  Other HTTP errors (400 bad text, 403 bad key) fail at once. Nothing is ever silently dropped.
+- Each answer is written to the cache as it arrives, so a crash loses nothing and a rerun makes no calls.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import logging
+import os
+import re
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import requests
+
+from queerbench.scoring.toxicity import ALL_ATTRIBUTES, ToxicityScorer
+
+__all__ = ["DEFAULT_URL", "KEY_ENV", "URL_ENV", "PerspectiveError", "PerspectiveScorer"]
+
+logger = logging.getLogger(__name__)
+
+KEY_ENV = "PERSPECTIVE_API_KEY"
+URL_ENV = "PERSPECTIVE_API_URL"
+DEFAULT_URL = "https://commentanalyzer.googleapis.com/v1alpha1/comments:analyze"
+_RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
+_KEY_IN_URL = re.compile(r"([?&]key=)[^&\s\"']+")
+
+
+class PerspectiveError(RuntimeError):
+    """The Perspective API could not score a text (after retries where retrying made sense)."""
+
+
+class _Retryable(Exception):
+    """Internal: one failed attempt that may succeed if repeated; ``retry_after`` is the server's hint (seconds)."""
+
+    def __init__(self, reason: str, retry_after: float | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.retry_after = retry_after
+
+
+class _ScrubKeyFilter(logging.Filter):
+    """Rewrites ``?key=…`` in log records (urllib3 logs request URLs at DEBUG) to ``?key=***``."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if "key=" in message:
+            record.msg, record.args = _KEY_IN_URL.sub(r"\1***", message), ()
+        return True
+
+
+_FILTER = _ScrubKeyFilter()
+
+
+def _install_log_scrubber() -> None:
+    for name in ("urllib3.connectionpool", "requests"):
+        log = logging.getLogger(name)
+        if _FILTER not in log.filters:
+            log.addFilter(_FILTER)
+
+
+def _parse_retry_after(value: str | None) -> float | None:
+    """``Retry-After`` as seconds (delta-seconds or an HTTP date); None when absent or unreadable."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+class PerspectiveScorer(ToxicityScorer):
+    """Perspective API client (see the module docstring; **sunset after 2026**).
+
+    ``qps``: request rate limit. ``max_retries``: retries per text after the first attempt. ``backoff_base`` /
+    ``backoff_max``: exponential backoff in seconds (``base·2^attempt``, capped; ``Retry-After`` wins when longer).
+    ``timeout``: per-request timeout in seconds. ``max_text_bytes``: texts longer than this (UTF-8) are refused
+    before any call, as the API would reject them.
+    """
+
+    name = "perspective"
+    attributes = ALL_ATTRIBUTES
+
+    def __init__(
+        self,
+        *,
+        qps: float = 1.0,
+        max_retries: int = 6,
+        backoff_base: float = 1.0,
+        backoff_max: float = 64.0,
+        timeout: float = 30.0,
+        max_text_bytes: int = 3000,
+        cache_dir: str | Path | None = None,
+        session: requests.Session | None = None,
+    ) -> None:
+        super().__init__(cache_dir=cache_dir)
+        key = os.environ.get(KEY_ENV, "").strip()
+        if not key:
+            raise PerspectiveError(
+                f"the perspective scorer needs an API key in the environment variable {KEY_ENV} (the API is sunset "
+                "after 2026 and new keys may be unobtainable); use toxicity='embedded' for an offline scorer"
+            )
+        if qps <= 0:
+            raise ValueError(f"qps must be > 0, got {qps}")
+        if max_retries < 0:
+            raise ValueError(f"max_retries must be >= 0, got {max_retries}")
+        if timeout <= 0 or backoff_base < 0 or backoff_max < 0:
+            raise ValueError("timeout must be > 0 and backoff_base/backoff_max >= 0")
+        self._key = key
+        self.url = os.environ.get(URL_ENV, "").strip() or DEFAULT_URL
+        if _KEY_IN_URL.search(self.url):
+            raise PerspectiveError(f"{URL_ENV} must not carry a key= parameter; put the key in {KEY_ENV}")
+        self.qps = float(qps)
+        self.max_retries = int(max_retries)
+        self.backoff_base = float(backoff_base)
+        self.backoff_max = float(backoff_max)
+        self.timeout = float(timeout)
+        self.max_text_bytes = int(max_text_bytes)
+        self._session = session or requests.Session()
+        self._sleep: Callable[[float], None] = time.sleep
+        self._last_call = float("-inf")
+        self.calls = 0  # HTTP requests made by this instance (for reports and tests)
+        _install_log_scrubber()
+
+    def describe(self) -> dict[str, Any]:
+        """Endpoint (without key), attributes, languages and options that change the scores."""
+        return {
+            "scorer": "perspective",
+            "name": self.name,
+            "endpoint": self.url,
+            "attributes": list(self.attributes),
+            "languages": ["en"],
+            "doNotStore": True,
+            "note": "Perspective API, sunset after 2026; model versions drift over time",
+        }
+
+    def _scrub(self, text: str) -> str:
+        return _KEY_IN_URL.sub(r"\1***", text).replace(self._key, "***")
+
+    def _check_texts(self, texts: list[str], indices: list[int]) -> None:
+        for text, index in zip(texts, indices, strict=True):
+            if not text.strip():
+                raise ValueError(f"text #{index} is empty; the Perspective API rejects empty texts: remove or fix it")
+            size = len(text.encode("utf-8"))
+            if size > self.max_text_bytes:
+                raise ValueError(
+                    f"text #{index} has {size} bytes, over the Perspective limit of {self.max_text_bytes} bytes "
+                    f"{text[:60]!r}…; shorten it"
+                )
+
+    def _body(self, text: str) -> dict[str, Any]:
+        return {
+            "comment": {"text": text, "type": "PLAIN_TEXT"},
+            "requestedAttributes": {a: {} for a in self.attributes},
+            "languages": ["en"],
+            "doNotStore": True,
+            "spanAnnotations": False,
+        }
+
+    def _throttle(self) -> None:
+        wait = self._last_call + 1.0 / self.qps - time.monotonic()
+        if wait > 0:
+            self._sleep(wait)
+        self._last_call = time.monotonic()
+
+    def _attempt(self, text: str) -> dict[str, float]:
+        """One request. Returns scores, raises :class:`_Retryable` or (final) :class:`PerspectiveError`."""
+        self._throttle()
+        self.calls += 1
+        try:
+            resp = self._session.post(self.url, params={"key": self._key}, json=self._body(text), timeout=self.timeout)
+        except requests.Timeout:
+            raise _Retryable(f"no answer within {self.timeout:g} s") from None
+        except requests.ConnectionError as exc:
+            raise _Retryable(f"connection error ({type(exc).__name__}: {self._scrub(str(exc))})") from None
+        except requests.RequestException as exc:
+            raise PerspectiveError(f"request failed ({type(exc).__name__}: {self._scrub(str(exc))})") from None
+        if resp.status_code in _RETRY_STATUS:
+            raise _Retryable(f"HTTP {resp.status_code}", _parse_retry_after(resp.headers.get("Retry-After")))
+        if resp.status_code != 200:
+            detail = self._scrub(resp.text[:300])
+            raise PerspectiveError(f"HTTP {resp.status_code} (not retried): {detail}")
+        try:
+            payload = resp.json()
+            scores = {a: float(payload["attributeScores"][a]["summaryScore"]["value"]) for a in self.attributes}
+        except (ValueError, KeyError, TypeError):
+            raise _Retryable("malformed answer (not JSON with attributeScores.*.summaryScore.value)") from None
+        if not all(0.0 <= v <= 1.0 for v in scores.values()):
+            raise _Retryable(f"scores outside [0, 1]: {scores}")
+        return scores
+
+    def _score_one(self, text: str, index: int) -> dict[str, float]:
+        for attempt in range(self.max_retries + 1):
+            try:
+                return self._attempt(text)
+            except PerspectiveError as exc:
+                raise PerspectiveError(f"Perspective API failed on text #{index} ({text[:60]!r}): {exc}") from None
+            except _Retryable as exc:
+                if attempt == self.max_retries:
+                    raise PerspectiveError(
+                        f"Perspective API failed on text #{index} ({text[:60]!r}) after {attempt + 1} attempts; "
+                        f"last error: {exc.reason}. Scores already received are cached; rerun to resume."
+                    ) from None
+                delay = min(self.backoff_max, self.backoff_base * 2**attempt)
+                if exc.retry_after is not None:
+                    delay = max(delay, exc.retry_after)
+                logger.warning(
+                    "perspective: text #%d: %s; retry %d/%d in %.2f s",
+                    index, exc.reason, attempt + 1, self.max_retries, delay,
+                )
+                self._sleep(delay)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _score_batches(
+        self, texts: list[str], indices: list[int], *, progress: bool
+    ) -> Iterator[list[dict[str, float]]]:
+        from tqdm.auto import tqdm
+
+        for text, index in tqdm(list(zip(texts, indices, strict=True)), desc="perspective", disable=not progress):
+            yield [self._score_one(text, index)]  # one answer per chunk: cached the moment it arrives
