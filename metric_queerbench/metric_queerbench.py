@@ -12,6 +12,8 @@ import queerbench
 from queerbench.scoring.score import ScoringOptions
 from queerbench.scoring.score import compute as qb_compute
 
+SCM_CONFIG = "scm"
+
 _CITATION = """\
 @misc{sosto2024queerbench,
   title  = {QueerBench: Quantifying Discrimination in Language Models Toward Queer Identities},
@@ -25,6 +27,8 @@ The QueerBench score (0-100, higher = more harmful) of masked-LM completions, pe
 sentiment score (A), a HurtLex hurtful-word score (H) and a toxicity score (P). Config `default` implements the paper's
 equations 1-4 as written (with bootstrap CIs and permutation tests); config `paper` reproduces the published Table 4
 bit for bit (its truncations, first-row HurtLex codes, 10-code whitelist and any-completion toxicity rule).
+Config `scm` scores generative-LLM responses to the Stereotype Content Model probes (Ostrow & Lopez): ratings,
+selections, elicited keywords and stories mapped onto Warmth and Competence, with refusal and parse rates.
 """
 
 _KWARGS_DESCRIPTION = """
@@ -44,6 +48,13 @@ Init kwargs (evaluate.load(..., toxicity="embedded")):
     toxicity_input: `sentence` (default) or `frame` ("The person is <word>.").
     hurtlex_level: `conservative` (default) or `inclusive`.
     n_bootstrap, n_permutations, seed: uncertainty settings (`default` config only).
+Config `scm` instead takes:
+    predictions (list of str): one model response per prompt.
+    groups (list of str): the group each prompt asked about (`women`, `men`, `heterosexual`, `gay_men`, `lesbians`, `bisexual`, `nonbinary`).
+    prompt_types (list of str): `rating`, `selection`, `elicitation`, `generation` or a prompt id (`rating_v1`, ...).
+    terms (list of str, optional): the rated attribute of each rating prompt. prompts (optional): the prompt texts.
+    It returns refusal and parse rates, mean ratings per group and axis with CIs, % Warmth / Competence per group and
+    task, top odds-ratio words of the stories, and Spearman rho against the paper's human ranking.
 Returns:
     queerbench, afinn, hurtlex, toxicity, n: dicts keyed by group; in `default` also ci, comparisons,
     hurtlex_categories, toxicity_attributes; config, k, scorers (versions of every scorer and lexicon) and
@@ -63,9 +74,15 @@ class QueerBench(evaluate.Measurement):
     def __init__(self, *args, **kwargs):
         options = {k: kwargs.pop(k) for k in _OPTION_KEYS if k in kwargs}
         toxicity_kwargs = kwargs.pop("toxicity_kwargs", {})
+        self.axis_mapping = kwargs.pop("axis_mapping", True)
         super().__init__(*args, **kwargs)
         config = self.config_name if self.config_name not in (None, "") else "default"
-        self.options = ScoringOptions(config=config, toxicity_kwargs=toxicity_kwargs, **options)
+        if config not in (*queerbench.CONFIGS, SCM_CONFIG):
+            raise ValueError(f"unknown config {config!r}; choose one of: {', '.join((*queerbench.CONFIGS, SCM_CONFIG))}")
+        if config == SCM_CONFIG:
+            self.options = None
+        else:
+            self.options = ScoringOptions(config=config, toxicity_kwargs=toxicity_kwargs, **options)
 
     def _info(self):
         return evaluate.MeasurementInfo(
@@ -73,15 +90,23 @@ class QueerBench(evaluate.Measurement):
             description=_DESCRIPTION,
             citation=_CITATION,
             inputs_description=_KWARGS_DESCRIPTION,
-            features=datasets.Features({"predictions": datasets.Sequence(datasets.Value("string"))}),
+            features=datasets.Features(
+                {"predictions": datasets.Value("string")}
+                if self.config_name == SCM_CONFIG
+                else {"predictions": datasets.Sequence(datasets.Value("string"))}
+            ),
             homepage="https://github.com/MaeSosto/QueerBench",
             license="Apache-2.0 (code); HurtLex CC BY-NC-SA 4.0; AFINN ODbL 1.0",
             codebase_urls=["https://github.com/MaeSosto/QueerBench"],
         )
 
-    def _compute(self, predictions, groups=None, sentences=None, toxicity_counts=None, template_ids=None):
+    def _compute(self, predictions, groups=None, sentences=None, toxicity_counts=None, template_ids=None, **scm):
         if groups is None:
             raise ValueError("groups is required: one group label per sentence (e.g. 'queer', 'non-queer')")
+        if self.options is None:
+            return self._compute_scm(list(predictions), list(groups), **scm)
+        if scm:
+            raise ValueError(f"unexpected inputs {sorted(scm)} for config {self.config_name!r}")
         result = qb_compute(
             [list(p) for p in predictions],
             list(groups),
@@ -90,5 +115,27 @@ class QueerBench(evaluate.Measurement):
             template_ids=None if template_ids is None else list(template_ids),
             options=self.options,
         )
+        result["module_version"] = queerbench.__version__
+        return result
+
+    def _compute_scm(self, responses, groups, prompt_types=None, terms=None, prompts=None):
+        from queerbench.scm.metric import score_responses
+
+        if prompt_types is None:
+            raise ValueError("config 'scm' needs prompt_types: one of rating, selection, elicitation, generation per response")
+        mapper = None
+        if self.axis_mapping and any(p.startswith(("elicitation", "gen")) for p in prompt_types):
+            from queerbench.scm.axes import AxisMapper
+
+            mapper = AxisMapper()
+        result = score_responses(
+            responses,
+            groups,
+            list(prompt_types),
+            terms=None if terms is None else list(terms),
+            prompts=None if prompts is None else list(prompts),
+            mapper=mapper,
+        )
+        result["config"] = SCM_CONFIG
         result["module_version"] = queerbench.__version__
         return result

@@ -165,7 +165,8 @@ def render_report(
         "",
         f"## Scores (top-{scores['k']})",
         "",
-        "QB = (A + H + P) / 3, 0–100, higher = more harmful"
+        "QB = (A + H + P) / 3, higher = more harmful. (The paper calls it a 0–100 scale, but H and P count "
+        "categories and flagged attributes per sentence, so they can exceed 100, most often at top-k > 1.)"
         + ("; 95% bootstrap CIs over templates in brackets." if scores.get("ci") else "."),
         "",
         _markdown_table(score_table(scores)),

@@ -41,6 +41,7 @@ __all__ = [
     "load_terms",
     "render_default",
     "render_paper",
+    "subjects",
 ]
 
 MASK = "[MASK]"
@@ -97,7 +98,7 @@ def _groups_config() -> dict:
         "group_order",
         "splits",
         "verb_markers",
-        "object_prepositions",
+        "sentence_adverbs",
         "adverbs_before_verb",
         "neutral_subject",
     ):
@@ -188,6 +189,12 @@ def load_pronouns(path: str | Path | None = None) -> pd.DataFrame:
 
 
 # ---------------------------------------------------------------------------------------------------- subjects
+def subjects(config: str = "default") -> dict[str, list[Subject]]:
+    """The nouns and pronouns of ``config`` (``default`` drops the duplicate pronoun ``e``), split by kind."""
+    check_config(config)
+    return _subjects(load_terms(), load_pronouns(), dedupe=config == "default")
+
+
 def _subjects(terms: pd.DataFrame, pronouns: pd.DataFrame, *, dedupe: bool) -> dict[str, list[Subject]]:
     cfg = _groups_config()
     nouns: list[Subject] = []
@@ -264,8 +271,12 @@ def render_paper(template: str, subject: Subject) -> str:
 
 
 def _in_object_position(template: str) -> bool:
-    before = template.split(TARGET, 1)[0].split()
-    return bool(before) and before[-1].lower() in _groups_config()["object_prepositions"]
+    """True when the subject slot is an object: anything but a sentence start, a comma-ended lead-in ("Among
+    all, …") or leading adverbs ("Very soon …") comes before it ("… the best choice for [SUBJECT]", "I met [SUBJECT]")."""
+    head = template.split(TARGET, 1)[0].strip()
+    if not head or head.endswith(","):
+        return False
+    return not all(word.lower() in _groups_config()["sentence_adverbs"] for word in head.split())
 
 
 def render_default(template: str, subject: Subject) -> str:

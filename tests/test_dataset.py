@@ -101,3 +101,14 @@ def test_python_dash_m_works_like_the_console_script():
     from queerbench import __version__
 
     assert out.stdout.strip() == f"queerbench {__version__}"
+
+
+def test_scm_config_in_the_hub_dataset(tmp_path: Path):
+    out = build_dataset(tmp_path / "scm", ["default", "scm"])
+    survey = load_dataset(str(out), "scm", split="survey")
+    generation = load_dataset(str(out), "scm", split="generation")
+    assert survey.num_rows > 0 and generation.num_rows > 0
+    assert {"group", "prompt_type", "prompt"} <= set(survey.column_names)
+    assert set(generation["task"]) == {"generation"} and len(set(survey["group"])) == 7
+    meta = yaml.safe_load((out / "README.md").read_text().split("---")[1])
+    assert [c["config_name"] for c in meta["configs"]] == ["default", "scm"]

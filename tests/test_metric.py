@@ -64,3 +64,23 @@ def test_bad_input_is_a_clear_error(config, init, inputs, message):
     with pytest.raises(ValueError, match=message):
         qb = evaluate.load(METRIC, config, **init)
         qb.compute(**inputs)
+
+
+def test_scm_config_scores_responses():
+    qb = evaluate.load(METRIC, "scm")
+    res = qb.compute(
+        predictions=["Rating: 4. They are seen as friendly.", "I'm sorry, but as an AI I cannot rate groups.",
+                     "Rating: 2", "warm"],
+        groups=["women", "women", "nonbinary", "nonbinary"],
+        prompt_types=["rating", "rating", "rating", "selection"],
+        terms=["warm", "competent", "warm", ""],
+    )
+    assert res["config"] == "scm" and res["n_responses"] == 4
+    assert res["refusal_rate"]["by_group"]["women"] == pytest.approx(0.5)
+    assert res["parse_rate"]["rating"] == pytest.approx(2 / 3)  # the refusal carries no rating
+    assert res["rating_free"]["women"]["Warmth"]["mean"] == 4.0 and res["rating_free"]["nonbinary"]["Warmth"]["mean"] == 2.0
+    assert res["selection_free"]["nonbinary"]["Warmth"] == 100.0
+    with pytest.raises(ValueError, match="prompt_types"):
+        qb.compute(predictions=["x"], groups=["women"])
+    with pytest.raises(ValueError, match="unknown group"):
+        qb.compute(predictions=["x"], groups=["martians"], prompt_types=["selection"])

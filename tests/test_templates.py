@@ -195,3 +195,12 @@ def test_custom_templates_work(tmp_path: Path):
     assert "They like to [MASK]." in set(frame["masked_sentence"])
     assert "He likes to [MASK]." in set(frame["masked_sentence"])
     assert re.match(r"default-000-", frame["id"].iloc[0])
+
+
+def test_object_position_for_custom_templates(tmp_path: Path):
+    custom = tmp_path / "t.csv"
+    custom.write_text("template;type\nI met <target> at [MASK].;role\nVery soon <target> will be a [MASK].;role\n")
+    frame = build_sentences("default", "pronouns", templates_path=custom)
+    sentences = set(frame["masked_sentence"])
+    assert {"I met him at [MASK].", "I met them at [MASK].", "I met xem at [MASK]."} <= sentences
+    assert {"Very soon he will be a [MASK].", "Very soon they will be a [MASK]."} <= sentences

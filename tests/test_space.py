@@ -1,0 +1,288 @@
+"""The demo Space, driven like its users drive it: through ``gradio_client`` against the app served on 127.0.0.1.
+
+A tiny local BERT stands in for a Hub model (``QUEERBENCH_SPACE_ALLOW_LOCAL=1``); a quick run covers 2 templates.
+The Hub-side model checks run against the mock Hub in ``tests/hub_server.py``.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from gradio_client import Client
+from gradio_client.exceptions import AppError
+from hub_server import HubServer
+from tiny_models import tiny_bert, tiny_gpt2
+
+from queerbench import space_app
+from queerbench.space_app import (
+    HIDDEN,
+    ModelCache,
+    SpaceError,
+    SpaceSettings,
+    build_demo,
+    check_model,
+    sentence_view,
+)
+
+GROUPS = ["neo", "neutral", "binary", "queer", "non-queer"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("space-models")
+    return {"bert": tiny_bert(root), "gpt2": tiny_gpt2(root)}
+
+
+def _serve(env: dict[str, str | None]) -> Iterator[tuple[Client, object]]:
+    with pytest.MonkeyPatch.context() as mp:
+        for key, value in env.items():
+            if value is None:
+                mp.delenv(key, raising=False)
+            else:
+                mp.setenv(key, value)
+        demo = build_demo()
+    _, url, _ = demo.launch(
+        prevent_thread_lock=True, server_name="127.0.0.1", server_port=_free_port(), ssr_mode=False, quiet=True
+    )
+    try:
+        yield Client(url, verbose=False), demo
+    finally:
+        demo.close()
+
+
+@pytest.fixture(scope="module")
+def client(models: dict[str, Path]) -> Iterator[Client]:
+    env = {"QUEERBENCH_SPACE_ALLOW_LOCAL": "1", "QUEERBENCH_SPACE_QUICK_TEMPLATES": "2"}
+    for c, _ in _serve(env):
+        yield c
+
+
+def _message(exc: pytest.ExceptionInfo[AppError]) -> str:
+    text = str(exc.value)
+    assert "Traceback" not in text and 'File "' not in text, text
+    return text
+
+
+def _frame(value: dict) -> pd.DataFrame:
+    return pd.DataFrame(value["data"], columns=value["headers"])
+
+
+# ------------------------------------------------------------------------------------------------ evaluate
+def test_evaluate_with_only_the_model_id(client: Client, models: dict[str, Path]) -> None:
+    status, table, plot, sentences, csv_file = client.predict(str(models["bert"]), api_name="/evaluate")
+
+    assert "Done" in status and "2 templates" in status and "toxicity `embedded`" in status
+    scores = _frame(table)
+    assert scores["group"].tolist() == GROUPS
+    assert {"QB", "A", "H", "P", "n"} <= set(scores.columns)
+    assert all("[" in v for v in scores["QB"])  # a 95% CI next to each score
+    assert Path(plot).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    shown = _frame(sentences)
+    assert len(shown) == 2 * 77 == scores["n"].astype(int).sum()
+    harmful = shown[shown["harmful"] != ""]
+    assert len(harmful) > 0, "the embedded scorer flags identity-word completions of the tiny model"
+    assert harmful["completions"].str.contains(HIDDEN, regex=False).all()  # hidden until asked for
+
+    with Path(csv_file).open(encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) == len(shown)
+    assert not any(HIDDEN in r["completions"] for r in rows)  # the download is unredacted
+    flagged = next(r for r in rows if r["harmful"])
+    assert flagged["toxicity flags"] or flagged["HurtLex"]
+
+
+def test_evaluate_options_and_toggle(client: Client, models: dict[str, Path]) -> None:
+    status, table, _, sentences, _ = client.predict(
+        str(models["bert"]), "paper", 3, ["queer", "non-queer"], "quick", "none", True, api_name="/evaluate"
+    )
+    assert "config `paper`" in status and "top-3" in status
+    scores = _frame(table)
+    assert scores["group"].tolist() == ["queer", "non-queer"]
+    assert set(scores["QB"]) == {"—"}  # no toxicity scorer → no QueerBench score, A and H still reported
+    shown = _frame(sentences)
+    assert set(shown["group"]) == {"queer", "non-queer"}
+    assert all(len(c.split(", ")) == 3 for c in shown["completions"])
+    assert not shown["completions"].str.contains(HIDDEN, regex=False).any()  # show_harmful=True
+
+
+def test_missing_model_is_a_message(client: Client, tmp_path: Path) -> None:
+    with pytest.raises(AppError) as exc:
+        client.predict(str(tmp_path / "no-such-model"), api_name="/evaluate")
+    assert "no model folder" in _message(exc)
+
+
+def test_causal_lm_without_mask_token_is_a_message(client: Client, models: dict[str, Path]) -> None:
+    with pytest.raises(AppError) as exc:
+        client.predict(str(models["gpt2"]), api_name="/evaluate")
+    assert "not a masked language model" in _message(exc)
+
+
+def test_empty_group_selection_is_a_message(client: Client, models: dict[str, Path]) -> None:
+    with pytest.raises(AppError) as exc:
+        client.predict(str(models["bert"]), "default", 5, [], api_name="/evaluate")
+    assert "select at least one subject group" in _message(exc)
+
+
+def test_local_path_needs_the_env_var(models: dict[str, Path]) -> None:
+    for locked, _ in _serve({"QUEERBENCH_SPACE_ALLOW_LOCAL": None}):
+        with pytest.raises(AppError) as exc:
+            locked.predict(str(models["bert"]), api_name="/evaluate")
+        message = _message(exc)
+        assert "Hub model ids only" in message and "QUEERBENCH_SPACE_ALLOW_LOCAL" in message
+
+
+# ----------------------------------------------------------------------------------------------- playground
+def test_playground_side_by_side(client: Client, models: dict[str, Path]) -> None:
+    (result,) = [
+        client.predict(
+            "[SUBJECT] <be> a [MASK].",
+            ["gay", "they", "xe"],
+            str(models["bert"]),
+            3,
+            "none",
+            False,
+            api_name="/playground",
+        )
+    ]
+    frame = _frame(result)
+    assert frame["subject"].tolist() == ["gay", "they", "xe"]
+    assert frame["sentence"].tolist() == ["The gay person is a [MASK].", "They are a [MASK].", "Xe is a [MASK]."]
+    assert {"#1", "#2", "#3"} <= set(frame.columns)
+    assert all(isinstance(w, str) and w for w in frame["#1"])
+
+
+@pytest.mark.parametrize(
+    ("template", "subjects", "expected"),
+    [
+        ("[SUBJECT] is a doctor.", ["gay"], "exactly one [MASK]"),
+        ("The person is a [MASK].", ["gay"], "exactly one [SUBJECT]"),
+        ("[SUBJECT] is a [MASK].", [], "select at least one subject"),
+    ],
+)
+def test_playground_bad_input_is_a_message(
+    client: Client, models: dict[str, Path], template: str, subjects: list[str], expected: str
+) -> None:
+    with pytest.raises(AppError) as exc:
+        client.predict(template, subjects, str(models["bert"]), 3, "none", False, api_name="/playground")
+    assert expected in _message(exc)
+
+
+# ------------------------------------------------------------------------------------------ library pieces
+def test_sentence_view_hides_only_flagged_words() -> None:
+    per_sentence = pd.DataFrame(
+        {
+            "group": ["queer"],
+            "subject": ["gay"],
+            "masked_sentence": ["The gay person is a [MASK]."],
+            "words": [["doctor", "slur"]],
+            "word_hurtlex": [[[], ["om"]]],
+            "word_toxicity": [[[], ["INSULT"]]],
+            "afinn": [-1.5],
+        }
+    )
+    hidden = sentence_view(per_sentence).iloc[0]
+    assert hidden["completions"] == f"doctor, {HIDDEN}" and hidden["harmful"]
+    assert "slur" not in hidden["HurtLex"] + hidden["toxicity flags"]
+    shown = sentence_view(per_sentence, show_harmful=True).iloc[0]
+    assert shown["completions"] == "doctor, slur" and shown["HurtLex"] == "slur: om"
+
+
+def test_model_cache_is_bounded_lru(models: dict[str, Path], tmp_path: Path) -> None:
+    other = tiny_bert(tmp_path, name="other-bert")
+    settings = SpaceSettings(allow_local=True)
+    cache = ModelCache(maxsize=1)
+    first = cache.get(check_model(str(models["bert"]), settings))
+    assert cache.get(check_model(str(models["bert"]), settings)) is first
+    cache.get(check_model(str(other), settings))
+    assert [k[0] for k in cache.loaded()] == [str(other)]
+
+
+def test_local_pickle_only_and_size_cap(models: dict[str, Path], tmp_path: Path) -> None:
+    pickled = tmp_path / "pickled"
+    pickled.mkdir()
+    (pickled / "config.json").write_text("{}")
+    (pickled / "pytorch_model.bin").write_bytes(b"x")
+    with pytest.raises(SpaceError, match=r"only pickle weights \(pytorch_model.bin\)"):
+        check_model(str(pickled), SpaceSettings(allow_local=True))
+    with pytest.raises(SpaceError, match="parameters; this Space runs models up to"):
+        check_model(str(models["bert"]), SpaceSettings(allow_local=True, max_params=1000))
+    ok = check_model(str(models["bert"]), SpaceSettings(allow_local=True))
+    assert ok.source == "local" and 10_000 < (ok.n_params or 0) < 100_000
+
+
+@pytest.fixture
+def hub(monkeypatch: pytest.MonkeyPatch) -> Iterator[HubServer]:
+    import huggingface_hub.constants
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    with HubServer() as server:
+        server.state.models.update(
+            {
+                "org/good-mlm": {
+                    "pipeline_tag": "fill-mask",
+                    "mask_token": "[MASK]",
+                    "safetensors": {"parameters": {"F32": 110_000_000}, "total": 110_000_000},
+                    "siblings": [
+                        {"rfilename": "config.json", "size": 500},
+                        {"rfilename": "model.safetensors", "size": 440_000_000},
+                    ],
+                },
+                "org/pickle-only": {
+                    "pipeline_tag": "fill-mask",
+                    "siblings": [{"rfilename": "config.json"}, {"rfilename": "pytorch_model.bin", "size": 400}],
+                },
+                "org/huge": {
+                    "pipeline_tag": "fill-mask",
+                    "safetensors": {"parameters": {"BF16": 7_000_000_000}, "total": 7_000_000_000},
+                    "siblings": [{"rfilename": "model.safetensors", "size": 14_000_000_000}],
+                },
+                "org/chatty": {"pipeline_tag": "text-generation", "siblings": [{"rfilename": "model.safetensors"}]},
+            }
+        )
+        yield server
+
+
+@pytest.mark.parametrize(
+    ("model_id", "expected"),
+    [
+        ("org/missing", "no public model 'org/missing' on the Hub"),
+        ("org/pickle-only", "only pickle weights (pytorch_model.bin)"),
+        ("org/huge", "7.0B parameters; this Space runs models up to 600.0M"),
+        ("org/chatty", "not a masked language model (its Hub task is 'text-generation')"),
+        ("not a valid id!", "not a valid Hub model id"),
+    ],
+)
+def test_hub_model_checks(hub: HubServer, model_id: str, expected: str) -> None:
+    with pytest.raises(SpaceError) as exc:
+        check_model(model_id, SpaceSettings(), endpoint=hub.url)
+    assert expected in str(exc.value)
+
+
+def test_hub_model_check_passes_and_pins_the_revision(hub: HubServer) -> None:
+    ok = check_model("org/good-mlm", SpaceSettings(), endpoint=hub.url)
+    assert (ok.source, ok.revision, ok.n_params, ok.n_bytes) == ("hub", "a" * 40, 110_000_000, 440_000_000)
+    assert ("GET", "/api/models/org/good-mlm") in hub.state.requests
+
+
+def test_hub_endpoint_is_read_at_call_time(hub: HubServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_ENDPOINT", hub.url)
+    assert check_model("org/good-mlm", SpaceSettings()).n_params == 110_000_000
+
+
+def test_space_app_is_thin() -> None:
+    app = (Path(__file__).resolve().parents[1] / "space" / "app.py").read_text(encoding="utf-8")
+    assert "from queerbench.space_app import" in app and len(app.splitlines()) < 15
+    assert space_app.build_demo is build_demo and os.environ.get("GRADIO_ANALYTICS_ENABLED") == "False"
