@@ -1,0 +1,204 @@
+"""Tiny, randomly initialised masked LMs (and one causal LM) built and saved locally, for tests.
+
+No Hub access is possible on the project's machines, so every test that needs a model builds one here: a tokenizer
+made from a vocabulary written on the spot (or trained in milliseconds on a few sentences) plus a two-layer model
+with random weights. Token handling differs per tokenizer family, so there is one builder per family:
+
+- :func:`tiny_bert`: BERT with a WordPiece vocabulary that has ``##`` pieces, punctuation and digits;
+- :func:`tiny_roberta`: RoBERTa with a byte-level BPE trained with the ``tokenizers`` library (``Ġ`` word starts);
+- :func:`tiny_albert`: ALBERT with a SentencePiece unigram model trained with ``sentencepiece`` (``▁`` word starts);
+- :func:`tiny_bertweet`: a RoBERTa model with a BERTweet (fastBPE, ``@@`` continuation) tokenizer;
+- :func:`tiny_gpt2`: a causal GPT-2 (no mask token), for the "not a masked LM" error.
+
+Each builder takes a directory, writes a ``save_pretrained`` folder (config, safetensors weights, tokenizer) into
+it and returns that path, so it loads with ``AutoModelForMaskedLM.from_pretrained(path)`` like a Hub checkpoint.
+The weights use a large ``initializer_range`` so that the output distributions are peaked rather than flat: ties
+in top-k would make "same result" tests fragile.
+"""
+
+from __future__ import annotations
+
+import json
+import string
+from pathlib import Path
+
+import torch
+
+__all__ = ["CORPUS", "tiny_albert", "tiny_bert", "tiny_bertweet", "tiny_gpt2", "tiny_roberta"]
+
+CORPUS: tuple[str, ...] = (
+    "The gay person is a great doctor.",
+    "The lesbian person dreams of being a teacher.",
+    "The bisexual person is the best nurse.",
+    "The transgender person has earned a living as a lawyer.",
+    "The straight person should work as a farmer.",
+    "He is a hero, and she is a singer.",
+    "They are the best choice for the job.",
+    "xe is known as a writer; ze is an artist!",
+    "The agender person likes to dance at 10 o'clock.",
+    "Among all, the queer person stands out as a leader in 2023.",
+    "The nonbinary person tends to paint (and sing).",
+    "The person is very kind, smart and funny.",
+    "The man and the woman were friends; the boy was a thief?",
+    "The girl has a talent for being a dancer, a runner or a pilot.",
+)
+"""Sentences the BPE and SentencePiece tokenizers are trained on (words from the QueerBench templates)."""
+
+_SEED = 1234
+_TINY = {
+    "hidden_size": 32,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 2,
+    "intermediate_size": 64,
+    "initializer_range": 0.4,
+}
+
+
+def _out(directory: str | Path, name: str) -> Path:
+    path = Path(directory) / name
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _save(model: torch.nn.Module, tokenizer: object, path: Path) -> Path:
+    model.eval()
+    model.save_pretrained(path)  # safetensors by default
+    tokenizer.save_pretrained(path)  # type: ignore[attr-defined]
+    return path
+
+
+def tiny_bert(directory: str | Path, *, name: str = "tiny-bert") -> Path:
+    """A BERT masked LM with a WordPiece vocabulary (words, ``##`` pieces, punctuation, digits); returns its folder."""
+    from transformers import BertConfig, BertForMaskedLM, BertTokenizer
+
+    path = _out(directory, name)
+    words = sorted({w.strip(string.punctuation).lower() for s in CORPUS for w in s.split()} - {""})
+    pieces = ["##s", "##ing", "##er", "##ed", "##ly", "##ness", "##a", "##e", "##o", "##x", "##z"]
+    letters = list(string.ascii_lowercase)
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    tokens = list(
+        dict.fromkeys([*specials, *string.punctuation, *string.digits, "10", "2023", *words, *letters, *pieces])
+    )
+    vocab_file = path / "vocab.txt"
+    vocab_file.write_text("\n".join(tokens) + "\n", encoding="utf-8")
+    tokenizer = BertTokenizer(vocab=str(vocab_file), do_lower_case=True)
+    torch.manual_seed(_SEED)
+    config = BertConfig(vocab_size=len(tokens), max_position_embeddings=64, pad_token_id=0, **_TINY)
+    return _save(BertForMaskedLM(config), tokenizer, path)
+
+
+def tiny_roberta(directory: str | Path, *, name: str = "tiny-roberta") -> Path:
+    """A RoBERTa masked LM with a byte-level BPE trained on :data:`CORPUS`; returns its folder."""
+    from tokenizers import AddedToken, ByteLevelBPETokenizer
+    from transformers import RobertaConfig, RobertaForMaskedLM, RobertaTokenizer
+
+    path = _out(directory, name)
+    bpe = ByteLevelBPETokenizer()
+    specials = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
+    bpe.train_from_iterator(list(CORPUS) * 3, vocab_size=400, min_frequency=1, special_tokens=specials)
+    bpe.save_model(str(path))
+    # Like roberta-base: the mask token swallows the space before it, so "a <mask>" is ["Ġa", "<mask>"].
+    tokenizer = RobertaTokenizer(
+        vocab=str(path / "vocab.json"),
+        merges=str(path / "merges.txt"),
+        mask_token=AddedToken("<mask>", lstrip=True, rstrip=False),
+    )
+    torch.manual_seed(_SEED)
+    config = RobertaConfig(
+        vocab_size=len(tokenizer), max_position_embeddings=66, pad_token_id=1, bos_token_id=0, eos_token_id=2, **_TINY
+    )
+    return _save(RobertaForMaskedLM(config), tokenizer, path)
+
+
+def tiny_albert(directory: str | Path, *, name: str = "tiny-albert") -> Path:
+    """An ALBERT masked LM with a SentencePiece unigram model (vocabulary up to 200) trained on :data:`CORPUS`."""
+    import sentencepiece as spm
+    from transformers import AlbertConfig, AlbertForMaskedLM, AlbertTokenizer
+
+    path = _out(directory, name)
+    text = path / "corpus.txt"
+    text.write_text("\n".join(list(CORPUS) * 3) + "\n", encoding="utf-8")
+    spm.SentencePieceTrainer.train(
+        input=str(text),
+        model_prefix=str(path / "spiece"),
+        vocab_size=200,
+        model_type="unigram",
+        pad_id=0,
+        unk_id=1,
+        bos_id=2,
+        eos_id=3,
+        pad_piece="<pad>",
+        unk_piece="<unk>",
+        bos_piece="[CLS]",
+        eos_piece="[SEP]",
+        user_defined_symbols=["[MASK]"],
+        character_coverage=1.0,
+        hard_vocab_limit=False,
+        minloglevel=2,
+    )
+    text.unlink()
+    tokenizer = AlbertTokenizer.from_pretrained(str(path))
+    torch.manual_seed(_SEED)
+    config = AlbertConfig(
+        vocab_size=len(tokenizer),
+        embedding_size=16,
+        max_position_embeddings=64,
+        pad_token_id=0,
+        bos_token_id=2,
+        eos_token_id=3,
+        **_TINY,
+    )
+    return _save(AlbertForMaskedLM(config), tokenizer, path)
+
+
+def tiny_bertweet(directory: str | Path, *, name: str = "tiny-bertweet") -> Path:
+    """A RoBERTa masked LM with a BERTweet tokenizer (fastBPE: ``@@`` marks a piece that continues a word)."""
+    from transformers import BertweetTokenizer, RobertaConfig, RobertaForMaskedLM
+
+    path = _out(directory, name)
+    words = sorted({w.strip(string.punctuation) for s in CORPUS for w in s.split()} - {""})
+    letters = list(string.ascii_lowercase)
+    # fastBPE dictionary: whole words, letters as word-final pieces and as continuing pieces ("a@@"), punctuation.
+    vocab = [*words, *letters, *(f"{c}@@" for c in letters), "er@@", "ing", *string.punctuation, *string.digits]
+    src_vocab, src_codes = path / "vocab.src.txt", path / "bpe.src.codes"  # save_pretrained rewrites the real names
+    src_vocab.write_text("".join(f"{t} 1\n" for t in dict.fromkeys(vocab)), encoding="utf-8")
+    merges: dict[tuple[str, str], None] = {}
+    for word in words:  # left-to-right merges that rebuild each corpus word
+        if len(word) < 2:
+            continue
+        parts = [*word[:-1], word[-1] + "</w>"]
+        built = parts[0]
+        for part in parts[1:]:
+            merges[(built, part)] = None
+            built += part
+    src_codes.write_text("".join(f"{a} {b} 1\n" for a, b in merges), encoding="utf-8")
+    tokenizer = BertweetTokenizer(vocab_file=str(src_vocab), merges_file=str(src_codes))
+    torch.manual_seed(_SEED)
+    config = RobertaConfig(
+        vocab_size=len(tokenizer), max_position_embeddings=66, pad_token_id=1, bos_token_id=0, eos_token_id=2, **_TINY
+    )
+    out = _save(RobertaForMaskedLM(config), tokenizer, path)
+    # transformers 5 saves bpe.codes without the count column, which its own loader then misreads: keep ours.
+    src_vocab.replace(out / "vocab.txt")
+    src_codes.replace(out / "bpe.codes")
+    cfg = json.loads((out / "tokenizer_config.json").read_text(encoding="utf-8"))
+    cfg["tokenizer_class"] = "BertweetTokenizer"
+    (out / "tokenizer_config.json").write_text(json.dumps(cfg, indent=2), encoding="utf-8")
+    return out
+
+
+def tiny_gpt2(directory: str | Path, *, name: str = "tiny-gpt2") -> Path:
+    """A causal GPT-2 language model with a byte-level BPE tokenizer and no mask token; returns its folder."""
+    from tokenizers import ByteLevelBPETokenizer
+    from transformers import GPT2Config, GPT2LMHeadModel, GPT2Tokenizer
+
+    path = _out(directory, name)
+    bpe = ByteLevelBPETokenizer()
+    bpe.train_from_iterator(list(CORPUS), vocab_size=300, min_frequency=1, special_tokens=["<|endoftext|>"])
+    bpe.save_model(str(path))
+    tokenizer = GPT2Tokenizer(vocab=str(path / "vocab.json"), merges=str(path / "merges.txt"))
+    torch.manual_seed(_SEED)
+    config = GPT2Config(
+        vocab_size=len(tokenizer), n_positions=64, n_embd=32, n_layer=2, n_head=2, bos_token_id=0, eos_token_id=0
+    )
+    return _save(GPT2LMHeadModel(config), tokenizer, path)
