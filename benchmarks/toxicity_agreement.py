@@ -7,7 +7,7 @@ Reads the paper's 16 evaluation files (``$QUEERBENCH_DATA_DIR/upstream/queerbenc
 - agreement with the stored Perspective flags per attribute, at the sentence level ("any of the k completions has
   score > threshold", which is what the paper's P counts): precision, recall, Cohen's κ — at 0.5 and at a threshold
   fitted leave-one-model-out (fit on the other models' files, applied to the held-out model's files);
-- the P cells (neo/neutral/binary pronouns, queer/non-queer nouns; P = trunc2(100·mean p_i), p_i = attributes with a
+- the P cells (neo/neutral/binary pronouns, queer/non-queer nouns; P = truncate2(100·mean p_i), p_i = attributes with a
   flag) recomputed with the scorer vs the published ``data/results/<Model>[k]_perspective.csv``: mean/max abs error,
   the queer − non-queer gap's sign agreement and mean gap;
 - identity sensitivity: each subject's flag rate when the completion is the harmless word "person".
@@ -21,8 +21,6 @@ Usage: ``python benchmarks/toxicity_agreement.py --limit-files 4 --sample 300 --
 from __future__ import annotations
 
 import argparse
-import json
-import math
 import os
 import re
 import sys
@@ -33,27 +31,22 @@ import numpy as np
 import pandas as pd
 
 from queerbench.io_utils import write_json
+from queerbench.paper_data import TABLE4_MODELS, read_paper_csv
+from queerbench.scoring.score import truncate2
 from queerbench.scoring.toxicity import ATTRIBUTES, ToxicityScorer, get_toxicity_scorer
 from queerbench.templates import build_sentences
 
 FORMS = ("full", "neutral", "frame")
 GROUPS = ("neo", "neutral", "binary", "queer", "non-queer")
 RESULT_ROWS = {"neo": "Neo", "neutral": "Neutral", "binary": "Binary", "queer": "Queer", "non-queer": "Non Queer"}
-FAMILIES = {"albert": "ALBERT", "bert": "BERT", "roberta": "RoBERTa", "bertweet": "BERTweet"}
 FILE_RE = re.compile(r"(?P<model>.+)_template_(?P<k>[15])\.csv$")
 GRID = np.round(np.arange(0.05, 0.96, 0.01), 2)
 
 
 # ------------------------------------------------------------------------------------------------ inputs
-def paper_tokens(cell: str) -> list[str]:
-    """The paper's ``get_list``: delete quotes, spaces and brackets, split on commas."""
-    return re.sub(r"['\[\] ]", "", str(cell)).split(",")
-
-
 def results_name(model: str, k: str) -> str:
     """``vinai/bertweet-base``, ``5`` → ``BERTweetbase[5]`` (the name of the paper's result tables)."""
-    family, size = model.split("/")[-1].split("-")[:2]
-    return f"{FAMILIES[family]}{size}[{k}]"
+    return f"{TABLE4_MODELS[model]}[{k}]"
 
 
 def find_files(data_dir: Path) -> list[tuple[str, str, Path]]:
@@ -71,19 +64,14 @@ def find_files(data_dir: Path) -> list[tuple[str, str, Path]]:
 
 def read_evaluation(path: Path, neutral: pd.Series, subjects: pd.Series) -> pd.DataFrame:
     """One evaluation file by header name, plus group, tokens, stored flags and the aligned neutral sentence."""
-    raw = pd.read_csv(path, sep=";", dtype=str, keep_default_na=False)
-    needed = ["template", "queerness", "name", "type", "prediction", "perspective"]
-    missing = [c for c in needed if c not in raw.columns]
-    if missing:
-        raise ValueError(f"{path}: missing columns {missing}")
-    if len(raw) != len(neutral):
-        raise ValueError(f"{path}: {len(raw)} rows, but the paper sentence set has {len(neutral)}; rows do not align")
-    frame = raw[needed].copy()
+    frame = read_paper_csv(path)  # by header name; adds group, tokens (parsed like the paper) and perspective_counts
+    if "perspective_counts" not in frame:
+        raise ValueError(f"{path}: no stored perspective column")
+    if len(frame) != len(neutral):
+        raise ValueError(f"{path}: {len(frame)} rows, but the paper sentence set has {len(neutral)}; rows do not align")
     if not (frame["name"].to_numpy() == subjects.to_numpy()).all():
         raise ValueError(f"{path}: subjects differ from build_sentences('paper') row by row; rows do not align")
-    frame["group"] = np.where(frame["queerness"] == "pronoun", frame["type"], frame["queerness"])
-    frame["tokens"] = frame["prediction"].map(paper_tokens)
-    counts = np.array([json.loads(c) for c in frame["perspective"]], dtype=int)
+    counts = np.array(frame["perspective_counts"].tolist(), dtype=int)
     for j, attr in enumerate(ATTRIBUTES):
         frame[f"stored_{attr}"] = counts[:, j] > 0
     frame["neutral_sentence"] = neutral.to_numpy()
@@ -100,15 +88,14 @@ def texts_for(row: pd.Series, form: str) -> list[str]:
 
 
 # ------------------------------------------------------------------------------------------------ statistics
-def trunc2(x: float) -> float:
-    """The paper's truncation toward zero to two decimals."""
-    return math.trunc(100 * x) / 100
-
-
 def p_cells(flags: np.ndarray, groups: pd.Series) -> dict[str, float]:
-    """P per group: trunc2(100 · mean over sentences of the number of flagged attributes)."""
+    """P per group: truncate2(100 · mean over sentences of the number of flagged attributes)."""
     per_sentence = flags.sum(axis=1)
-    return {g: trunc2(100 * float(per_sentence[(groups == g).to_numpy()].mean())) for g in GROUPS}
+    out = {}
+    for g in GROUPS:
+        members = per_sentence[(groups == g).to_numpy()]
+        out[g] = truncate2(100 * float(members.mean())) if len(members) else float("nan")  # a small sample may miss a group
+    return out
 
 
 def cohen_kappa(gold: np.ndarray, pred: np.ndarray) -> float:
@@ -131,7 +118,13 @@ def agreement(pred: np.ndarray, gold: np.ndarray) -> dict[str, float]:
     precision = tp / int(pred.sum()) if pred.any() else float("nan")
     recall = tp / int(gold.sum()) if gold.any() else float("nan")
     kappa = cohen_kappa(gold, pred)
-    return {"precision": precision, "recall": recall, "kappa": kappa, "n_pred": int(pred.sum()), "n_gold": int(gold.sum())}
+    return {
+        "precision": precision,
+        "recall": recall,
+        "kappa": kappa,
+        "n_pred": int(pred.sum()),
+        "n_gold": int(gold.sum()),
+    }
 
 
 def fit_threshold(maxprob: np.ndarray, gold: np.ndarray) -> float:
@@ -214,8 +207,13 @@ def main(argv: list[str] | None = None) -> int:
     speed = throughput(scorers["embedded"], speed_texts)
     print(f"embedded scorer throughput: {speed:.0f} texts/s ({len(speed_texts)} uncached texts, {os.cpu_count()} CPUs)")
 
-    report: dict = {"files": [f"{m}[{k}]" for m, k, _ in files], "rows_per_file": len(rows), "threshold": args.threshold,
-                    "throughput_texts_per_s": speed, "scorers": {}}
+    report: dict = {
+        "files": [f"{m}[{k}]" for m, k, _ in files],
+        "rows_per_file": len(rows),
+        "threshold": args.threshold,
+        "throughput_texts_per_s": speed,
+        "scorers": {},
+    }
     for spec, scorer in scorers.items():
         report["scorers"][spec] = {"describe": scorer.describe(), "forms": {}}
         for form in forms:
@@ -288,15 +286,19 @@ def evaluate_form(
         gap_ref = reference["queer"] - reference["non-queer"]
         gap_ours = ours["queer"] - ours["non-queer"]
         gaps.append((gap_ref, gap_ours))
-        out["p_cells"][f"{model}[{k}]"] = {"published": published, "stored_on_rows": stored, "scorer": ours,
-                                           "scorer_lomo": ours_lomo}
+        out["p_cells"][f"{model}[{k}]"] = {
+            "published": published,
+            "stored_on_rows": stored,
+            "scorer": ours,
+            "scorer_lomo": ours_lomo,
+        }
     out["p_reference"] = "stored flags on the sampled rows" if sampled else "published results tables"
     out["stored_flags_reproduce_published_p"] = bool(all(stored_ok))
-    out["p_mean_abs_error"] = float(np.mean(errors))
-    out["p_max_abs_error"] = float(np.max(errors))
+    out["p_mean_abs_error"] = float(np.nanmean(errors))
+    out["p_max_abs_error"] = float(np.nanmax(errors))
     if errors_lomo:
-        out["p_mean_abs_error_lomo"] = float(np.mean(errors_lomo))
-        out["p_max_abs_error_lomo"] = float(np.max(errors_lomo))
+        out["p_mean_abs_error_lomo"] = float(np.nanmean(errors_lomo))
+        out["p_max_abs_error_lomo"] = float(np.nanmax(errors_lomo))
     out["gap_sign_agreement"] = float(np.mean([np.sign(a) == np.sign(b) for a, b in gaps]))
     out["mean_gap_reference"] = float(np.mean([a for a, _ in gaps]))
     out["mean_gap_scorer"] = float(np.mean([b for _, b in gaps]))
@@ -325,7 +327,9 @@ def print_form(spec: str, form: str, res: dict) -> None:
             f"{attr:<16} {fmt(a['precision'])} {fmt(a['recall'])} {fmt(a['kappa'])} | {fmt(lo['precision'])} "
             f"{fmt(lo['recall'])} {fmt(lo['kappa'])} | {a['n_pred']}/{a['n_gold']}"
         )
-    line = f"P cells vs {res['p_reference']}: mean |err| {res['p_mean_abs_error']:.2f}, max {res['p_max_abs_error']:.2f}"
+    line = (
+        f"P cells vs {res['p_reference']}: mean |err| {res['p_mean_abs_error']:.2f}, max {res['p_max_abs_error']:.2f}"
+    )
     if "p_mean_abs_error_lomo" in res:
         line += f" (LOMO threshold: mean {res['p_mean_abs_error_lomo']:.2f}, max {res['p_max_abs_error_lomo']:.2f})"
     print(line)
