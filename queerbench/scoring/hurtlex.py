@@ -45,10 +45,14 @@ class HurtLex:
     sha256: str
     categories_by_word: dict[str, frozenset[str]] = field(repr=False)
     paper_first_code: dict[str, str] = field(repr=False)
+    _memo: dict[str, frozenset[str]] = field(default_factory=dict, repr=False, compare=False)
 
     def categories(self, word: str) -> frozenset[str]:
         """All categories of ``word`` (``default`` rule: lowercase + unidecode match)."""
-        return self.categories_by_word.get(unidecode(word).lower(), frozenset())
+        found = self._memo.get(word)
+        if found is None:
+            found = self._memo[word] = self.categories_by_word.get(unidecode(word).lower(), frozenset())
+        return found
 
     def paper_code(self, token: str) -> str:
         """The paper's stored code for ``token``: the first conservative row's category, or ``''``."""

@@ -373,11 +373,12 @@ def aggregate(
     result["hurtlex_categories"] = {}
     result["toxicity_attributes"] = {}
     counts = None if not has_tox else np.asarray(per_sentence["toxicity_counts"].tolist(), dtype=float)
+    tallies = pd.DataFrame(per_sentence["hurtlex_category_counts"].tolist(), columns=cats).fillna(0).to_numpy(float)
     for g in order:
         m = labels == g
         n = m.sum()
-        tallies = per_sentence.loc[m, "hurtlex_category_counts"]
-        result["hurtlex_categories"][g] = {c: 100 * sum(d.get(c, 0) for d in tallies) / n for c in cats}
+        totals = tallies[m].sum(axis=0)
+        result["hurtlex_categories"][g] = {c: 100 * float(totals[j]) / n for j, c in enumerate(cats)}
         if counts is not None:
             gc = counts[m] > 0 if options.config == "paper" else counts[m]
             result["toxicity_attributes"][g] = {
