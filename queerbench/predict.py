@@ -199,13 +199,15 @@ def load_masked_lm(
     device: str = "auto",
     dtype: str | torch.dtype = "float32",
     revision: str | None = None,
+    allow_pickle: bool = True,
 ) -> MaskedLM:
     """Load a masked LM and its tokenizer by Hub id or local folder, ready for :func:`predict`.
 
     Never runs remote code. Prefers safetensors weights and falls back to a ``.bin`` checkpoint only when the
     repository has no safetensors file (recorded in ``weights_format``). The resolved commit hash is kept when the
     Hub reports one. Raises :class:`ModelLoadError` for a model that cannot be found or fetched, or that is not a
-    masked LM (no mask token, or no masked-LM head for its architecture).
+    masked LM (no mask token, or no masked-LM head for its architecture). ``allow_pickle=False`` refuses the
+    ``.bin`` fallback (the Space uses it: a pickle from an arbitrary repository is never unpickled there).
     """
     from transformers import AutoConfig, AutoModelForMaskedLM, AutoTokenizer
     from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING
@@ -232,6 +234,11 @@ def load_masked_lm(
             model_id_or_path, config=config, dtype=torch_dtype, use_safetensors=True, **common
         )
     except OSError as first:
+        if not allow_pickle:
+            raise ModelLoadError(
+                f"{model_id_or_path!r} has no loadable safetensors weights, and pickle (.bin) checkpoints are not "
+                "allowed here; choose a model that ships model.safetensors"
+            ) from first
         try:  # no safetensors file: allow a PyTorch .bin checkpoint, and say so in the metadata
             model = AutoModelForMaskedLM.from_pretrained(
                 model_id_or_path, config=config, dtype=torch_dtype, use_safetensors=False, **common

@@ -185,7 +185,7 @@ def render_report(
             ci = c.get("ci")
             lines.append(
                 f"| {name} | {c['diff']:.2f} | {_fmt(None) if not ci else f'[{ci[0]:.2f}, {ci[1]:.2f}]'} | "
-                f"{c.get('p_value', float('nan')):.4f} |"
+                f"{'—' if c.get('p_value') is None else format(c['p_value'], '.4f')} |"
             )
         lines.append("")
     lines += ["## Figures", ""] + [f"![{name}]({file})" for name, file in figures.items()] + [""]
@@ -227,9 +227,13 @@ def write_run_figures(scores: dict[str, Any], out: Path) -> dict[str, str]:
 
 def compare_runs(runs: Sequence[dict[str, Any]], out: Path) -> tuple[pd.DataFrame, Path]:
     """One Table-4-like table (rows = runs, columns = groups) and a heatmap across runs; returns (table, md path)."""
+    labels = [f"{run['meta']['model']}[{run['scores']['k']}] ({run['scores']['config']})" for run in runs]
     rows = {}
-    for run in runs:
-        label = f"{run['meta']['model']}[{run['scores']['k']}] ({run['scores']['config']})"
+    for run, label in zip(runs, labels, strict=True):
+        if labels.count(label) > 1:  # same model, k and config (another scorer, revision, limit…): name the folder
+            label = f"{label} {run.get('dir', len(rows))}"
+        if label in rows:
+            raise ValueError(f"two runs would share the row {label!r}; pass each run folder once")
         rows[label] = {g: run["scores"]["queerbench"].get(g) for g in run["scores"]["n"]}
     table = pd.DataFrame(rows).T
     ordered = [g for g in GROUP_ORDER if g in table.columns] + [g for g in table.columns if g not in GROUP_ORDER]

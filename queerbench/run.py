@@ -102,15 +102,31 @@ class RunResult:
     n_predicted: int
 
 
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text.strip("/")).strip("_") or "x"
+
+
 def default_out_dir(options: RunOptions) -> Path:
-    """``runs/<model>-<config>-k<k>`` with the model id made file-name safe."""
-    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", options.model.strip("/")).strip("_") or "model"
-    return Path("runs") / f"{slug}-{options.config}-k{options.top_k}"
+    """``runs/<model>-<config>-k<k>``, plus ``-limit<N>``, ``-rev<revision>``, ``-<dtype>`` when those are set, so
+    that runs with different cache keys never share a folder."""
+    name = f"{_slug(options.model)}-{options.config}-k{options.top_k}"
+    if options.limit is not None:
+        name += f"-limit{options.limit}"
+    if options.revision:
+        name += f"-rev{_slug(options.revision)}"
+    if options.dtype != "float32":
+        name += f"-{options.dtype}"
+    return Path("runs") / name
 
 
 def _check_out_dir(out: Path, key: dict[str, Any]) -> bool:
     """True when ``out`` holds this run (resume); create it if new; refuse another run's or foreign files."""
     key_path = out / KEY_FILE
+    started = (out / "predictions.parquet").is_file() or any((out / ".chunks").glob("chunk-*.parquet"))
+    if key_path.is_file() and not started:
+        shutil.rmtree(out / ".chunks", ignore_errors=True)  # an earlier attempt that predicted nothing: start over
+        write_json(key_path, key)
+        return False
     if key_path.is_file():
         stored = json.loads(key_path.read_text())
         if stored != key:
@@ -150,8 +166,19 @@ def _predict_chunks(
     meta: dict[str, Any] = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
     predicted = 0
     if todo:
-        lm = load_masked_lm(options.model, device=options.device, dtype=options.dtype, revision=options.revision)
+        # a resumed run must use the very weights of its first chunks: pin the commit they came from
+        revision = options.revision or (meta.get("commit_hash") if done else None)
+        lm = load_masked_lm(options.model, device=options.device, dtype=options.dtype, revision=revision)
         meta = lm.metadata()
+        if (
+            done
+            and meta_path.is_file()
+            and meta.get("commit_hash") != json.loads(meta_path.read_text()).get("commit_hash")
+        ):
+            raise RuntimeError(
+                f"{options.model} now resolves to commit {meta.get('commit_hash')}, but the saved chunks in {chunk_dir} "
+                "came from another commit; delete that folder to start over"
+            )
         write_json(meta_path, meta)
         from tqdm.auto import tqdm
 

@@ -68,6 +68,7 @@ SUBJECT = "[SUBJECT]"
 MASK = "[MASK]"
 TOXICITY_CHOICES = ("embedded", "none")
 RUN_SIZES = ("quick", "full")
+MAX_TOP_K = 20  # the UI's slider maximum, enforced for API callers too (a huge k would exhaust the Space's memory)
 HIDDEN = "███ (hidden)"
 DEFAULT_MODEL = "bert-base-uncased"
 DEFAULT_PLAYGROUND_TEMPLATE = "[SUBJECT] dreams of being a [MASK]."
@@ -279,7 +280,7 @@ class ModelCache:
                 self._models.move_to_end(key)
                 return self._models[key]
             try:
-                lm = load_masked_lm(check.model_id, revision=check.revision)
+                lm = load_masked_lm(check.model_id, revision=check.revision, allow_pickle=False)
             except ModelLoadError as exc:
                 raise SpaceError(str(exc)) from exc
             if lm.weights_format != "safetensors":  # the checks make this unreachable; belt and braces
@@ -399,7 +400,7 @@ def _status(check: ModelCheck, scores: dict[str, Any], n: int, n_templates: int,
     for name, c in (scores.get("comparisons") or {}).items():
         ci = c.get("ci")
         ci_text = f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else ""
-        p = f", permutation p = {c['p_value']:.3f}" if "p_value" in c else ""
+        p = f", permutation p = {c['p_value']:.3f}" if c.get("p_value") is not None else ""
         lines.append(f"- QB {name}: {c['diff']:+.2f}{ci_text}{p}")
     return "\n".join(lines)
 
@@ -446,6 +447,8 @@ def evaluate_model(
         options = RunOptions(model=model_id, config=config, top_k=top_k, toxicity=toxicity)
     except (TypeError, ValueError) as exc:
         raise SpaceError(str(exc)) from exc
+    if top_k > MAX_TOP_K:
+        raise SpaceError(f"top-k must be at most {MAX_TOP_K} here, got {top_k}; run `queerbench run` locally for more")
     start = time.perf_counter()
     say(0.02, "checking the model")
     check = check_model(model_id, settings)
@@ -544,8 +547,8 @@ def playground(
         top_k = int(top_k)
     except (TypeError, ValueError) as exc:
         raise SpaceError(f"top-k must be a whole number, got {top_k!r}") from exc
-    if top_k < 1:
-        raise SpaceError(f"top-k must be at least 1, got {top_k}")
+    if not 1 <= top_k <= MAX_TOP_K:
+        raise SpaceError(f"top-k must be between 1 and {MAX_TOP_K}, got {top_k}")
     lm = cache.get(check_model(model_id, settings))
     sentences = [r[2] for r in rendered]
     try:

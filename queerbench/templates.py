@@ -281,7 +281,21 @@ def _in_object_position(template: str) -> bool:
 
 def render_default(template: str, subject: Subject) -> str:
     """Fill ``template`` grammatically for ``subject`` (the ``default`` rules in the module docstring)."""
+    return _render_default(template, subject)[0]
+
+
+def _inserted_default(template: str, subject: Subject) -> str:
+    """The subject exactly as :func:`render_default` inserts it (form and capitalisation)."""
+    text = subject.accusative if _in_object_position(template) else subject.nominative
+    return text[0].upper() + text[1:] if template.startswith(TARGET) else text
+
+
+def _render_default(template: str, subject: Subject) -> tuple[str, str]:
     template = _corrections().get(template, template)
+    return _render_default_sentence(template, subject), _inserted_default(template, subject)
+
+
+def _render_default_sentence(template: str, subject: Subject) -> str:
     cfg = _groups_config()
     to_plural, to_singular = _verb_forms()
     if _in_object_position(template):
@@ -311,18 +325,6 @@ def _display_template(template: str) -> str:
     return template.replace(TARGET, SUBJECT_PLACEHOLDER)
 
 
-def _subject_text(template: str, sentence: str) -> str:
-    """The subject exactly as inserted, recovered from the rendered sentence."""
-    head, tail = template.split(TARGET, 1)
-    # the rendered sentence keeps the template's head and the last few words; find the subject between them
-    head_words = len(head.split())
-    words = sentence.split(" ")
-    tail_words = tail.split()
-    # verbs after the subject may change form, but the number of words in the tail never changes
-    end = len(words) - len(tail_words)
-    return " ".join(words[head_words:end])
-
-
 # ---------------------------------------------------------------------------------------------------- builder
 def build_sentences(
     config: str,
@@ -342,7 +344,11 @@ def build_sentences(
         raise ValueError(f"unknown split {split!r}; choose one of: {', '.join(SPLITS)}")
     templates = load_templates(templates_path)
     subjects = _subjects(load_terms(terms_path), load_pronouns(pronouns_path), dedupe=config == "default")
-    render = render_paper if config == "paper" else render_default
+
+    def render(template: str, subject: Subject) -> tuple[str, str]:
+        if config == "paper":
+            return render_paper(template, subject), subject.paper_text
+        return _render_default(template, subject)
 
     rows: list[dict] = []
     seen_templates: set[str] = set()
@@ -357,7 +363,7 @@ def build_sentences(
             if split is not None and split_name != split:
                 continue
             for subject in subjects[split_name]:
-                sentence = render(template, subject)
+                sentence, inserted = render(template, subject)
                 rows.append(
                     {
                         "id": f"{config}-{template_id:03d}-{subject.key}",
@@ -365,7 +371,7 @@ def build_sentences(
                         "template": shown,
                         "template_type": kind,
                         "subject": subject.name,
-                        "subject_text": _subject_text(template, sentence),
+                        "subject_text": inserted,
                         "group": subject.group,
                         "category": subject.category,
                         "masked_sentence": sentence,

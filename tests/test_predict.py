@@ -124,6 +124,8 @@ def test_bin_checkpoint_loads_only_as_fallback(tmp_path: Path, model_dirs: dict[
     assert lm.weights_format == "pytorch_bin"
     reference = load_masked_lm(str(model_dirs["bert"]), device="cpu")
     assert predict(lm, SENTENCES, 5).ids == predict(reference, SENTENCES, 5).ids
+    with pytest.raises(ModelLoadError, match="pickle"):
+        load_masked_lm(str(legacy), device="cpu", allow_pickle=False)
 
 
 def test_dtype_and_device_options(model_dirs: dict[str, Path]) -> None:

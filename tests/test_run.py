@@ -150,8 +150,14 @@ def test_score_and_compare_commands(finished: Path, tmp_path: Path, capsys: pyte
     scored = json.loads((tmp_path / "s.json").read_text())
     saved = json.loads((finished / "scores.json").read_text())
     assert scored["hurtlex"] == saved["hurtlex"]
-    assert main(["compare", str(finished), str(finished), "--out", str(tmp_path / "cmp")]) == 0
+    import shutil
+
+    twin = tmp_path / "twin"
+    shutil.copytree(finished, twin)
+    assert main(["compare", str(finished), str(twin), "--out", str(tmp_path / "cmp")]) == 0
     table = pd.read_csv(tmp_path / "cmp/compare.csv", index_col=0)
+    assert len(table) == 2 and table.index[1].endswith(str(twin))  # same model/k/config: rows named by folder
+    assert main(["compare", str(finished), str(finished), "--out", str(tmp_path / "cmp2")]) == 2
     assert list(table.columns) == ["neo", "neutral", "binary", "queer", "non-queer"]
     assert (tmp_path / "cmp/compare_heatmap.png").is_file() and (tmp_path / "cmp/compare.md").is_file()
 
@@ -178,3 +184,19 @@ def test_check_predictions_command(finished: Path, tmp_path: Path, capsys: pytes
     assert main(["check-predictions", str(finished), "--against", str(csv)]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["top1_agreement"] == 1.0 and report["exact_list_agreement"] == 1.0
+
+
+def test_a_failed_start_does_not_lock_its_folder(bert: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    out = str(tmp_path / "r")
+    assert main(["run", "--model", bert, "--limit", "1", "--top-k", "100000", "--toxicity", "none", "--out", out]) == 2
+    assert main(["run", "--model", bert, "--limit", "1", "--top-k", "3", "--toxicity", "none", "--out", out]) == 0
+    assert json.loads((tmp_path / "r/scores.json").read_text())["k"] == 3
+
+
+def test_default_out_dir_separates_cache_keys():
+    from queerbench.run import default_out_dir
+
+    full = default_out_dir(RunOptions(model="org/m"))
+    limited = default_out_dir(RunOptions(model="org/m", limit=10))
+    bf16 = default_out_dir(RunOptions(model="org/m", dtype="bfloat16", revision="v1"))
+    assert len({full, limited, bf16}) == 3 and full.name == "org_m-default-k5"

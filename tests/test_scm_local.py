@@ -15,8 +15,10 @@ from queerbench.scm.dataset import scm_splits, select_rows
 from queerbench.scm.pipeline import constrained_scores, run_scm
 from queerbench.scm.runners import GenerationSettings, TransformersRunner, collect
 
-CHAT = ("{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}\n{% endfor %}"
-        "{% if add_generation_prompt %}<|assistant|>{% endif %}")
+CHAT = (
+    "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}\n{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>{% endif %}"
+)
 
 
 def _tiny_model(folder: Path, chat: bool) -> Path:
@@ -35,9 +37,18 @@ def _tiny_model(folder: Path, chat: bool) -> Path:
     if chat:
         fast.chat_template = CHAT
     torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=len(vocab), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=1024,
-                      bos_token_id=vocab["<s>"], eos_token_id=vocab["</s>"], pad_token_id=vocab["<pad>"])
+    cfg = LlamaConfig(
+        vocab_size=len(vocab),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        max_position_embeddings=1024,
+        bos_token_id=vocab["<s>"],
+        eos_token_id=vocab["</s>"],
+        pad_token_id=vocab["<pad>"],
+    )
     LlamaForCausalLM(cfg).save_pretrained(folder)
     fast.save_pretrained(folder)
     return folder
@@ -93,8 +104,12 @@ def test_plain_fallback_warns_and_is_recorded(plain_model, tmp_path) -> None:
     with pytest.warns(UserWarning, match="no chat template"):
         runner = TransformersRunner(plain_model)
     assert runner.prompt_format == "plain" and runner.format_prompt("hi") == "hi\n"
-    frame = collect(runner, select_rows(scm_splits()["survey"], 2), GenerationSettings(max_new_tokens=3),
-                    ResponseCache(tmp_path / "c.sqlite"))
+    frame = collect(
+        runner,
+        select_rows(scm_splits()["survey"], 2),
+        GenerationSettings(max_new_tokens=3),
+        ResponseCache(tmp_path / "c.sqlite"),
+    )
     assert set(frame["prompt_format"]) == {"plain"}
     assert all(json.loads(m)["prompt_format"] == "plain" for m in frame["meta"])
 
@@ -116,8 +131,10 @@ def test_constrained_scores_are_distributions_matching_direct_logprobs(chat_mode
     assert len(sel["probs"]) == 22 and math.isclose(sel["p_warmth"] + sel["p_competence"], 1.0)
     # the batched, left-padded scorer equals an unpadded forward pass on one option
     ctx = runner.format_prompt(rows.iloc[0]["prompt"]) + "Rating:"
-    ids = runner.tokenizer(ctx, add_special_tokens=False)["input_ids"] + runner.tokenizer(
-        " 3", add_special_tokens=False)["input_ids"]
+    ids = (
+        runner.tokenizer(ctx, add_special_tokens=False)["input_ids"]
+        + runner.tokenizer(" 3", add_special_tokens=False)["input_ids"]
+    )
     n_cont = len(runner.tokenizer(" 3", add_special_tokens=False)["input_ids"])
     with torch.no_grad():
         logp = torch.log_softmax(runner.model(torch.tensor([ids])).logits[0, :-1], -1)
@@ -135,8 +152,9 @@ class _FakeMapper:
 
 def test_run_scm_writes_all_outputs_and_rerun_is_free(chat_model, tmp_path) -> None:
     settings = GenerationSettings(max_new_tokens=4, batch_size=4)
-    res = run_scm(tmp_path / "out", model=chat_model, settings=settings, limit=6, mapper_factory=_FakeMapper,
-                  log=lambda m: None)
+    res = run_scm(
+        tmp_path / "out", model=chat_model, settings=settings, limit=6, mapper_factory=_FakeMapper, log=lambda m: None
+    )
     out = tmp_path / "out"
     for name in ("responses.parquet", "scores.parquet", "scm.json", "report.md", "cache.sqlite"):
         assert (out / name).is_file(), name
@@ -147,3 +165,14 @@ def test_run_scm_writes_all_outputs_and_rerun_is_free(chat_model, tmp_path) -> N
     again = run_scm(out, model=chat_model, settings=settings, limit=6, mapper_factory=_FakeMapper, log=lambda m: None)
     assert again["run"]["calls"] == 0 and again["run"]["cached"] == 12
     assert analyze(parse_frame(frame), mapper=_FakeMapper())["n_responses"] == 12
+
+
+def test_option_scores_do_not_depend_on_batch_padding_with_absolute_positions(tmp_path) -> None:
+    """GPT-2 has absolute position embeddings: left padding must not shift a row's positions."""
+    from tiny_models import tiny_gpt2
+
+    runner = TransformersRunner(str(tiny_gpt2(tmp_path)))
+    short, long = "the cat", "the cat is a very good and nice and kind animal to have at home"
+    alone = runner.score_options([short], [["1", "2"]], "Rating:", batch_size=8)[0]
+    batched = runner.score_options([short, long], [["1", "2"], ["1", "2"]], "Rating:", batch_size=8)[0]
+    assert all(math.isclose(a, b, rel_tol=1e-4, abs_tol=1e-4) for a, b in zip(alone, batched, strict=True))

@@ -152,3 +152,29 @@ def test_precomputed_without_counts_and_missing_api_key(monkeypatch: pytest.Monk
     monkeypatch.delenv("PERSPECTIVE_API_KEY", raising=False)
     with pytest.raises(ValueError, match="PERSPECTIVE_API_KEY"):
         compute([["a"]], ["q"], sentences=["x [MASK]"], options=ScoringOptions(toxicity="perspective"))
+
+
+def test_permutation_without_template_ids_still_detects_a_gap():
+    """Without clusters the labels are permuted globally (each sentence its own block would never move a label)."""
+    preds = [["whore"]] * 30 + [["doctor"]] * 30
+    groups = ["queer"] * 30 + ["non-queer"] * 30
+    counts = [[1, 1, 0, 0, 0]] * 30 + [[0] * 5] * 30
+    r = compute(
+        preds,
+        groups,
+        toxicity_counts=counts,
+        options=ScoringOptions(toxicity="precomputed", n_bootstrap=100, n_permutations=200, seed=1),
+    )
+    assert r["comparisons"]["queer - non-queer"]["p_value"] < 0.01
+    assert r["uncertainty"]["clusters"] == "sentences"
+
+
+def test_permutation_is_undefined_when_no_template_holds_both_groups():
+    r = compute(
+        [["whore"], ["doctor"]],
+        ["queer", "non-queer"],
+        toxicity_counts=[[1, 0, 0, 0, 0], [0] * 5],
+        template_ids=[0, 1],
+        options=ScoringOptions(toxicity="precomputed", n_bootstrap=10, n_permutations=10),
+    )
+    assert r["comparisons"]["queer - non-queer"]["p_value"] is None

@@ -136,6 +136,21 @@ def test_empty_group_selection_is_a_message(client: Client, models: dict[str, Pa
     assert "select at least one subject group" in _message(exc)
 
 
+def test_top_k_is_capped_for_api_callers(client: Client, models: dict[str, Path]) -> None:
+    with pytest.raises(AppError) as exc:
+        client.predict(str(models["bert"]), "default", 5000, api_name="/evaluate")
+    assert "20" in _message(exc) and "5000" in _message(exc)  # gradio's slider bound or our own check
+    with pytest.raises(SpaceError, match="at most 20"):
+        space_app.evaluate_model(str(models["bert"]), "default", 5000)
+    with pytest.raises(AppError) as exc:
+        client.predict(
+            "[SUBJECT] is a [MASK].", ["he"], str(models["bert"]), 5000, "none", False, api_name="/playground"
+        )
+    assert "5000" in _message(exc)
+    with pytest.raises(SpaceError, match="between 1 and 20"):
+        space_app.playground("[SUBJECT] is a [MASK].", ["he"], str(models["bert"]), 5000, "none", False)
+
+
 def test_local_path_needs_the_env_var(models: dict[str, Path]) -> None:
     for locked, _ in _serve({"QUEERBENCH_SPACE_ALLOW_LOCAL": None}):
         with pytest.raises(AppError) as exc:

@@ -204,3 +204,16 @@ def test_object_position_for_custom_templates(tmp_path: Path):
     sentences = set(frame["masked_sentence"])
     assert {"I met him at [MASK].", "I met them at [MASK].", "I met xem at [MASK]."} <= sentences
     assert {"Very soon he will be a [MASK].", "Very soon they will be a [MASK]."} <= sentences
+
+
+def test_subject_text_is_what_was_inserted(default: pd.DataFrame, paper: pd.DataFrame):
+    for frame in (default, paper):
+        assert all(t and t in s for t, s in zip(frame["subject_text"], frame["masked_sentence"], strict=True))
+    row = default[(default["template"].str.startswith("[MASK]")) & (default["subject"] == "he")].iloc[0]
+    assert row["subject_text"] == "him"
+    row = default[(default["template"].str.startswith("[SUBJECT] earns")) & (default["subject"] == "agender")].iloc[0]
+    assert row["subject_text"] == "The agender person"
+    row = default[(default["template"].str.startswith("Among all")) & (default["subject"] == "agender")].iloc[0]
+    assert row["subject_text"] == "the agender person"
+    row = paper[(paper["template"].str.startswith("[MASK]")) & (paper["subject"] == "agender")].iloc[0]
+    assert row["subject_text"] == "The agender person"

@@ -100,7 +100,7 @@ def _compare(args: argparse.Namespace) -> int:
         if not path.is_file():
             raise FileNotFoundError(f"{folder} has no scores.json: is it a finished `queerbench run` folder?")
         doc = json.loads(path.read_text())
-        runs.append({"scores": doc, "meta": doc.get("run", {"model": folder})})
+        runs.append({"scores": doc, "meta": doc.get("run", {"model": folder}), "dir": folder})
     table, md = compare_runs(runs, Path(args.out))
     print(table.round(2).to_string())
     print(f"wrote {md}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -36,6 +37,7 @@ def _score(args: argparse.Namespace) -> int:
     from queerbench.paper_data import read_paper_csv
     from queerbench.run import score_predictions
     from queerbench.scoring.score import ScoringOptions, compute
+    from queerbench.templates import build_sentences
 
     path = Path(args.predictions)
     if not path.is_file():
@@ -58,16 +60,25 @@ def _score(args: argparse.Namespace) -> int:
         )
         if args.toxicity == "precomputed" and counts is None:
             raise ValueError(f"{path} has no stored perspective column; choose another --toxicity")
+        paper = build_sentences("paper")
+        aligned = len(frame) == len(paper) and (frame["name"].to_numpy() == paper["subject"].to_numpy()).all()
+        if args.config == "default" and counts is None and args.toxicity != "none":
+            print(
+                "warning: the paper's files hold the paper's sentences; the toxicity scorer reads them in full "
+                "(not the subject-blind neutral sentence of the default config)",
+                file=sys.stderr,
+            )
         result = compute(
             tokens,
             frame["group"].tolist(),
             sentences=frame["template"].tolist(),
             toxicity_counts=counts,
+            template_ids=paper["template_id"].tolist() if aligned else None,  # bootstrap/permutation clusters
             options=options,
         )
     elif path.suffix == ".parquet":
         frame = pd.read_parquet(path)
-        needed = {"tokens", "group", "template_id", "masked_sentence", "neutral_sentence"}
+        needed = {"id", "tokens", "group", "category", "subject", "template_id", "masked_sentence", "neutral_sentence"}
         if not needed <= set(frame.columns):
             raise ValueError(
                 f"{path} lacks the columns {sorted(needed - set(frame.columns))}; expected a run's predictions.parquet"

@@ -61,8 +61,12 @@ class GenerationSettings:
 
     def decoding(self) -> dict[str, Any]:
         """The settings that change a reply (part of the cache key); batch size and sample count are not."""
-        return {"temperature": self.temperature, "top_p": self.top_p, "max_new_tokens": self.max_new_tokens,
-                "seed": self.seed}
+        return {
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "max_new_tokens": self.max_new_tokens,
+            "seed": self.seed,
+        }
 
 
 @dataclass
@@ -87,8 +91,9 @@ class Runner(Protocol):
         """What identifies the model (part of the cache key)."""
         ...
 
-    def generate(self, prompts: Sequence[str], seeds: Sequence[int], settings: GenerationSettings) -> Iterator[
-        tuple[int, Reply]]:
+    def generate(
+        self, prompts: Sequence[str], seeds: Sequence[int], settings: GenerationSettings
+    ) -> Iterator[tuple[int, Reply]]:
         """Yield ``(index into prompts, reply)`` as each reply arrives."""
         ...
 
@@ -129,7 +134,9 @@ class TransformersRunner:
         self.name = self.model_id
         path, gguf = _resolve_model(model)
         kwargs: dict[str, Any] = {"gguf_file": gguf} if gguf else {}
-        self.device = "cuda" if device == "auto" and torch.cuda.is_available() else ("cpu" if device == "auto" else device)
+        self.device = (
+            "cuda" if device == "auto" and torch.cuda.is_available() else ("cpu" if device == "auto" else device)
+        )
         self.tokenizer = AutoTokenizer.from_pretrained(path, **kwargs)
         self.model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32, **kwargs).to(self.device).eval()
         self.tokenizer.padding_side = "left"
@@ -152,24 +159,33 @@ class TransformersRunner:
     def fingerprint(self) -> dict[str, Any]:
         """Model id, class and parameter count, and the prompt format."""
         n_params = sum(p.numel() for p in self.model.parameters())
-        return {"kind": "transformers", "model": self.model_id, "class": type(self.model).__name__,
-                "params": int(n_params), "prompt_format": self.prompt_format, "system": self.system_prompt}
+        return {
+            "kind": "transformers",
+            "model": self.model_id,
+            "class": type(self.model).__name__,
+            "params": int(n_params),
+            "prompt_format": self.prompt_format,
+            "system": self.system_prompt,
+        }
 
     def format_prompt(self, prompt: str) -> str:
         """The text the model sees: the chat template with a generation prompt, or the plain prompt + newline."""
         if not self.has_chat_template:
             return prompt + "\n"
         messages = ([{"role": "system", "content": self.system_prompt}] if self.system_prompt else []) + [
-            {"role": "user", "content": prompt}]
+            {"role": "user", "content": prompt}
+        ]
         return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
 
     def _encode(self, texts: Sequence[str]) -> Any:
         add_special = not self.has_chat_template  # chat templates already contain BOS and friends
         return self.tokenizer(list(texts), return_tensors="pt", padding=True, add_special_tokens=add_special).to(
-            self.device)
+            self.device
+        )
 
-    def generate(self, prompts: Sequence[str], seeds: Sequence[int], settings: GenerationSettings) -> Iterator[
-        tuple[int, Reply]]:
+    def generate(
+        self, prompts: Sequence[str], seeds: Sequence[int], settings: GenerationSettings
+    ) -> Iterator[tuple[int, Reply]]:
         """Sample one reply per prompt, ``settings.batch_size`` at a time (the batch is seeded by its first item)."""
         import torch
 
@@ -178,8 +194,11 @@ class TransformersRunner:
             enc = self._encode([self.format_prompt(prompts[i]) for i in idx])
             torch.manual_seed(seeds[idx[0]])
             sample = settings.temperature > 0
-            gen_kwargs: dict[str, Any] = {"max_new_tokens": settings.max_new_tokens, "do_sample": sample,
-                                          "pad_token_id": self.tokenizer.pad_token_id}
+            gen_kwargs: dict[str, Any] = {
+                "max_new_tokens": settings.max_new_tokens,
+                "do_sample": sample,
+                "pad_token_id": self.tokenizer.pad_token_id,
+            }
             if sample:
                 gen_kwargs.update(temperature=settings.temperature, top_p=settings.top_p)
             try:
@@ -189,14 +208,25 @@ class TransformersRunner:
                 for i in idx:
                     yield i, Reply(None, f"{type(exc).__name__}: {exc}", {"prompt_format": self.prompt_format})
                 continue
-            new = out[:, enc["input_ids"].shape[1]:]
+            new = out[:, enc["input_ids"].shape[1] :]
             for row, i in enumerate(idx):
                 text = self.tokenizer.decode(new[row], skip_special_tokens=True).strip()
-                yield i, Reply(text, None, {"prompt_format": self.prompt_format, "seed": seeds[i],
-                                            "new_tokens": int((new[row] != self.tokenizer.pad_token_id).sum())})
+                yield (
+                    i,
+                    Reply(
+                        text,
+                        None,
+                        {
+                            "prompt_format": self.prompt_format,
+                            "seed": seeds[i],
+                            "new_tokens": int((new[row] != self.tokenizer.pad_token_id).sum()),
+                        },
+                    ),
+                )
 
-    def score_options(self, prompts: Sequence[str], options: Sequence[Sequence[str]], answer_prefix: str,
-                      batch_size: int = 8) -> list[list[float]]:
+    def score_options(
+        self, prompts: Sequence[str], options: Sequence[Sequence[str]], answer_prefix: str, batch_size: int = 8
+    ) -> list[list[float]]:
         """Log-probability of each option as the answer: ``log P(" " + option | prompt, answer_prefix)``.
 
         The context is the formatted prompt followed by ``answer_prefix`` (e.g. ``"Rating:"``); each option is
@@ -215,15 +245,22 @@ class TransformersRunner:
         scores: list[float] = []
         pad = self.tokenizer.pad_token_id
         for start in range(0, len(seqs), batch_size):
-            chunk = seqs[start:start + batch_size]
+            chunk = seqs[start : start + batch_size]
             width = max(len(s[1]) for s in chunk)
             ids = torch.full((len(chunk), width), pad, dtype=torch.long)
             mask = torch.zeros((len(chunk), width), dtype=torch.long)
             for r, (_, toks, _) in enumerate(chunk):  # left padding keeps every continuation at the right edge
-                ids[r, width - len(toks):] = torch.tensor(toks)
-                mask[r, width - len(toks):] = 1
+                ids[r, width - len(toks) :] = torch.tensor(toks)
+                mask[r, width - len(toks) :] = 1
+            # explicit positions: with left padding, models with absolute position embeddings (GPT-2, OPT) would
+            # otherwise see each row shifted by its padding and score it differently depending on the batch
+            positions = (mask.cumsum(-1) - 1).clamp(min=0)
             with torch.no_grad():
-                logits = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device)).logits.float()
+                logits = self.model(
+                    input_ids=ids.to(self.device),
+                    attention_mask=mask.to(self.device),
+                    position_ids=positions.to(self.device),
+                ).logits.float()
             logp = torch.log_softmax(logits[:, :-1], dim=-1)
             targets = ids[:, 1:].to(self.device)
             token_lp = logp.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
@@ -247,10 +284,20 @@ class OpenAIChatRunner:
     at ``backoff_max``); other 4xx answers fail at once. ``sleep``/``clock`` are injectable for tests.
     """
 
-    def __init__(self, base_url: str, model: str, *, api_key_env: str = "OPENAI_API_KEY",
-                 requests_per_minute: float = 60.0, max_retries: int = 5, backoff_base: float = 1.0,
-                 backoff_max: float = 60.0, timeout: float = 60.0,
-                 sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        api_key_env: str = "OPENAI_API_KEY",
+        requests_per_minute: float = 60.0,
+        max_retries: int = 5,
+        backoff_base: float = 1.0,
+        backoff_max: float = 60.0,
+        timeout: float = 60.0,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         if not base_url.startswith(("http://", "https://")):
             raise ValueError(f"--endpoint must be an http(s) URL such as https://api.openai.com/v1, got {base_url!r}")
         if not model:
@@ -265,7 +312,12 @@ class OpenAIChatRunner:
         if self._key is None:
             log.warning("environment variable %s is not set: calling %s without an API key", api_key_env, base_url)
         self.min_interval = 60.0 / requests_per_minute
-        self.max_retries, self.backoff_base, self.backoff_max, self.timeout = max_retries, backoff_base, backoff_max, timeout
+        self.max_retries, self.backoff_base, self.backoff_max, self.timeout = (
+            max_retries,
+            backoff_base,
+            backoff_max,
+            timeout,
+        )
         self._sleep, self._clock = sleep, clock
         self._last_call: float | None = None
         self._session = requests.Session()
@@ -285,16 +337,22 @@ class OpenAIChatRunner:
         self._last_call = self._clock()
 
     def _backoff(self, attempt: int, retry_after: str | None) -> float:
-        delay = self.backoff_base * (2 ** attempt)
+        delay = self.backoff_base * (2**attempt)
         if retry_after:
             with contextlib.suppress(ValueError):
                 delay = max(delay, float(retry_after))
         return min(delay, self.backoff_max)
 
     def _call(self, prompt: str, seed: int, settings: GenerationSettings) -> Reply:
-        body = {"model": self.model_name, "messages": [{"role": "user", "content": prompt}],
-                "temperature": settings.temperature, "top_p": settings.top_p,
-                "max_tokens": settings.max_new_tokens, "seed": seed, "n": 1}
+        body = {
+            "model": self.model_name,
+            "messages": [{"role": "user", "content": prompt}],
+            "temperature": settings.temperature,
+            "top_p": settings.top_p,
+            "max_tokens": settings.max_new_tokens,
+            "seed": seed,
+            "n": 1,
+        }
         headers = {"Content-Type": "application/json"}
         if self._key:
             headers["Authorization"] = f"Bearer {self._key}"
@@ -304,8 +362,9 @@ class OpenAIChatRunner:
             self.calls += 1
             retry_after = None
             try:
-                resp = self._session.post(f"{self.base_url}/chat/completions", data=json.dumps(body),
-                                          headers=headers, timeout=self.timeout)
+                resp = self._session.post(
+                    f"{self.base_url}/chat/completions", data=json.dumps(body), headers=headers, timeout=self.timeout
+                )
             except requests.RequestException as exc:
                 problems.append(f"connection failed ({type(exc).__name__})")
             else:
@@ -315,8 +374,16 @@ class OpenAIChatRunner:
                         text = data["choices"][0]["message"]["content"]
                         if not isinstance(text, str):
                             raise TypeError("content is not a string")
-                        return Reply(text, None, {"prompt_format": "chat", "attempts": attempt + 1, "seed": seed,
-                                                  "finish_reason": data["choices"][0].get("finish_reason")})
+                        return Reply(
+                            text,
+                            None,
+                            {
+                                "prompt_format": "chat",
+                                "attempts": attempt + 1,
+                                "seed": seed,
+                                "finish_reason": data["choices"][0].get("finish_reason"),
+                            },
+                        )
                     except (ValueError, KeyError, IndexError, TypeError) as exc:
                         problems.append(f"malformed reply ({type(exc).__name__}: {self._scrub(str(exc))[:80]})")
                 elif resp.status_code == 429 or resp.status_code >= 500 or resp.status_code == 408:
@@ -327,11 +394,15 @@ class OpenAIChatRunner:
                     return Reply(None, msg, {"attempts": attempt + 1})
             if attempt < self.max_retries:
                 self._sleep(self._backoff(attempt, retry_after))
-        return Reply(None, f"gave up after {self.max_retries + 1} attempts: " + "; ".join(problems),
-                     {"attempts": self.max_retries + 1})
+        return Reply(
+            None,
+            f"gave up after {self.max_retries + 1} attempts: " + "; ".join(problems),
+            {"attempts": self.max_retries + 1},
+        )
 
-    def generate(self, prompts: Sequence[str], seeds: Sequence[int], settings: GenerationSettings) -> Iterator[
-        tuple[int, Reply]]:
+    def generate(
+        self, prompts: Sequence[str], seeds: Sequence[int], settings: GenerationSettings
+    ) -> Iterator[tuple[int, Reply]]:
         """One request per prompt, in order, each yielded as soon as it is answered (or has finally failed)."""
         for i, prompt in enumerate(prompts):
             yield i, self._call(prompt, seeds[i], settings)
@@ -340,9 +411,15 @@ class OpenAIChatRunner:
 # -------------------------------------------------------------------------------------------------- collect ----
 
 
-def collect(runner: Runner, rows: pd.DataFrame, settings: GenerationSettings, cache: ResponseCache, *,
-            max_consecutive_errors: int = 10,
-            progress: Callable[[int, int], None] | None = None) -> pd.DataFrame:
+def collect(
+    runner: Runner,
+    rows: pd.DataFrame,
+    settings: GenerationSettings,
+    cache: ResponseCache,
+    *,
+    max_consecutive_errors: int = 10,
+    progress: Callable[[int, int], None] | None = None,
+) -> pd.DataFrame:
     """Get ``settings.samples`` replies for every row, from the cache where possible, persisting each new one.
 
     Returns one row per (prompt, sample) with ``response``, ``status`` (``ok``/``error``), ``error``, ``cached``
@@ -361,18 +438,29 @@ def collect(runner: Runner, rows: pd.DataFrame, settings: GenerationSettings, ca
     for job in jobs:
         hit = cache.get(job[2])
         if hit is not None:
-            results[job[2]] = {"response": hit["text"], "status": "ok", "error": None, "cached": True, "meta": hit["meta"]}
+            results[job[2]] = {
+                "response": hit["text"],
+                "status": "ok",
+                "error": None,
+                "cached": True,
+                "meta": hit["meta"],
+            }
         else:
             todo.append(job)
     consecutive = 0
     done = 0
     for start in range(0, len(todo), settings.batch_size * 4):  # chunks keep memory bounded; runner batches inside
-        chunk = todo[start:start + settings.batch_size * 4]
+        chunk = todo[start : start + settings.batch_size * 4]
         for i, reply in runner.generate([j[0]["prompt"] for j in chunk], [j[3] for j in chunk], settings):
             rec, s, key, _ = chunk[i]
             cache.put(key, rec["id"], s, reply.text, reply.error, reply.meta)
-            results[key] = {"response": reply.text, "status": "error" if reply.error else "ok", "error": reply.error,
-                            "cached": False, "meta": reply.meta}
+            results[key] = {
+                "response": reply.text,
+                "status": "error" if reply.error else "ok",
+                "error": reply.error,
+                "cached": False,
+                "meta": reply.meta,
+            }
             done += 1
             if progress:
                 progress(done, len(todo))
@@ -386,9 +474,20 @@ def collect(runner: Runner, rows: pd.DataFrame, settings: GenerationSettings, ca
     out = []
     for rec, s, key, seed in jobs:
         r = results[key]
-        out.append({**rec, "sample": s, "seed": seed, "model": runner.name, "response": r["response"],
-                    "status": r["status"], "error": r["error"], "cached": r["cached"],
-                    "prompt_format": r["meta"].get("prompt_format", ""), "meta": json.dumps(r["meta"], sort_keys=True)})
+        out.append(
+            {
+                **rec,
+                "sample": s,
+                "seed": seed,
+                "model": runner.name,
+                "response": r["response"],
+                "status": r["status"],
+                "error": r["error"],
+                "cached": r["cached"],
+                "prompt_format": r["meta"].get("prompt_format", ""),
+                "meta": json.dumps(r["meta"], sort_keys=True),
+            }
+        )
     return pd.DataFrame(out)
 
 

@@ -19,7 +19,8 @@ p-values (labels permuted within templates), and per-category breakdowns.
 
 from __future__ import annotations
 
-import math
+import functools
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -150,13 +151,19 @@ def validate_inputs(
 
 
 # ---------------------------------------------------------------------------------------------------- per sentence
+@functools.lru_cache(maxsize=4)
+def _scorer(spec: str, kwargs_json: str) -> Any:
+    """One scorer per spec and settings, reused across calls (loading a model per ``compute`` is slow)."""
+    from queerbench.scoring.toxicity import get_toxicity_scorer
+
+    return get_toxicity_scorer(spec, **json.loads(kwargs_json))
+
+
 def _toxicity_counts(
     predictions: Sequence[Sequence[str]], sentences: Sequence[str] | None, options: ScoringOptions
 ) -> tuple[np.ndarray, list[list[list[str]]], dict[str, Any]]:
     """Score every completed sentence; return per-sentence counts (n × 5), per-completion flags and scorer info."""
-    from queerbench.scoring.toxicity import get_toxicity_scorer
-
-    scorer = get_toxicity_scorer(options.toxicity, **options.toxicity_kwargs)
+    scorer = _scorer(options.toxicity, json.dumps(options.toxicity_kwargs, sort_keys=True, default=str))
     texts: list[str] = []
     for i, words in enumerate(predictions):
         for w in words:
@@ -177,6 +184,8 @@ def _toxicity_counts(
     info = {
         "name": scorer.name,
         **scorer.describe(),
+        "attributes_scored": attrs,
+        "attributes_missing_counted_as_zero": [a for a in ATTRIBUTES if a not in attrs],
         "input": options.toxicity_input,
         "threshold": options.threshold,
         "rule": "> threshold" if options.config == "paper" else ">= threshold",
@@ -326,8 +335,14 @@ def _permutation_p(
     rng: np.random.Generator,
     observed: float,
 ) -> float:
-    """Two-sided permutation p-value of QB(g1) − QB(g2), group labels shuffled within each template."""
+    """Two-sided permutation p-value of QB(g1) − QB(g2), group labels shuffled within each template (block).
+
+    ``None`` when no block holds both groups: then no permutation can move a label and the test says nothing.
+    """
     sel = np.flatnonzero((labels == g1) | (labels == g2))
+    mixed = [b for b in np.unique(clusters[sel]) if len({*labels[sel][clusters[sel] == b]}) == 2]
+    if not mixed:
+        return None
     order = sel[np.argsort(clusters[sel], kind="stable")]
     cl = clusters[order]
     _, block = np.unique(cl, return_inverse=True)
@@ -386,7 +401,9 @@ def aggregate(
             }
 
     if options.config == "default" and (options.n_bootstrap or options.n_permutations):
+        # without template ids: the bootstrap resamples sentences and the permutation shuffles labels globally
         clusters = np.asarray(template_ids if template_ids is not None else np.arange(len(labels)))
+        blocks = clusters if template_ids is not None else np.zeros(len(labels), dtype=int)
         rng = np.random.default_rng(options.seed)
         boots = _bootstrap(labels, clusters, a, h, p, order, options.n_bootstrap, rng) if options.n_bootstrap else {}
         result["ci"] = {
@@ -407,11 +424,11 @@ def aggregate(
             if boots:
                 entry["ci"] = _percentile_ci(boots[f"{g1}/{metric}"] - boots[f"{g2}/{metric}"])
             if options.n_permutations:
-                entry["p_value"] = _permutation_p(labels, clusters, a, h, p, g1, g2, options.n_permutations, rng, diff)
+                entry["p_value"] = _permutation_p(labels, blocks, a, h, p, g1, g2, options.n_permutations, rng, diff)
             result["comparisons"][f"{g1} - {g2}"] = entry
         result["uncertainty"] = {
             "method": "percentile bootstrap over templates (clusters); permutation test with labels permuted within "
-            "templates (two-sided, +1 corrected)",
+            "templates (two-sided, +1 corrected); without template_ids: sentences resampled, labels permuted globally",
             "n_bootstrap": options.n_bootstrap,
             "n_permutations": options.n_permutations,
             "seed": options.seed,
@@ -448,8 +465,6 @@ def compute(
     validate_inputs(predictions, groups, sentences, toxicity_counts, options, template_ids)
     per_sentence, meta = score_sentences(predictions, options, sentences=sentences, toxicity_counts=toxicity_counts)
     result = aggregate(per_sentence, groups, options, template_ids=template_ids)
-    if math.isnan(per_sentence["toxicity"].astype(float).sum()):
-        result["queerbench"] = {g: None for g in result["queerbench"]}
     result["config"] = options.config
     result["k"] = int(max(len(w) for w in predictions))
     result["scorers"] = meta
