@@ -94,7 +94,9 @@ def p_cells(flags: np.ndarray, groups: pd.Series) -> dict[str, float]:
     out = {}
     for g in GROUPS:
         members = per_sentence[(groups == g).to_numpy()]
-        out[g] = truncate2(100 * float(members.mean())) if len(members) else float("nan")  # a small sample may miss a group
+        out[g] = (
+            truncate2(100 * float(members.mean())) if len(members) else float("nan")
+        )  # a small sample may miss a group
     return out
 
 

@@ -78,7 +78,9 @@ class QueerBench(evaluate.Measurement):
         super().__init__(*args, **kwargs)
         config = self.config_name if self.config_name not in (None, "") else "default"
         if config not in (*queerbench.CONFIGS, SCM_CONFIG):
-            raise ValueError(f"unknown config {config!r}; choose one of: {', '.join((*queerbench.CONFIGS, SCM_CONFIG))}")
+            raise ValueError(
+                f"unknown config {config!r}; choose one of: {', '.join((*queerbench.CONFIGS, SCM_CONFIG))}"
+            )
         if config == SCM_CONFIG:
             self.options = None
         else:
@@ -122,7 +124,9 @@ class QueerBench(evaluate.Measurement):
         from queerbench.scm.metric import score_responses
 
         if prompt_types is None:
-            raise ValueError("config 'scm' needs prompt_types: one of rating, selection, elicitation, generation per response")
+            raise ValueError(
+                "config 'scm' needs prompt_types: one of rating, selection, elicitation, generation per response"
+            )
         mapper = None
         if self.axis_mapping and any(p.startswith(("elicitation", "gen")) for p in prompt_types):
             from queerbench.scm.axes import AxisMapper

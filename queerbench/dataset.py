@@ -135,7 +135,9 @@ def _looks_like_dataset(folder: Path) -> bool:
     return readme.is_file() and "configs:" in readme.read_text(encoding="utf-8", errors="replace")
 
 
-def build_dataset(out: str | Path, configs: Sequence[str] = ("default", "paper", "scm"), *, overwrite: bool = False) -> Path:
+def build_dataset(
+    out: str | Path, configs: Sequence[str] = ("default", "paper", "scm"), *, overwrite: bool = False
+) -> Path:
     """Write the Hub-ready dataset folder for ``configs`` into ``out`` (atomically) and return its path.
 
     ``out`` must be empty or absent; an earlier dataset build there is replaced only with ``overwrite=True``.

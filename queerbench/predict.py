@@ -26,7 +26,7 @@ import torch
 
 from queerbench import check_config
 from queerbench.prediction_check import check_predictions
-from queerbench.vocab_filter import detect_family, paper_token, whole_word_table
+from queerbench.vocab_filter import detect_family, paper_token, sentence_start_table, whole_word_table
 
 __all__ = [
     "MASK",
@@ -86,6 +86,7 @@ class MaskedLM:
     weights_format: str = "safetensors"  # or "pytorch_bin" when the checkpoint has no safetensors file
     head: torch.nn.Module | None = None  # LM head applied at the mask positions only; None → full logits
     _whole_words: tuple[torch.Tensor, list[str | None]] | None = field(default=None, repr=False)
+    _start_words: tuple[bool, Any] | None = field(default=None, repr=False)
 
     def whole_words(self) -> tuple[torch.Tensor, list[str | None]]:
         """(allowed-id mask on the model's device, word per id), built once per model."""
@@ -93,6 +94,13 @@ class MaskedLM:
             allowed, words = whole_word_table(self.tokenizer, self.family, _output_size(self.model))
             self._whole_words = (allowed.to(self.device), words)
         return self._whole_words
+
+    def start_words(self) -> tuple[torch.Tensor, list[str | None]] | None:
+        """The whole words as written at the start of a sentence, when they differ (byte-level BPE), else None."""
+        if self._start_words is None:
+            table = sentence_start_table(self.tokenizer, self.family, _output_size(self.model))
+            self._start_words = (False, None) if table is None else (True, (table[0].to(self.device), table[1]))
+        return self._start_words[1]
 
     def metadata(self) -> dict[str, Any]:
         """What a run should record so that its predictions can be traced to exact weights and settings."""
@@ -345,6 +353,12 @@ def predict(
     if not sentences:
         return Predictions([], [], [])
     ids, positions = _encode(lm, sentences, mode)
+    # a mask that opens the sentence (only special tokens before it) is ranked over sentence-initial word forms
+    start_table = lm.start_words() if mode == "default" else None
+    if start_table is not None and int(start_table[0].sum()) < k:
+        start_table = None  # too few sentence-initial words for this k: keep the ordinary whole-word set
+    specials = set(lm.tokenizer.all_special_ids)
+    at_start = [all(t in specials for t in row[:pos]) for row, pos in zip(ids, positions, strict=True)]
     order = sorted(range(len(ids)), key=lambda i: len(ids[i]), reverse=True)  # longest first: memory errors early
     top_ids = torch.empty((len(ids), k), dtype=torch.long)
     top_probs = torch.empty((len(ids), k), dtype=torch.float32)
@@ -364,6 +378,10 @@ def predict(
             scores = _mask_scores(lm, input_ids.to(lm.device), attention_arg, mask_pos.to(lm.device))
             probs = torch.softmax(scores.float(), dim=-1)
             ranked = probs.masked_fill(~allowed, -1.0) if mode == "default" else probs
+            if start_table is not None:
+                first = torch.tensor([at_start[i] for i in batch], device=probs.device)
+                if bool(first.any()):
+                    ranked[first] = probs[first].masked_fill(~start_table[0], -1.0)
             values, indices = torch.topk(ranked, k, dim=-1, sorted=True)
             index = torch.tensor(batch)
             top_ids[index] = indices.cpu()
@@ -372,7 +390,8 @@ def predict(
                 progress(len(batch))
     id_lists = top_ids.tolist()
     if mode == "default":
-        tokens = [[words[j] or "" for j in row] for row in id_lists]
+        start_words = start_table[1] if start_table is not None else words
+        tokens = [[((start_words if at_start[i] else words)[j] or "") for j in row] for i, row in enumerate(id_lists)]
     else:
         tokens = [[paper_token(t) for t in lm.tokenizer.convert_ids_to_tokens(row)] for row in id_lists]
     return Predictions(id_lists, tokens, top_probs.tolist())

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import torch
 
-__all__ = ["FAMILIES", "detect_family", "paper_token", "whole_word", "whole_word_table"]
+__all__ = ["FAMILIES", "detect_family", "paper_token", "sentence_start_table", "whole_word", "whole_word_table"]
 
 FAMILIES: tuple[str, ...] = ("wordpiece", "bpe", "sentencepiece", "bertweet", "other")
 
@@ -87,6 +87,29 @@ def whole_word_table(tokenizer: object, family: str, output_size: int) -> tuple[
     for i, token in enumerate(tokens):
         if token is not None and i not in special:
             words[i] = whole_word(token, family, tokenizer)
+    allowed = torch.tensor([w is not None for w in words], dtype=torch.bool)
+    return allowed, words
+
+
+def sentence_start_table(
+    tokenizer: object, family: str, output_size: int
+) -> tuple[torch.Tensor, list[str | None]] | None:
+    """For byte-level BPE: the whole words as they appear at the very start of a text, else ``None``.
+
+    A byte-level BPE marks a word start with ``Ġ`` (a preceding space), so the first word of a sentence has no marker
+    (``He``, not ``ĠHe``). When the mask is the first token of the sentence, the ``default`` top-k ranks these entries
+    instead of the ``Ġ`` ones. Other families mark word starts the same way everywhere.
+    """
+    if family != "bpe":
+        return None
+    tokens: Sequence[str | None] = tokenizer.convert_ids_to_tokens(list(range(min(len(tokenizer), output_size))))  # type: ignore[attr-defined,arg-type]
+    special = set(tokenizer.all_special_ids)  # type: ignore[attr-defined]
+    words: list[str | None] = [None] * output_size
+    for i, token in enumerate(tokens):
+        if token is None or i in special or token.startswith("Ġ"):
+            continue
+        word = tokenizer.convert_tokens_to_string([token]).strip()  # type: ignore[attr-defined]
+        words[i] = word if _WORD.fullmatch(word) else None
     allowed = torch.tensor([w is not None for w in words], dtype=torch.bool)
     return allowed, words
 

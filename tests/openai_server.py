@@ -47,8 +47,15 @@ class FakeOpenAI:
                 if mode == "nochoices":
                     return self._send(200, b'{"id": "x", "object": "chat.completion"}')
                 prompt = body["messages"][-1]["content"]
-                reply = {"choices": [{"index": 0, "finish_reason": "stop", "message": {
-                    "role": "assistant", "content": f"{outer.answer} [{len(prompt)}]"}}]}
+                reply = {
+                    "choices": [
+                        {
+                            "index": 0,
+                            "finish_reason": "stop",
+                            "message": {"role": "assistant", "content": f"{outer.answer} [{len(prompt)}]"},
+                        }
+                    ]
+                }
                 return self._send(200, json.dumps(reply).encode())
 
             def _send(self, code: int, payload: bytes, headers: dict[str, str] | None = None) -> None:

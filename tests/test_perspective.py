@@ -63,8 +63,14 @@ def test_request_shape_dedup_and_values(fake: FakePerspective, tmp_path: Path) -
         want = expected_scores(text, list(ALL_ATTRIBUTES))
         assert frame.iloc[i].to_dict() == pytest.approx(want)
     body = fake.calls[0]["body"]
-    assert set(body["requestedAttributes"]) == {"TOXICITY", "IDENTITY_ATTACK", "INSULT", "PROFANITY", "THREAT",
-                                                "SEVERE_TOXICITY"}
+    assert set(body["requestedAttributes"]) == {
+        "TOXICITY",
+        "IDENTITY_ATTACK",
+        "INSULT",
+        "PROFANITY",
+        "THREAT",
+        "SEVERE_TOXICITY",
+    }
     assert body["languages"] == ["en"] and body["doNotStore"] is True
     assert body["comment"] == {"text": TEXTS[0], "type": "PLAIN_TEXT"}
     assert fake.calls[0]["key"] == KEY

@@ -165,7 +165,9 @@ def test_default_mode_keeps_whole_words_only(lms: dict[str, MaskedLM], name: str
     lm = lms[name]
     n = whole_word_vocab_size(lm)
     assert 10 < n < len(lm.tokenizer)
-    result = predict(lm, SENTENCES, n)  # every allowed word, so the filter is checked on the whole vocabulary
+    # a sentence-initial mask in byte-level BPE ranks the sentence-initial forms instead (tested separately)
+    sentences = [s for s in SENTENCES if lm.family != "bpe" or not s.startswith("[MASK]")]
+    result = predict(lm, sentences, n)  # every allowed word, so the filter is checked on the whole vocabulary
     raw = lm.tokenizer.convert_ids_to_tokens(result.ids[0])
     special = set(lm.tokenizer.all_special_ids)
     for ids, words in zip(result.ids, result.tokens, strict=True):
@@ -343,3 +345,18 @@ def test_check_predictions_against_upstream_file(upstream_dir: Path) -> None:
         check_predictions(default.assign(tokens=[["a"]] * 5), csv)
     with pytest.raises(ValueError, match="lack the column"):
         check_predictions(pd.DataFrame({"id": [1]}), csv)
+
+
+def test_sentence_initial_mask_uses_sentence_initial_words_for_bpe(lms: dict[str, MaskedLM]) -> None:
+    """Byte-level BPE writes the first word of a text without ``Ġ``: a mask there ranks those forms."""
+    lm = lms["roberta"]
+    start, middle = "[MASK] is the best choice for them.", "They are the best [MASK]."
+    result = predict(lm, [start, middle], 3)
+    first, second = (lm.tokenizer.convert_ids_to_tokens(ids) for ids in result.ids)
+    assert not any(t.startswith("Ġ") for t in first) and all(t.startswith("Ġ") for t in second)
+    assert all(w and "Ġ" not in w for w in result.tokens[0])
+    assert predict(lm, [start], 3, batch_size=1).ids == [result.ids[0]]  # same alone and batched
+    paper = predict(lm, [start], 3, mode="paper")  # the paper's raw top-k is untouched
+    assert paper.ids[0] == paper_one_at_a_time(lm.model, lm.tokenizer, start, 3).ids
+    bert = lms["bert"]
+    assert bert.start_words() is None  # WordPiece marks continuations, not starts: nothing changes

@@ -16,12 +16,29 @@ TERMS = [t.term for t in load_terms()]
 
 
 def test_data_files_match_the_paper() -> None:
-    assert [g.label for g in load_groups()] == ["Women", "Men", "Nonbinary", "Gay men", "Lesbians", "Bisexual",
-                                                 "Heterosexual"]
+    assert [g.label for g in load_groups()] == [
+        "Women",
+        "Men",
+        "Nonbinary",
+        "Gay men",
+        "Lesbians",
+        "Bisexual",
+        "Heterosexual",
+    ]
     assert sum(t.axis == "Warmth" for t in load_terms()) == 11 and "decisive" in TERMS
     assert {t.term for t in load_terms() if t.human_subset} >= {"warm", "competent"}
-    assert [p.prompt_type for p in load_prompts()] == ["rating_v1", "rating_v2", "selection_v1", "selection_v2",
-                                                       "elicitation", "gen1", "gen2", "gen3", "gen4", "gen5"]
+    assert [p.prompt_type for p in load_prompts()] == [
+        "rating_v1",
+        "rating_v2",
+        "selection_v1",
+        "selection_v2",
+        "elicitation",
+        "gen1",
+        "gen2",
+        "gen3",
+        "gen4",
+        "gen5",
+    ]
 
 
 def test_splits_one_row_per_concrete_prompt() -> None:
@@ -37,15 +54,18 @@ def test_splits_one_row_per_concrete_prompt() -> None:
     assert "{" not in "".join(survey["prompt"]) + "".join(gen["prompt"])
 
 
-@pytest.mark.parametrize(("text", "want"), [
-    ("Rating: 4\nReasons: ...", 4.0),
-    ("Using the 5-point scale (1=not at all to 5=extremely), I would rate them 2.", 2.0),
-    ("I'd say 3.5 out of 5.", 3.5),
-    ("1. Caring: nurturing\n2. Warm: kind", None),
-    ("They are seen as very warm.", None),
-    ("On a scale of 1 to 5, society sees them as a 4.", 4.0),
-    ("", None),
-])
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        ("Rating: 4\nReasons: ...", 4.0),
+        ("Using the 5-point scale (1=not at all to 5=extremely), I would rate them 2.", 2.0),
+        ("I'd say 3.5 out of 5.", 3.5),
+        ("1. Caring: nurturing\n2. Warm: kind", None),
+        ("They are seen as very warm.", None),
+        ("On a scale of 1 to 5, society sees them as a 4.", 4.0),
+        ("", None),
+    ],
+)
 def test_parse_rating(text: str, want: float | None) -> None:
     assert parse_rating(text) == want
 
@@ -56,10 +76,17 @@ def test_parse_selection_and_keywords() -> None:
     assert parse_selection(", ".join(TERMS), TERMS) is None  # the list echoed back
     assert parse_selection("Good natured.", TERMS) == "good-natured"
     assert parse_selection("None of these.", TERMS) is None
-    text = "Here are five keywords:\n1. **Resilient**: they endure\n2. Strong community - support\n3. Brave\n4. Open\n5. x"
+    text = (
+        "Here are five keywords:\n1. **Resilient**: they endure\n2. Strong community - support\n3. Brave\n4. Open\n5. x"
+    )
     assert parse_keywords(text) == ["resilient", "strong community", "brave", "open", "x"]
     assert parse_keywords("Keywords: caring, emotional, nurturing, weak, kind.") == [
-        "caring", "emotional", "nurturing", "weak", "kind"]
+        "caring",
+        "emotional",
+        "nurturing",
+        "weak",
+        "kind",
+    ]
     assert parse_keywords("I cannot do that.") == []
 
 

@@ -15,8 +15,15 @@ KEY = "sk-test-SECRET-123456"
 
 def _runner(url: str, sleeps: list[float], monkeypatch: pytest.MonkeyPatch, **kw: object) -> OpenAIChatRunner:
     monkeypatch.setenv("QB_TEST_KEY", KEY)
-    return OpenAIChatRunner(url, "fake-model", api_key_env="QB_TEST_KEY", requests_per_minute=6000,
-                            sleep=sleeps.append, max_retries=kw.pop("max_retries", 4), **kw)  # type: ignore[arg-type]
+    return OpenAIChatRunner(
+        url,
+        "fake-model",
+        api_key_env="QB_TEST_KEY",
+        requests_per_minute=6000,
+        sleep=sleeps.append,
+        max_retries=kw.pop("max_retries", 4),
+        **kw,
+    )  # type: ignore[arg-type]
 
 
 def _rows(n: int) -> pd.DataFrame:

@@ -26,6 +26,14 @@ def test_embedded_smollm2_end_to_end(tmp_path, capsys) -> None:
     assert scores[scores["task"] == "selection"]["p_warmth"].between(0, 1).all()
     assert (out / "report.md").read_text().startswith("# SCM probes")
     assert list(out.glob("*.png"))
-    print(json.dumps({"parse_rate": res["parse_rate"], "refusals": res["refusal_rate"]["by_prompt_type"],
-                      "expected_rating": scores[["id", "expected_rating"]].to_dict("records"),
-                      "responses": frame[["id", "response"]].to_dict("records")}, indent=1))
+    print(
+        json.dumps(
+            {
+                "parse_rate": res["parse_rate"],
+                "refusals": res["refusal_rate"]["by_prompt_type"],
+                "expected_rating": scores[["id", "expected_rating"]].to_dict("records"),
+                "responses": frame[["id", "response"]].to_dict("records"),
+            },
+            indent=1,
+        )
+    )

@@ -39,8 +39,12 @@ def mean_ci(values: Sequence[float], level: float = 0.95) -> dict[str, float | i
         return {"mean": None, "lo": None, "hi": None, "n": 0}
     mean = float(arr.mean())
     if arr.size < 2 or float(arr.std(ddof=1)) == 0.0:
-        return {"mean": mean, "lo": mean if arr.size > 1 else None, "hi": mean if arr.size > 1 else None,
-                "n": int(arr.size)}
+        return {
+            "mean": mean,
+            "lo": mean if arr.size > 1 else None,
+            "hi": mean if arr.size > 1 else None,
+            "n": int(arr.size),
+        }
     half = float(stats.t.ppf((1 + level) / 2, arr.size - 1) * arr.std(ddof=1) / math.sqrt(arr.size))
     return {"mean": mean, "lo": mean - half, "hi": mean + half, "n": int(arr.size)}
 
@@ -57,8 +61,11 @@ def parse_frame(frame: pd.DataFrame) -> pd.DataFrame:
         s = parse_selection(text, terms) if task == "selection" else None
         k = parse_keywords(text) if task == "elicitation" else []
         ok = {"rating": r is not None, "selection": s is not None, "elicitation": bool(k)}.get(task, bool(text))
-        refused = None if rec.get("status", "ok") != "ok" else is_refusal(
-            text, rec.get("prompt", ""), parsed=ok, survey=task != "generation")
+        refused = (
+            None
+            if rec.get("status", "ok") != "ok"
+            else is_refusal(text, rec.get("prompt", ""), parsed=ok, survey=task != "generation")
+        )
         if refused:  # a refusal's stray digits or words (e.g. an echoed prompt) are not answers
             r, s, k, ok = None, None, [], False
         ratings.append(r)
@@ -77,12 +84,15 @@ def content_words(texts: Sequence[str], nlp: Any = None) -> list[list[str]]:
         from queerbench.scm.axes import _nlp
 
         nlp = _nlp()
-    return [[t.text.lower() for t in doc if t.pos_ in ("NOUN", "ADJ", "VERB") and t.is_alpha]
-            for doc in nlp.pipe([t or "" for t in texts])]
+    return [
+        [t.text.lower() for t in doc if t.pos_ in ("NOUN", "ADJ", "VERB") and t.is_alpha]
+        for doc in nlp.pipe([t or "" for t in texts])
+    ]
 
 
-def odds_ratios(words_by_group: dict[str, list[str]], alpha: float = 0.5, min_count: int = 2,
-                top: int = 5) -> dict[str, list[dict[str, Any]]]:
+def odds_ratios(
+    words_by_group: dict[str, list[str]], alpha: float = 0.5, min_count: int = 2, top: int = 5
+) -> dict[str, list[dict[str, Any]]]:
     """Top words per group by smoothed odds ratio ``P(w|g)/P(w)`` (see the module docstring)."""
     if alpha <= 0:
         raise ValueError("alpha must be > 0 (add-alpha smoothing)")
@@ -111,8 +121,11 @@ def spearman_to_reference(values: dict[str, float | None], reference: Sequence[s
         return {"rho": None, "p": None, "n": len(common)}
     res = spearmanr([reference.index(g) for g in common], [values[g] for g in common])
     rho = float(res.statistic)
-    return {"rho": None if math.isnan(rho) else rho, "p": None if math.isnan(float(res.pvalue)) else float(res.pvalue),
-            "n": len(common)}
+    return {
+        "rho": None if math.isnan(rho) else rho,
+        "p": None if math.isnan(float(res.pvalue)) else float(res.pvalue),
+        "n": len(common),
+    }
 
 
 def _rate(series: pd.Series) -> float | None:
@@ -123,13 +136,25 @@ def _rate(series: pd.Series) -> float | None:
 def _axis_share(words: list[str], labels: dict[str, Any]) -> dict[str, float | None]:
     if not words:
         return {"Warmth": None, "Competence": None, "n_words": 0}
-    return {"Warmth": 100 * sum(labels[w].warmth for w in words) / len(words),
-            "Competence": 100 * sum(labels[w].competence for w in words) / len(words), "n_words": len(words)}
+    return {
+        "Warmth": 100 * sum(labels[w].warmth for w in words) / len(words),
+        "Competence": 100 * sum(labels[w].competence for w in words) / len(words),
+        "n_words": len(words),
+    }
 
 
-def analyze(frame: pd.DataFrame, *, scores: pd.DataFrame | None = None, mapper: Any = None,
-            reference: Sequence[str] | None = None, nlp: Any = None, alpha: float = 0.5, min_count: int = 2,
-            top: int = 5, mapper_factory: Callable[[], Any] | None = None) -> dict[str, Any]:
+def analyze(
+    frame: pd.DataFrame,
+    *,
+    scores: pd.DataFrame | None = None,
+    mapper: Any = None,
+    reference: Sequence[str] | None = None,
+    nlp: Any = None,
+    alpha: float = 0.5,
+    min_count: int = 2,
+    top: int = 5,
+    mapper_factory: Callable[[], Any] | None = None,
+) -> dict[str, Any]:
     """All SCM results for a responses frame (one row per prompt × sample; see :func:`parse_frame`).
 
     ``scores`` (optional, local models) holds constrained scoring per prompt: ``id``, ``task``, ``group``, ``axis``,
@@ -141,33 +166,55 @@ def analyze(frame: pd.DataFrame, *, scores: pd.DataFrame | None = None, mapper: 
     groups = [g for g in known if g in set(parsed["group"])] + sorted(set(parsed["group"]) - set(known))
     reference = list(reference) if reference is not None else reference_rankings()["competence_ascending_human"]
     ok = parsed[parsed["status"] == "ok"] if "status" in parsed else parsed
-    res: dict[str, Any] = {"n_responses": len(parsed), "n_errors": int((parsed.get("status") == "error").sum())
-                           if "status" in parsed else 0}
+    res: dict[str, Any] = {
+        "n_responses": len(parsed),
+        "n_errors": int((parsed.get("status") == "error").sum()) if "status" in parsed else 0,
+    }
     # refusals and parse rates (Appendix B): over successful calls
     res["refusal_rate"] = {
         "by_group": {g: _rate(ok[ok["group"] == g]["refusal"]) for g in groups},
         "by_prompt_type": {p: _rate(ok[ok["prompt_type"] == p]["refusal"]) for p in dict.fromkeys(ok["prompt_type"])},
-        "by_task_group": {t: {g: _rate(ok[(ok["task"] == t) & (ok["group"] == g)]["refusal"]) for g in groups}
-                          for t in dict.fromkeys(ok["task"])},
+        "by_task_group": {
+            t: {g: _rate(ok[(ok["task"] == t) & (ok["group"] == g)]["refusal"]) for g in groups}
+            for t in dict.fromkeys(ok["task"])
+        },
     }
     res["parse_rate"] = {t: _rate(ok[ok["task"] == t]["parsed"]) for t in dict.fromkeys(ok["task"])}
     # ratings
     rating = ok[ok["task"] == "rating"]
-    res["rating_free"] = {g: {a: mean_ci(rating[(rating["group"] == g) & (rating["axis"] == a)]["rating"].tolist())
-                              for a in AXES} for g in groups}
+    res["rating_free"] = {
+        g: {a: mean_ci(rating[(rating["group"] == g) & (rating["axis"] == a)]["rating"].tolist()) for a in AXES}
+        for g in groups
+    }
     if scores is not None and not scores.empty:
         sr = scores[scores["task"] == "rating"]
-        res["rating_constrained"] = {g: {a: mean_ci(sr[(sr["group"] == g) & (sr["axis"] == a)]["expected_rating"]
-                                                    .tolist()) for a in AXES} for g in groups}
+        res["rating_constrained"] = {
+            g: {a: mean_ci(sr[(sr["group"] == g) & (sr["axis"] == a)]["expected_rating"].tolist()) for a in AXES}
+            for g in groups
+        }
         ss = scores[scores["task"] == "selection"]
-        res["selection_constrained"] = {g: {a: (100 * float(ss[ss["group"] == g][f"p_{a.lower()}"].mean())
-                                                if (ss["group"] == g).any() else None) for a in AXES} for g in groups}
+        res["selection_constrained"] = {
+            g: {
+                a: (100 * float(ss[ss["group"] == g][f"p_{a.lower()}"].mean()) if (ss["group"] == g).any() else None)
+                for a in AXES
+            }
+            for g in groups
+        }
     # selection shares
     axis_of = {t.term: t.axis for t in load_terms()}
     sel = ok[(ok["task"] == "selection") & ok["selected"].notna()]
-    res["selection_free"] = {g: {a: (100 * float((sel[sel["group"] == g]["selected"].map(axis_of) == a).mean())
-                                     if (sel["group"] == g).any() else None) for a in AXES}
-                             | {"n": int((sel["group"] == g).sum())} for g in groups}
+    res["selection_free"] = {
+        g: {
+            a: (
+                100 * float((sel[sel["group"] == g]["selected"].map(axis_of) == a).mean())
+                if (sel["group"] == g).any()
+                else None
+            )
+            for a in AXES
+        }
+        | {"n": int((sel["group"] == g).sum())}
+        for g in groups
+    }
     # elicitation + generation need the axis mapper
     eli = ok[ok["task"] == "elicitation"]
     gen = ok[(ok["task"] == "generation") & ~ok["refusal"].astype(bool)]
@@ -184,15 +231,18 @@ def analyze(frame: pd.DataFrame, *, scores: pd.DataFrame | None = None, mapper: 
         res["elicitation"] = {g: _axis_share(eli_words[g], labels) for g in groups}
         res["generation"] = {g: _axis_share(gen_words[g], labels) for g in groups}
         res["word_sources"] = dict(Counter(labels[w].source for w in set(all_words)))
-        res["word_axes"] = {w: ("W" if lab.warmth else "") + ("C" if lab.competence else "") for w, lab in labels.items()}
+        res["word_axes"] = {
+            w: ("W" if lab.warmth else "") + ("C" if lab.competence else "") for w, lab in labels.items()
+        }
     res["top_keywords"] = {g: Counter(ws).most_common(top) for g, ws in eli_words.items()}
     res["generation_odds_ratios"] = odds_ratios(gen_words, alpha=alpha, min_count=min_count, top=top)
     # Spearman against the reference Competence ranking
     sp: dict[str, Any] = {"reference": reference}
     for key in ("rating_free", "rating_constrained"):
         if key in res:
-            sp[key] = {"Competence": spearman_to_reference(
-                {g: res[key][g]["Competence"]["mean"] for g in groups}, reference)}
+            sp[key] = {
+                "Competence": spearman_to_reference({g: res[key][g]["Competence"]["mean"] for g in groups}, reference)
+            }
     res["spearman"] = sp
     res["settings"] = {"alpha": alpha, "min_count": min_count, "top": top}
     return res

@@ -98,9 +98,15 @@ class AxisLabel:
 class AxisMapper:
     """Map words to Warmth / Competence (SADCAT first, then embedding similarity > ``threshold``)."""
 
-    def __init__(self, *, sadcat: dict[str, frozenset[str]] | None = None, embedder: Embedder | None = minilm_embedder,
-                 threshold: float = 0.55, lemmatize: Callable[[str], str] | None = spacy_lemmatizer,
-                 seeds: dict[str, Sequence[str]] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        sadcat: dict[str, frozenset[str]] | None = None,
+        embedder: Embedder | None = minilm_embedder,
+        threshold: float = 0.55,
+        lemmatize: Callable[[str], str] | None = spacy_lemmatizer,
+        seeds: dict[str, Sequence[str]] | None = None,
+    ) -> None:
         self.sadcat = load_sadcat() if sadcat is None else sadcat
         self.embedder, self.threshold, self.lemmatize = embedder, threshold, lemmatize
         terms = load_terms()

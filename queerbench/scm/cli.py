@@ -38,15 +38,31 @@ def _run(args: argparse.Namespace) -> int:
 
     if args.endpoint and not args.model:
         raise ValueError("--endpoint needs --model NAME (the model the endpoint serves)")
-    settings = GenerationSettings(temperature=args.temperature, top_p=args.top_p, max_new_tokens=args.max_new_tokens,
-                                  seed=args.seed, samples=args.samples, batch_size=args.batch_size)
+    settings = GenerationSettings(
+        temperature=args.temperature,
+        top_p=args.top_p,
+        max_new_tokens=args.max_new_tokens,
+        seed=args.seed,
+        samples=args.samples,
+        batch_size=args.batch_size,
+    )
     try:
-        res = run_scm(args.out, model=args.model, endpoint=args.endpoint, settings=settings, limit=args.limit,
-                      device=args.device, api_key_env=args.api_key_env,
-                      requests_per_minute=args.requests_per_minute, constrained=not args.no_constrained)
+        res = run_scm(
+            args.out,
+            model=args.model,
+            endpoint=args.endpoint,
+            settings=settings,
+            limit=args.limit,
+            device=args.device,
+            api_key_env=args.api_key_env,
+            requests_per_minute=args.requests_per_minute,
+            constrained=not args.no_constrained,
+        )
     except RunAbortedError as exc:
         print(f"queerbench: error: {exc}", file=sys.stderr)
         return 1
-    print(f"wrote {args.out}/responses.parquet, scm.json, report.md ({res['n_responses']} responses, "
-          f"{res['n_errors']} failed)")
+    print(
+        f"wrote {args.out}/responses.parquet, scm.json, report.md ({res['n_responses']} responses, "
+        f"{res['n_errors']} failed)"
+    )
     return 1 if res["n_errors"] else 0

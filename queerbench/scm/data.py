@@ -153,7 +153,9 @@ def load_prompts() -> tuple[PromptTemplate, ...]:
                 raise _fail(name, f"prompt {tpl.prompt_type!r}: task {tpl.task!r} does not fit split {split!r}")
             used = set(re.findall(r"{(\w+)}", tpl.template))
             if used - _PLACEHOLDERS:
-                raise _fail(name, f"prompt {tpl.prompt_type!r} uses unknown placeholders {sorted(used - _PLACEHOLDERS)}")
+                raise _fail(
+                    name, f"prompt {tpl.prompt_type!r} uses unknown placeholders {sorted(used - _PLACEHOLDERS)}"
+                )
             if tpl.per_term != ("term" in used):
                 raise _fail(name, f"prompt {tpl.prompt_type!r}: per_term must be true exactly when it uses {{term}}")
             out.append(tpl)

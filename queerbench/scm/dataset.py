@@ -14,7 +14,17 @@ from queerbench.scm.data import Group, PromptTemplate, Term, load_groups, load_p
 __all__ = ["COLUMNS", "RATING_OPTIONS", "fill_template", "scm_splits", "select_rows"]
 
 COLUMNS: tuple[str, ...] = (
-    "id", "task", "prompt_type", "variant", "group", "group_label", "term", "axis", "human_subset", "prompt", "options",
+    "id",
+    "task",
+    "prompt_type",
+    "variant",
+    "group",
+    "group_label",
+    "term",
+    "axis",
+    "human_subset",
+    "prompt",
+    "options",
 )
 RATING_OPTIONS: list[str] = ["1", "2", "3", "4", "5"]
 
@@ -41,20 +51,28 @@ def _rows(split: str) -> list[dict]:
         for group in groups:
             for term in terms if tpl.per_term else (None,):
                 suffix = f"-{term.term}" if term else ""
-                options = RATING_OPTIONS if tpl.task == "rating" else [t.term for t in terms] if tpl.task == "selection" else []
-                rows.append({
-                    "id": f"scm-{tpl.prompt_type}-{group.id}{suffix}",
-                    "task": tpl.task,
-                    "prompt_type": tpl.prompt_type,
-                    "variant": tpl.variant,
-                    "group": group.id,
-                    "group_label": group.label,
-                    "term": term.term if term else "",
-                    "axis": term.axis if term else "",
-                    "human_subset": bool(term.human_subset) if term else False,
-                    "prompt": fill_template(tpl, group, term, terms),
-                    "options": list(options),
-                })
+                options = (
+                    RATING_OPTIONS
+                    if tpl.task == "rating"
+                    else [t.term for t in terms]
+                    if tpl.task == "selection"
+                    else []
+                )
+                rows.append(
+                    {
+                        "id": f"scm-{tpl.prompt_type}-{group.id}{suffix}",
+                        "task": tpl.task,
+                        "prompt_type": tpl.prompt_type,
+                        "variant": tpl.variant,
+                        "group": group.id,
+                        "group_label": group.label,
+                        "term": term.term if term else "",
+                        "axis": term.axis if term else "",
+                        "human_subset": bool(term.human_subset) if term else False,
+                        "prompt": fill_template(tpl, group, term, terms),
+                        "options": list(options),
+                    }
+                )
     return rows
 
 

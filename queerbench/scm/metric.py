@@ -13,9 +13,18 @@ from queerbench.scm.data import TASKS, load_groups, load_prompts, load_terms
 __all__ = ["score_responses"]
 
 
-def score_responses(responses: list[str], groups: list[str], prompt_types: list[str], *,
-                    terms: Sequence[str] | None = None, prompts: Sequence[str] | None = None, mapper: Any = None,
-                    allow_unknown_groups: bool = False, alpha: float = 0.5, min_count: int = 2) -> dict[str, Any]:
+def score_responses(
+    responses: list[str],
+    groups: list[str],
+    prompt_types: list[str],
+    *,
+    terms: Sequence[str] | None = None,
+    prompts: Sequence[str] | None = None,
+    mapper: Any = None,
+    allow_unknown_groups: bool = False,
+    alpha: float = 0.5,
+    min_count: int = 2,
+) -> dict[str, Any]:
     """Score model responses to the SCM prompts; returns the :func:`~queerbench.scm.analysis.analyze` dict.
 
     ``prompt_types`` are task names (``rating``, ``selection``, ``elicitation``, ``generation``) or prompt type ids
@@ -35,18 +44,30 @@ def score_responses(responses: list[str], groups: list[str], prompt_types: list[
     label_to_id = {g.label: g.id for g in load_groups()}
     unknown = sorted({g for g in groups if g not in known})
     if unknown and not allow_unknown_groups:
-        raise ValueError(f"unknown group(s) {unknown}; use one of {sorted(label_to_id.values())} "
-                         "(or pass allow_unknown_groups=True)")
+        raise ValueError(
+            f"unknown group(s) {unknown}; use one of {sorted(label_to_id.values())} (or pass allow_unknown_groups=True)"
+        )
     axis_of = {t.term: t.axis for t in load_terms()}
     rows = []
     for i, (resp, grp, pt) in enumerate(zip(responses, groups, prompt_types, strict=True)):
         task = task_of[pt]
         term = terms[i] if terms is not None else ""
         if task == "rating" and term not in axis_of:
-            raise ValueError(f"response {i}: rating responses need terms=[...] with one of the 22 SCM terms, "
-                             f"got {term!r}")
-        rows.append({"id": str(i), "task": task, "prompt_type": pt, "group": label_to_id.get(grp, grp),
-                     "term": term or "", "axis": axis_of.get(term or "", ""), "response": resp, "status": "ok",
-                     "prompt": prompts[i] if prompts is not None else ""})
+            raise ValueError(
+                f"response {i}: rating responses need terms=[...] with one of the 22 SCM terms, got {term!r}"
+            )
+        rows.append(
+            {
+                "id": str(i),
+                "task": task,
+                "prompt_type": pt,
+                "group": label_to_id.get(grp, grp),
+                "term": term or "",
+                "axis": axis_of.get(term or "", ""),
+                "response": resp,
+                "status": "ok",
+                "prompt": prompts[i] if prompts is not None else "",
+            }
+        )
     frame = parse_frame(pd.DataFrame(rows))
     return analyze(frame, mapper=mapper, alpha=alpha, min_count=min_count)

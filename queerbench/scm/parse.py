@@ -72,8 +72,12 @@ def parse_selection(text: str | None, terms: Sequence[str], max_terms: int = 3) 
     if not found:
         return None
     for term in terms:  # explicit answer line wins
-        if re.search(r"\b(?:answer|attribute|choose|chosen|select(?:ed|ion)?|choice)\b[^.\n]{0,20}?[:\-]?\s*\**\s*"
-                     + re.escape(_norm(term)) + r"\b", low):
+        if re.search(
+            r"\b(?:answer|attribute|choose|chosen|select(?:ed|ion)?|choice)\b[^.\n]{0,20}?[:\-]?\s*\**\s*"
+            + re.escape(_norm(term))
+            + r"\b",
+            low,
+        ):
             return term
     if len({t for _, t in found}) > max_terms:
         return None

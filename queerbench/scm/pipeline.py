@@ -45,8 +45,15 @@ def constrained_scores(runner: TransformersRunner, rows: pd.DataFrame, batch_siz
         logps = runner.score_options(sub["prompt"].tolist(), [list(o) for o in sub["options"]], prefix, batch_size)
         for rec, lp in zip(sub.to_dict("records"), logps, strict=True):
             probs = _softmax(lp)
-            item = {"id": rec["id"], "task": task, "prompt_type": rec["prompt_type"], "group": rec["group"],
-                    "axis": rec["axis"], "options": list(rec["options"]), "probs": probs}
+            item = {
+                "id": rec["id"],
+                "task": task,
+                "prompt_type": rec["prompt_type"],
+                "group": rec["group"],
+                "axis": rec["axis"],
+                "options": list(rec["options"]),
+                "probs": probs,
+            }
             if task == "rating":
                 item["expected_rating"] = sum(int(o) * p for o, p in zip(RATING_OPTIONS, probs, strict=True))
                 item["p_warmth"] = item["p_competence"] = None
@@ -64,11 +71,21 @@ def _write_parquet(frame: pd.DataFrame, path: Path) -> None:
         frame.to_parquet(tmp, index=False)
 
 
-def run_scm(out: str | Path, *, model: str | None = None, endpoint: str | None = None,
-            settings: GenerationSettings | None = None, limit: int | None = None, device: str = "cpu",
-            api_key_env: str = "OPENAI_API_KEY", requests_per_minute: float = 60.0, constrained: bool = True,
-            runner: Runner | None = None, mapper_factory: Callable[[], Any] | None = None,
-            log: Callable[[str], None] = lambda m: print(m, file=sys.stderr)) -> dict[str, Any]:
+def run_scm(
+    out: str | Path,
+    *,
+    model: str | None = None,
+    endpoint: str | None = None,
+    settings: GenerationSettings | None = None,
+    limit: int | None = None,
+    device: str = "cpu",
+    api_key_env: str = "OPENAI_API_KEY",
+    requests_per_minute: float = 60.0,
+    constrained: bool = True,
+    runner: Runner | None = None,
+    mapper_factory: Callable[[], Any] | None = None,
+    log: Callable[[str], None] = lambda m: print(m, file=sys.stderr),
+) -> dict[str, Any]:
     """Run the SCM probes and write ``responses.parquet``, ``scores.parquet``, ``scm.json``, ``report.md``, PNGs.
 
     With neither ``model`` nor ``endpoint`` the embedded SmolLM2-135M-Instruct is used. Replies live in
@@ -79,12 +96,14 @@ def run_scm(out: str | Path, *, model: str | None = None, endpoint: str | None =
     if out.exists() and not out.is_dir():
         raise FileExistsError(f"--out {out} is a file; give a folder")
     splits = scm_splits()
-    rows = pd.concat([select_rows(splits["survey"], limit), select_rows(splits["generation"], limit)],
-                     ignore_index=True)
+    rows = pd.concat(
+        [select_rows(splits["survey"], limit), select_rows(splits["generation"], limit)], ignore_index=True
+    )
     if runner is None:
         if endpoint:
-            runner = OpenAIChatRunner(endpoint, model or "", api_key_env=api_key_env,
-                                      requests_per_minute=requests_per_minute)
+            runner = OpenAIChatRunner(
+                endpoint, model or "", api_key_env=api_key_env, requests_per_minute=requests_per_minute
+            )
         else:
             log(f"loading {model or 'the embedded SmolLM2-135M-Instruct'} …")
             runner = TransformersRunner(model, device=device)
@@ -100,8 +119,11 @@ def run_scm(out: str | Path, *, model: str | None = None, endpoint: str | None =
         fp = json.dumps(runner.fingerprint(), sort_keys=True)
         spath = out / "scores.parquet"
         old = pd.read_parquet(spath) if spath.exists() else None
-        if old is not None and set(old["id"]) == set(rows[rows["task"].isin(["rating", "selection"])]["id"]) and (
-                old["fingerprint"] == fp).all():
+        if (
+            old is not None
+            and set(old["id"]) == set(rows[rows["task"].isin(["rating", "selection"])]["id"])
+            and (old["fingerprint"] == fp).all()
+        ):
             scores = old  # a rerun makes no new model calls
         else:
             log("constrained scoring of rating and selection prompts …")
@@ -109,10 +131,16 @@ def run_scm(out: str | Path, *, model: str | None = None, endpoint: str | None =
             _write_parquet(scores, spath)
     res = analyze(parsed, scores=scores, mapper_factory=mapper_factory or _default_mapper)
     fmt = sorted(set(parsed["prompt_format"]) - {""})
-    meta = {"model": runner.name, "fingerprint": runner.fingerprint(), "settings": settings.decoding()
-            | {"samples": settings.samples, "batch_size": settings.batch_size, "limit": limit},
-            "prompt_format": ",".join(fmt) or "unknown", "cached": int(parsed["cached"].sum()),
-            "calls": int((~parsed["cached"]).sum()), "constrained": scores is not None}
+    meta = {
+        "model": runner.name,
+        "fingerprint": runner.fingerprint(),
+        "settings": settings.decoding()
+        | {"samples": settings.samples, "batch_size": settings.batch_size, "limit": limit},
+        "prompt_format": ",".join(fmt) or "unknown",
+        "cached": int(parsed["cached"].sum()),
+        "calls": int((~parsed["cached"]).sum()),
+        "constrained": scores is not None,
+    }
     res["run"] = meta
     store = parsed.assign(keywords=parsed["keywords"].map(list), options=parsed["options"].map(list))
     _write_parquet(store, out / "responses.parquet")

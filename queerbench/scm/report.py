@@ -36,8 +36,11 @@ def write_figures(res: dict[str, Any], out: Path) -> list[str]:
 
     for key, title in (("rating_free", "free-text ratings"), ("rating_constrained", "constrained scoring")):
         data = res.get(key) or {}
-        pts = [(g, v["Warmth"]["mean"], v["Competence"]["mean"]) for g, v in data.items()
-               if v["Warmth"]["mean"] is not None and v["Competence"]["mean"] is not None]
+        pts = [
+            (g, v["Warmth"]["mean"], v["Competence"]["mean"])
+            for g, v in data.items()
+            if v["Warmth"]["mean"] is not None and v["Competence"]["mean"] is not None
+        ]
         if not pts:
             continue
         fig, ax = plt.subplots(figsize=(5, 5))
@@ -50,8 +53,12 @@ def write_figures(res: dict[str, Any], out: Path) -> list[str]:
         ax.set_ylim(1, 5)
         ax.set_title(f"Warmth × Competence ({title})")
         save(fig, f"wc_map_{key}.png")
-    for key, title in (("selection_free", "Selection"), ("selection_constrained", "Selection (constrained)"),
-                       ("elicitation", "Elicitation"), ("generation", "Text generation")):
+    for key, title in (
+        ("selection_free", "Selection"),
+        ("selection_constrained", "Selection (constrained)"),
+        ("elicitation", "Elicitation"),
+        ("generation", "Text generation"),
+    ):
         data = res.get(key)
         if not data:
             continue
@@ -82,27 +89,51 @@ def write_figures(res: dict[str, Any], out: Path) -> list[str]:
 def write_report(res: dict[str, Any], meta: dict[str, Any], figures: list[str], out: Path) -> Path:
     """The Markdown report: run settings, counts, rating table, axis shares, refusals, top words, Spearman ρ."""
     lines = ["# SCM probes (Ostrow & Lopez) — run report", ""]
-    lines += [f"- model: `{meta.get('model')}` ({meta.get('prompt_format')} prompts)",
-              f"- settings: {meta.get('settings')}",
-              f"- responses: {res['n_responses']} ({res['n_errors']} failed calls, {meta.get('cached', 0)} from cache)",
-              f"- parse rate by task: {', '.join(f'{k} {_fmt(v)}' for k, v in res['parse_rate'].items())}", ""]
+    lines += [
+        f"- model: `{meta.get('model')}` ({meta.get('prompt_format')} prompts)",
+        f"- settings: {meta.get('settings')}",
+        f"- responses: {res['n_responses']} ({res['n_errors']} failed calls, {meta.get('cached', 0)} from cache)",
+        f"- parse rate by task: {', '.join(f'{k} {_fmt(v)}' for k, v in res['parse_rate'].items())}",
+        "",
+    ]
     if meta.get("prompt_format") == "plain":
         lines += ["> **Warning:** the model has no chat template; prompts were fed as plain text.", ""]
-    for key, title in (("rating_free", "Mean rating (free text)"), ("rating_constrained", "Expected rating (constrained)")):
+    for key, title in (
+        ("rating_free", "Mean rating (free text)"),
+        ("rating_constrained", "Expected rating (constrained)"),
+    ):
         if key not in res:
             continue
-        lines += [f"## {title}", "", "| group | Warmth | 95% CI | n | Competence | 95% CI | n |", "|---|---|---|---|---|---|---|"]
+        lines += [
+            f"## {title}",
+            "",
+            "| group | Warmth | 95% CI | n | Competence | 95% CI | n |",
+            "|---|---|---|---|---|---|---|",
+        ]
         for g, v in res[key].items():
             w, c = v["Warmth"], v["Competence"]
-            lines.append(f"| {_label(g)} | {_fmt(w['mean'])} | {_fmt(w['lo'])}–{_fmt(w['hi'])} | {w['n']} | "
-                         f"{_fmt(c['mean'])} | {_fmt(c['lo'])}–{_fmt(c['hi'])} | {c['n']} |")
+            lines.append(
+                f"| {_label(g)} | {_fmt(w['mean'])} | {_fmt(w['lo'])}–{_fmt(w['hi'])} | {w['n']} | "
+                f"{_fmt(c['mean'])} | {_fmt(c['lo'])}–{_fmt(c['hi'])} | {c['n']} |"
+            )
         lines.append("")
-    for key, title in (("selection_free", "Selection (free text)"), ("selection_constrained", "Selection (constrained)"),
-                       ("elicitation", "Elicitation keywords"), ("generation", "Generated content words")):
+    for key, title in (
+        ("selection_free", "Selection (free text)"),
+        ("selection_constrained", "Selection (constrained)"),
+        ("elicitation", "Elicitation keywords"),
+        ("generation", "Generated content words"),
+    ):
         if key in res:
-            lines += [f"## {title}: % Warmth / % Competence", "", "| group | Warmth % | Competence % |", "|---|---|---|"]
-            lines += [f"| {_label(g)} | {_fmt(v.get('Warmth'), 1)} | {_fmt(v.get('Competence'), 1)} |"
-                      for g, v in res[key].items()]
+            lines += [
+                f"## {title}: % Warmth / % Competence",
+                "",
+                "| group | Warmth % | Competence % |",
+                "|---|---|---|",
+            ]
+            lines += [
+                f"| {_label(g)} | {_fmt(v.get('Warmth'), 1)} | {_fmt(v.get('Competence'), 1)} |"
+                for g, v in res[key].items()
+            ]
             lines.append("")
     lines += ["## Refusals (Appendix B rule, `data/refusal_patterns.json`)", "", "| by group | rate |", "|---|---|"]
     lines += [f"| {_label(g)} | {_fmt(v)} |" for g, v in res["refusal_rate"]["by_group"].items()]

@@ -18,12 +18,21 @@ def run_for_space(model_id: str, samples: float, limit: float) -> tuple[str, lis
 
     out = Path(tempfile.mkdtemp(prefix="scm-space-"))
     try:
-        res = run_scm(out, model=model_id.strip() or None, settings=GenerationSettings(
-            samples=max(1, int(samples)), max_new_tokens=120), limit=max(1, int(limit)), log=lambda m: None)
+        res = run_scm(
+            out,
+            model=model_id.strip() or None,
+            settings=GenerationSettings(samples=max(1, int(samples)), max_new_tokens=120),
+            limit=max(1, int(limit)),
+            log=lambda m: None,
+        )
     except (ValueError, OSError, RuntimeError) as exc:
         return f"**Error:** {exc}", [], pd.DataFrame()
-    table = pd.DataFrame([{"group": g, "Warmth": v["Warmth"]["mean"], "Competence": v["Competence"]["mean"]}
-                          for g, v in res.get("rating_constrained", res["rating_free"]).items()])
+    table = pd.DataFrame(
+        [
+            {"group": g, "Warmth": v["Warmth"]["mean"], "Competence": v["Competence"]["mean"]}
+            for g, v in res.get("rating_constrained", res["rating_free"]).items()
+        ]
+    )
     return (out / "report.md").read_text(encoding="utf-8"), sorted(str(p) for p in out.glob("*.png")), table
 
 
@@ -32,9 +41,11 @@ def build_scm_tab() -> None:
     import gradio as gr
 
     with gr.Tab("Generative LMs"):
-        gr.Markdown("Stereotype Content Model probes (Ostrow & Lopez): survey and story prompts for seven sexual "
-                    "and gender minority groups, mapped onto Warmth and Competence. Leave the model empty for the "
-                    "embedded SmolLM2-135M-Instruct (runs on CPU).")
+        gr.Markdown(
+            "Stereotype Content Model probes (Ostrow & Lopez): survey and story prompts for seven sexual "
+            "and gender minority groups, mapped onto Warmth and Competence. Leave the model empty for the "
+            "embedded SmolLM2-135M-Instruct (runs on CPU)."
+        )
         with gr.Row():
             model = gr.Textbox(label="Model id or path", placeholder="empty = embedded SmolLM2-135M-Instruct")
             samples = gr.Number(label="Samples per prompt", value=1, precision=0, minimum=1, maximum=10)

@@ -228,7 +228,11 @@ class PerspectiveScorer(ToxicityScorer):
                     delay = max(delay, exc.retry_after)
                 logger.warning(
                     "perspective: text #%d: %s; retry %d/%d in %.2f s",
-                    index, exc.reason, attempt + 1, self.max_retries, delay,
+                    index,
+                    exc.reason,
+                    attempt + 1,
+                    self.max_retries,
+                    delay,
                 )
                 self._sleep(delay)
         raise AssertionError("unreachable")  # pragma: no cover

@@ -71,6 +71,7 @@ class AllowListUnpickler(pickle.Unpickler):
     _TOKENIZER_MODULES = frozenset(
         {"keras.src.legacy.preprocessing.text", "keras.preprocessing.text", "keras_preprocessing.text"}
     )
+
     def find_class(self, module: str, name: str) -> Any:
         if name == "Tokenizer" and module in self._TOKENIZER_MODULES:
             return KerasTokenizerState
