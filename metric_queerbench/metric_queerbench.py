@@ -23,7 +23,7 @@ _CITATION = """\
 """
 
 _DESCRIPTION = """\
-The QueerBench score (0-100, higher = more harmful) of masked-LM completions, per subject group: the mean of an AFINN
+The QueerBench score (higher = more harmful; H and P can exceed 100 at top-k > 1) of masked-LM completions, per subject group: the mean of an AFINN
 sentiment score (A), a HurtLex hurtful-word score (H) and a toxicity score (P). Config `default` implements the paper's
 equations 1-4 as written (with bootstrap CIs and permutation tests); config `paper` reproduces the published Table 4
 bit for bit (its truncations, first-row HurtLex codes, 10-code whitelist and any-completion toxicity rule).
