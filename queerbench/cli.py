@@ -58,6 +58,7 @@ _USER_ERRORS: tuple[type[BaseException], ...] = (UserError, ValueError, FileExis
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the process exit status."""
+    from queerbench.scoring.perspective import PerspectiveError
     from queerbench.sources import ChecksumError, SourceUnavailableError
 
     parser = build_parser()
@@ -70,7 +71,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("\ninterrupted: finished chunks are saved; rerun the same command to resume.", file=sys.stderr)
         return 130
-    except (*_USER_ERRORS, ChecksumError, SourceUnavailableError) as exc:
+    except (*_USER_ERRORS, ChecksumError, SourceUnavailableError, PerspectiveError) as exc:
         message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
         print(f"queerbench: error: {message}", file=sys.stderr)
         return 2

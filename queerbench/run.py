@@ -23,7 +23,7 @@ import pandas as pd
 from queerbench import __version__, check_config
 from queerbench.io_utils import atomic_path, write_json, write_text
 from queerbench.report import render_report, write_run_figures
-from queerbench.scoring.score import ScoringOptions, compute
+from queerbench.scoring.score import ScoringOptions, compute, prepare_toxicity_scorer
 from queerbench.templates import build_sentences
 
 __all__ = ["TOXICITY_INPUTS", "RunOptions", "RunResult", "default_out_dir", "run_benchmark", "score_predictions"]
@@ -260,6 +260,7 @@ def run_benchmark(
 ) -> RunResult:
     """Run the whole benchmark for one model and config into ``out`` (resuming or reusing what is there)."""
     out = Path(out) if out is not None else default_out_dir(options)
+    prepare_toxicity_scorer(options.scoring_options())  # a missing scorer source or API key fails before inference
     key = options.cache_key()
     resumed = _check_out_dir(out, key)
     timings: dict[str, float] = {}

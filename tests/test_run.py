@@ -200,3 +200,20 @@ def test_default_out_dir_separates_cache_keys():
     limited = default_out_dir(RunOptions(model="org/m", limit=10))
     bf16 = default_out_dir(RunOptions(model="org/m", dtype="bfloat16", revision="v1"))
     assert len({full, limited, bf16}) == 3 and full.name == "org_m-default-k5"
+
+
+def test_missing_toxicity_source_fails_before_inference(
+    bert: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+):
+    monkeypatch.delenv("PERSPECTIVE_API_KEY", raising=False)
+
+    def boom(*args, **kwargs):
+        raise AssertionError("no model may load when the scorer is unusable")
+
+    monkeypatch.setattr("queerbench.predict.load_masked_lm", boom)
+    assert (
+        main(["run", "--model", bert, "--limit", "1", "--toxicity", "perspective", "--out", str(tmp_path / "p")]) == 2
+    )
+    err = capsys.readouterr().err
+    assert "PERSPECTIVE_API_KEY" in err and "Traceback" not in err
+    assert not (tmp_path / "p").exists()

@@ -40,6 +40,7 @@ __all__ = [
     "ScoringOptions",
     "aggregate",
     "compute",
+    "prepare_toxicity_scorer",
     "score_sentences",
     "truncate2",
     "validate_inputs",
@@ -157,6 +158,14 @@ def _scorer(spec: str, kwargs_json: str) -> Any:
     from queerbench.scoring.toxicity import get_toxicity_scorer
 
     return get_toxicity_scorer(spec, **json.loads(kwargs_json))
+
+
+def prepare_toxicity_scorer(options: ScoringOptions) -> Any | None:
+    """Load the toxicity scorer now (fetching its weights, checking its API key) so that a missing source fails
+    before any model inference; ``None`` for ``none``/``precomputed``. The scorer is reused by later scoring."""
+    if options.toxicity in ("none", "precomputed"):
+        return None
+    return _scorer(options.toxicity, json.dumps(options.toxicity_kwargs, sort_keys=True, default=str))
 
 
 def _toxicity_counts(
