@@ -27,8 +27,8 @@ __all__ = [
     "load_predictor",
     "model_fingerprint",
     "model_kind",
-    "same_weights",
     "resolve_method",
+    "same_weights",
 ]
 
 METHODS: tuple[str, ...] = ("auto", "mlm", "scored", "instructed")
