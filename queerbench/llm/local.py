@@ -19,6 +19,7 @@ from queerbench.llm.settings import DEFAULT_MODEL, GenerationSettings, Reply
 __all__ = [
     "TransformersRunner",
     "check_causal_lm",
+    "describe_model",
     "load_causal_lm",
     "model_kind",
     "resolve_device",
@@ -52,7 +53,7 @@ def resolve_model(model: str | None) -> tuple[str, str | None]:
     return model, None
 
 
-def _config(path: str, gguf: str | None, model: str) -> Any:
+def _config(path: str, gguf: str | None, model: str, revision: str | None = None) -> Any:
     """The model's config, read without loading weights; one-line errors for what cannot be found."""
     from transformers import AutoConfig
 
@@ -63,10 +64,11 @@ def _config(path: str, gguf: str | None, model: str) -> Any:
         raise FileNotFoundError(f"--model {model}: no such file or folder")
     if local.is_dir() and gguf is None and not (local / "config.json").is_file():
         raise FileNotFoundError(f"--model {model}: the folder has no config.json (not a transformers model folder)")
+    kwargs: dict[str, Any] = {"gguf_file": gguf} if gguf else {}
+    if revision:
+        kwargs["revision"] = revision
     try:
-        return AutoConfig.from_pretrained(
-            str(local) if local.exists() else path, **({"gguf_file": gguf} if gguf else {})
-        )
+        return AutoConfig.from_pretrained(str(local) if local.exists() else path, trust_remote_code=False, **kwargs)
     except (OSError, ValueError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ModelLoadError(
@@ -75,7 +77,7 @@ def _config(path: str, gguf: str | None, model: str) -> Any:
         ) from None
 
 
-def model_kind(model: str | None) -> str:
+def model_kind(model: str | None, revision: str | None = None) -> str:
     """What ``model`` is, from its config alone (no weights loaded): ``causal``, ``masked``, ``seq2seq``, ``other``.
 
     The config's ``architectures`` decide (``…ForMaskedLM`` → masked, ``…ForCausalLM``/``…LMHeadModel`` → causal);
@@ -83,17 +85,17 @@ def model_kind(model: str | None) -> str:
     mapping too, as ``BertLMHeadModel``, so it counts as causal only with ``is_decoder``). Raises
     ``FileNotFoundError``/:class:`ModelLoadError` (one line) when there is no such model.
     """
-    return _kind(model)[0]
+    return describe_model(model, revision)[0]
 
 
-def _kind(model: str | None) -> tuple[str, str]:
-    """(kind, architecture name as the config gives it) for :func:`model_kind`."""
+def describe_model(model: str | None, revision: str | None = None) -> tuple[str, str]:
+    """``(kind, architecture)``: :func:`model_kind` and the architecture name(s) the config gives."""
     if model is None or model == DEFAULT_MODEL:
         return "causal", "LlamaForCausalLM"
     from transformers import MODEL_FOR_CAUSAL_LM_MAPPING, MODEL_FOR_MASKED_LM_MAPPING
 
     path, gguf = resolve_model(model)
-    config = _config(path, gguf, model)
+    config = _config(path, gguf, model, revision)
     archs = list(getattr(config, "architectures", None) or [])
     name = ", ".join(archs) or f"model type {config.model_type!r}"
     if getattr(config, "is_encoder_decoder", False):
@@ -109,11 +111,11 @@ def _kind(model: str | None) -> tuple[str, str]:
     return ("masked" if masked else "other"), name
 
 
-def check_causal_lm(model: str | None) -> None:
+def check_causal_lm(model: str | None, revision: str | None = None) -> None:
     """Raise a one-line :class:`ModelLoadError` unless ``model`` is a causal LM (checked before loading weights)."""
     from queerbench.predict import ModelLoadError  # the library's one "model cannot be used" error
 
-    kind, arch = _kind(model)
+    kind, arch = describe_model(model, revision)
     if kind == "causal":
         return
     hint = {
@@ -124,7 +126,9 @@ def check_causal_lm(model: str | None) -> None:
     raise ModelLoadError(f"--model {model} ({arch}) is {hint}; a causal (decoder-only) LM is needed here")
 
 
-def load_causal_lm(model: str | None = None, *, device: str = "cpu", dtype: str = "float32") -> tuple[Any, Any]:
+def load_causal_lm(
+    model: str | None = None, *, device: str = "cpu", dtype: str = "float32", revision: str | None = None
+) -> tuple[Any, Any]:
     """Load ``(model, tokenizer)`` for a causal LM: a folder, Hub id, ``.gguf`` file or ``embedded:…`` (None).
 
     The architecture is checked from the config before any weights are read (:func:`check_causal_lm`: a masked LM
@@ -140,12 +144,14 @@ def load_causal_lm(model: str | None = None, *, device: str = "cpu", dtype: str 
 
     if dtype not in ("float32", "float16", "bfloat16"):
         raise ValueError(f"dtype must be float32, float16 or bfloat16, got {dtype!r}")
-    check_causal_lm(model)
+    check_causal_lm(model, revision)
     path, gguf = resolve_model(model)
     kwargs: dict[str, Any] = {"gguf_file": gguf} if gguf else {}
+    if revision:
+        kwargs["revision"] = revision
     try:
-        tokenizer = AutoTokenizer.from_pretrained(path, **kwargs)
-        lm = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype), **kwargs)
+        tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=False, **kwargs)
+        lm = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype), trust_remote_code=False, **kwargs)
     except (OSError, ValueError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ModelLoadError(f"cannot load --model {model or DEFAULT_MODEL}: {first[:200]}") from None
