@@ -151,3 +151,23 @@ def test_load_causal_lm_pads_left_and_auto_device_order(tmp_path, monkeypatch) -
     assert resolve_device("auto") == "cuda"
     with pytest.raises(ValueError, match="dtype"):
         load_causal_lm(str(tiny_gpt2(tmp_path)), dtype="int8")
+
+
+def test_changed_weights_in_the_same_folder_never_reuse_cached_replies(tmp_path) -> None:
+    import pandas as pd
+    from transformers import AutoModelForCausalLM
+
+    from queerbench.llm import ResponseCache, collect
+
+    folder = tiny_llama(tmp_path)
+    rows = pd.DataFrame({"id": ["a", "b"], "prompt": PROMPTS[:2]})
+    settings = GenerationSettings(temperature=0.0, top_p=None, max_new_tokens=4)
+    with ResponseCache(tmp_path / "c.sqlite") as cache:
+        first = collect(TransformersRunner(str(folder)), rows, settings, cache)
+        assert collect(TransformersRunner(str(folder)), rows, settings, cache)["cached"].all()  # same weights: hit
+        model = AutoModelForCausalLM.from_pretrained(folder)
+        with torch.no_grad():
+            model.lm_head.weight.mul_(-1.0)  # same folder, same config, other weights ("retrained")
+        model.save_pretrained(folder)
+        again = collect(TransformersRunner(str(folder)), rows, settings, cache)
+    assert not again["cached"].any() and len(first) == len(again) == 2

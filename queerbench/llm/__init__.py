@@ -25,7 +25,9 @@ probes) goes through here:
   tokenizer)`` for direct scoring (left padding, a pad token; the architecture checked first),
   :func:`model_kind` ``(model, revision=None)`` → ``causal``/``masked``/``seq2seq``/``other`` from the config
   alone (:func:`describe_model` also gives the architecture name), :func:`check_causal_lm` (a one-line
-  ``ModelLoadError`` naming the mismatch), :func:`resolve_device` (``auto`` → cuda → mps → cpu).
+  ``ModelLoadError`` naming the mismatch), :func:`resolve_device` (``auto`` → cuda → mps → cpu),
+  :func:`weights_fingerprint` (embedded sha256, local weight-file hashes, Hub commit: part of the local runner's
+  fingerprint, so a cache never serves replies from other weights).
 - Errors: :class:`EndpointError` (401/403/404: the run stops at once) and its subclass
   :class:`EndpointUnreachableError` (connection refused: fails in seconds, naming the URL) are ``ValueError``s, so
   the CLI prints them as one line; :class:`RunAbortedError` after too many failures in a row.
@@ -48,6 +50,7 @@ from queerbench.llm.local import (
     model_kind,
     resolve_device,
     resolve_model,
+    weights_fingerprint,
 )
 from queerbench.llm.settings import (
     DEFAULT_MODEL,
@@ -83,6 +86,7 @@ __all__ = [
     "resolve_device",
     "resolve_model",
     "settings_dict",
+    "weights_fingerprint",
 ]
 
 

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 import warnings
 from collections.abc import Iterator, Sequence
@@ -24,6 +25,7 @@ __all__ = [
     "model_kind",
     "resolve_device",
     "resolve_model",
+    "weights_fingerprint",
 ]
 
 
@@ -162,6 +164,33 @@ def load_causal_lm(
     return lm, tokenizer
 
 
+_WEIGHT_SUFFIXES = (".safetensors", ".gguf", ".bin", ".pt", ".pth")
+
+
+def weights_fingerprint(model: str | None, commit_hash: str | None = None) -> dict[str, Any]:
+    """What identifies the weights, so that cached replies are never reused for other weights.
+
+    Embedded model: its pinned sha256. Local folder or file: name, size and sha256 of every weight file (read once
+    per runner). Hub id: the commit the files resolved to (``commit_hash``, from the loaded config).
+    """
+    if model is None or model == DEFAULT_MODEL:
+        from queerbench.sources import get_source
+
+        return {"kind": "embedded", "sha256": get_source("smollm2_135m_instruct_gguf").sha256}
+    path = Path(model).expanduser()
+    if path.exists():
+        files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.suffix in _WEIGHT_SUFFIXES)
+        digests: dict[str, list[Any]] = {}
+        for f in files:
+            h = hashlib.sha256()
+            with f.open("rb") as fh:
+                for block in iter(lambda fh=fh: fh.read(1 << 20), b""):
+                    h.update(block)
+            digests[f.name if path.is_file() else str(f.relative_to(path))] = [f.stat().st_size, h.hexdigest()]
+        return {"kind": "local", "files": digests}
+    return {"kind": "hub", "commit_hash": commit_hash}
+
+
 class TransformersRunner:
     """A local ``AutoModelForCausalLM`` with its chat template (or a plain prompt when it has none).
 
@@ -181,6 +210,7 @@ class TransformersRunner:
         self.name = self.model_id
         self.model, self.tokenizer = load_causal_lm(model, device=device, dtype=dtype)
         self.device = str(self.model.device)
+        self.weights = weights_fingerprint(model, getattr(self.model.config, "_commit_hash", None))
         self.system_prompt = system_prompt
         self.has_chat_template = bool(getattr(self.tokenizer, "chat_template", None))
         if not self.has_chat_template:
@@ -196,13 +226,18 @@ class TransformersRunner:
         return "chat" if self.has_chat_template else "plain"
 
     def fingerprint(self) -> dict[str, Any]:
-        """Model id, class and parameter count, and the prompt format."""
+        """Model id, class, parameter count, weights (:func:`weights_fingerprint`), prompt format, system prompt.
+
+        Part of every cache key: replies from other weights (a folder retrained between a killed run and its
+        resume) or another system prompt are never reused.
+        """
         n_params = sum(p.numel() for p in self.model.parameters())
         return {
             "kind": "transformers",
             "model": self.model_id,
             "class": type(self.model).__name__,
             "params": int(n_params),
+            "weights": self.weights,
             "prompt_format": self.prompt_format,
             "system": self.system_prompt,
         }
