@@ -315,14 +315,15 @@ class TransformersRunner:
         generators = [torch.Generator().manual_seed(int(seed)) for seed in seeds]
         dev = self.model.device
         ids, mask, positions = ids.to(dev), mask.to(dev), positions.to(dev)
-        # transformers 5 calls the KV cache ``cache`` (argument and output); 4.x called it ``past_key_values``
-        cache_arg = "cache" if "cache" in inspect.signature(self.model.forward).parameters else "past_key_values"
+        # transformers 5 calls the KV cache ``cache`` (argument and output); 4.x called it ``past_key_values``;
+        # the prefill computes the LM head at the last position only (``logits_to_keep``, ``num_…`` before 4.49)
+        params = inspect.signature(self.model.forward).parameters
+        cache_arg = "cache" if "cache" in params else "past_key_values"
+        keep = next(({k: 1} for k in ("logits_to_keep", "num_logits_to_keep") if k in params), {})
         new: list[list[int]] = [[] for _ in range(n)]
         finish: list[str | None] = [None] * n
         with torch.inference_mode():
-            out = self.model(
-                input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, logits_to_keep=1
-            )
+            out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, **keep)
             next_pos = positions[:, -1:] + 1
             for step in range(settings.max_new_tokens):
                 picked = self._pick(out.logits[:, -1, :], generators, settings)
