@@ -1,6 +1,7 @@
 """The main job: dataset → predictions → scores → report, resumable.
 
-``run_benchmark`` builds the sentences of a config, predicts top-k with a masked LM (in chunks written atomically
+``run_benchmark`` builds the sentences of a config, predicts top-k with a masked LM (``mlm``), a local causal LM
+(``scored``) or a chat model / endpoint (``instructed``; see :mod:`queerbench.llm.fill`) (in chunks written atomically
 under ``OUT/.chunks``, so a killed run resumes where it stopped), scores them with :mod:`queerbench.scoring` and
 writes ``predictions.parquet``, ``scores.json``, ``report.md`` and PNG figures into ``OUT``. A rerun of a finished
 run reuses ``predictions.parquet`` and does no inference. Top-1 scores come from the same pass as top-k.
