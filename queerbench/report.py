@@ -273,7 +273,11 @@ def write_run_figures(scores: dict[str, Any], out: Path) -> dict[str, str]:
 
 def compare_runs(runs: Sequence[dict[str, Any]], out: Path) -> tuple[pd.DataFrame, Path]:
     """One Table-4-like table (rows = runs, columns = groups) and a heatmap across runs; returns (table, md path)."""
-    labels = [f"{run['meta']['model']}[{run['scores']['k']}] ({run['scores']['config']})" for run in runs]
+    labels = [
+        f"{run['meta']['model']}[{run['scores']['k']}] ({run['scores']['config']}"
+        + (f", {run['meta']['method']})" if run["meta"].get("method") not in (None, "mlm") else ")")
+        for run in runs
+    ]
     rows = {}
     for run, label in zip(runs, labels, strict=True):
         if labels.count(label) > 1:  # same model, k and config (another scorer, revision, limit…): name the folder
