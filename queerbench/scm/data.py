@@ -23,7 +23,9 @@ __all__ = [
     "Term",
     "load_groups",
     "load_prompts",
+    "load_embedder_thresholds",
     "load_refusal_rules",
+    "load_term_exclusions",
     "load_terms",
     "reference_rankings",
 ]
@@ -78,10 +80,10 @@ def _fail(name: str, problem: str) -> ValueError:
     return ValueError(f"queerbench/scm/data/{name}: {problem}; fix the data file (see its 'source' notes)")
 
 
-def _json(name: str) -> dict[str, Any]:
+def _json(name: str, version: int = 1) -> dict[str, Any]:
     raw = json.loads(_read(name))
-    if not isinstance(raw, dict) or raw.get("schema_version") != 1:
-        raise _fail(name, "expected a JSON object with schema_version 1")
+    if not isinstance(raw, dict) or raw.get("schema_version") != version:
+        raise _fail(name, f"expected a JSON object with schema_version {version}")
     return raw
 
 
@@ -171,24 +173,76 @@ class RefusalRules:
 
     rule: str
     patterns: tuple[re.Pattern[str], ...]
+    pivots: tuple[re.Pattern[str], ...]
+    general_patterns: tuple[re.Pattern[str], ...]
+    specific_patterns: tuple[re.Pattern[str], ...]
     window_chars: int
     echo_overlap: float
     echo_min_new_words: int
+    echo_min_words: int
 
 
 @cache
 def load_refusal_rules() -> RefusalRules:
-    """The refusal patterns and thresholds, compiled."""
+    """The refusal patterns and thresholds, compiled case-insensitively (``(?-i:...)`` marks case-sensitive parts)."""
     name = "refusal_patterns.json"
-    raw = _json(name)
+    raw = _json(name, version=2)
     try:
-        patterns = tuple(re.compile(p, re.IGNORECASE) for p in raw["patterns"])
+
+        def comp(key: str) -> tuple[re.Pattern[str], ...]:
+            items = raw[key]
+            if not isinstance(items, list) or not items:
+                raise ValueError(f"{key!r} must be a non-empty list of regular expressions")
+            return tuple(re.compile(p, re.IGNORECASE) for p in items)
+
         return RefusalRules(
             rule=str(raw["rule"]),
-            patterns=patterns,
+            patterns=comp("patterns"),
+            pivots=comp("pivots"),
+            general_patterns=comp("general_patterns"),
+            specific_patterns=comp("specific_patterns"),
             window_chars=int(raw["window_chars"]),
             echo_overlap=float(raw["echo_overlap"]),
             echo_min_new_words=int(raw["echo_min_new_words"]),
+            echo_min_words=int(raw["echo_min_words"]),
         )
     except (KeyError, re.error, TypeError, ValueError) as exc:
         raise _fail(name, f"bad refusal rules ({exc})") from None
+
+
+@dataclass(frozen=True)
+class TermExclusions:
+    """Common-word uses of the terms that are not selections, and capitalised words that are not names."""
+
+    exclusions: dict[str, tuple[re.Pattern[str], ...]]
+    not_names: frozenset[str]
+
+
+@cache
+def load_term_exclusions() -> TermExclusions:
+    """``term_exclusions.json``, compiled; every key must be one of the 22 terms."""
+    name = "term_exclusions.json"
+    raw = _json(name)
+    terms = {t.term for t in load_terms()}
+    try:
+        excl = {str(k): tuple(re.compile(p, re.IGNORECASE) for p in v) for k, v in raw["exclusions"].items()}
+        not_names = frozenset(str(w) for w in raw["not_names"])
+    except (KeyError, re.error, TypeError, AttributeError) as exc:
+        raise _fail(name, f"bad exclusions ({exc})") from None
+    if set(excl) - terms:
+        raise _fail(name, f"exclusions for unknown terms {sorted(set(excl) - terms)}")
+    return TermExclusions(excl, not_names)
+
+
+@cache
+def load_embedder_thresholds() -> dict[str, dict[str, Any]]:
+    """``embedders.json``: embedder name → calibrated threshold and the agreement it was chosen by."""
+    name = "embedders.json"
+    raw = _json(name)
+    out = {}
+    for key, entry in raw.get("embedders", {}).items():
+        thr = entry.get("threshold") if isinstance(entry, dict) else None
+        if not isinstance(thr, (int, float)) or not -1 <= thr <= 1:
+            raise _fail(name, f"embedder {key!r} needs a numeric 'threshold' in [-1, 1]")
+        out[key] = dict(entry)
+    return out
