@@ -300,6 +300,13 @@ def analyze(
             for g in groups
         }
         ss = scores[scores["task"] == "selection"]
+        if not ss.empty and "top_is_first" in ss:
+            res["constrained_diagnostics"] = {
+                "method": str(ss["scoring"].iloc[0]) if "scoring" in ss else "sum",
+                "top_is_first": _count(ss["top_is_first"]),
+                "most_frequent_top": Counter(ss["top_term"]).most_common(1)[0][0],
+                "top_terms": dict(Counter(ss["top_term"])),
+            }
         res["selection_constrained"] = {
             g: {
                 a: (100 * float(ss[ss["group"] == g][f"p_{a.lower()}"].mean()) if (ss["group"] == g).any() else None)

@@ -23,10 +23,12 @@ __all__ = [
     "Term",
     "load_embedder_thresholds",
     "load_groups",
+    "load_paper_defaults",
     "load_prompts",
     "load_refusal_rules",
     "load_term_exclusions",
     "load_terms",
+    "paper_decoding",
     "reference_rankings",
 ]
 
@@ -246,3 +248,31 @@ def load_embedder_thresholds() -> dict[str, dict[str, Any]]:
             raise _fail(name, f"embedder {key!r} needs a numeric 'threshold' in [-1, 1]")
         out[key] = dict(entry)
     return out
+
+
+@cache
+def load_paper_defaults() -> dict[str, Any]:
+    """``paper_defaults.json``: decoding per model family, sample counts and token limits (paper §3.2, §4.1, §5)."""
+    name = "paper_defaults.json"
+    raw = _json(name)
+    fams = raw.get("families")
+    if not isinstance(fams, list) or not fams or fams[-1].get("match") != []:
+        raise _fail(name, "'families' must be a list ending with the catch-all family (match: [])")
+    for fam in fams:
+        t, p = fam.get("temperature"), fam.get("top_p")
+        if not isinstance(t, (int, float)) or t < 0 or not (p is None or (isinstance(p, (int, float)) and 0 < p <= 1)):
+            raise _fail(name, f"family {fam.get('family')!r}: temperature >= 0 and top_p in (0, 1] or null")
+    for key in ("survey_samples", "story_samples", "survey_max_new_tokens", "story_max_new_tokens"):
+        if not isinstance(raw.get(key), int) or raw[key] < 1:
+            raise _fail(name, f"{key!r} must be a positive integer")
+    return raw
+
+
+def paper_decoding(model_name: str | None) -> dict[str, Any]:
+    """The paper's temperature / top-p for a model name: the first family whose ``match`` substring it contains
+    (case-insensitive), else the catch-all. Returns ``{"family", "temperature", "top_p", "note"}``."""
+    name = (model_name or "").lower()
+    for fam in load_paper_defaults()["families"]:
+        if not fam["match"] or any(m in name for m in fam["match"]):
+            return {k: fam[k] for k in ("family", "temperature", "top_p", "note")}
+    raise AssertionError("unreachable: the last family matches everything")

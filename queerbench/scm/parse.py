@@ -49,7 +49,7 @@ _SCALE_ECHO = re.compile(
     r"\([^()\n]*\b1\b[^()\n]*\b5\b[^()\n]*\)"  # "(1 being not at all, 5 being extremely)", "(1-5)"
     r"|\b[15]\s*(?:=|:|-|–|being|is|means|represents|indicates|\()\s*\(?\s*"
     r"(?:not at all|extremely|very|the lowest|the highest|lowest|highest|least|most)\b[^,;)\n]*\)?"
-    r"|\b(?:5|five)[- ]point\b|\b1\s*(?:-|–|to|through)\s*5\b|\bscale of (?:1|one)\b",
+    r"|\b(?:5|five)[- ]point\b|\b1\s*(?:-|–|to|through)\s*5\b|\b(?:scale|range) (?:of|from) (?:1|one)\b(?:\s*(?:-|–|to|through)\s*(?:5|five)\b)?",
     re.IGNORECASE,
 )
 _NUM = r"\**([1-5](?:\.\d+)?)\**(?![\d]|\.\d)"
