@@ -277,9 +277,10 @@ def analyze(
             },
             "kinds": dict(Counter(sub["refusal_kind"])),
         }
-        if "meta" in sub:
-            trunc = sub["meta"].map(_truncated)
-            refusals[split]["truncated"] = _count(trunc)
+        if "truncated" in sub:
+            refusals[split]["truncated"] = _count(sub["truncated"])
+        elif "meta" in sub:
+            refusals[split]["truncated"] = _count(sub["meta"].map(_truncated))
     res["refusals"] = refusals
     # ratings
     rating = ok[ok["task"] == "rating"]

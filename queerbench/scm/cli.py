@@ -15,8 +15,8 @@ __all__ = ["register"]
 
 
 def _top_p(value: str) -> float | str:
-    if value.lower() in ("unset", "none"):
-        return "unset"
+    if value.lower() in ("unset", "none", "paper"):
+        return value.lower().replace("none", "unset")
     try:
         p = float(value)
     except ValueError:
