@@ -118,7 +118,7 @@ def test_endpoint_embedder_batches_sorts_retries_and_sends_the_key(monkeypatch) 
     monkeypatch.setattr("time.sleep", lambda s: None)
     server = _FakeEmbeddings(fail=1)
     try:
-        embed, name = make_embedder(f"{server.url}#text-embedding-3-small", api_key_env="QB_EMB_KEY")
+        _embed, name = make_embedder(f"{server.url}#text-embedding-3-small", api_key_env="QB_EMB_KEY")
         assert name.endswith("#text-embedding-3-small")
         emb = endpoint_embedder(server.url, "text-embedding-3-small", api_key_env="QB_EMB_KEY", batch_size=2)(
             ["aa", "b", "aaa"]

@@ -112,7 +112,7 @@ def test_compare_with_a_human_file_gives_warmth_rho_and_bold_marks(runs, tmp_pat
 
 
 def test_compare_bad_inputs(runs, tmp_path) -> None:
-    with pytest.raises(FileNotFoundError, match="scm.json"):
+    with pytest.raises(FileNotFoundError, match=r"scm\.json"):
         compare_runs([str(tmp_path)], tmp_path / "o")
     with pytest.raises(ValueError, match="--names"):
         compare_runs(runs, tmp_path / "o", names=["x"])
