@@ -313,6 +313,7 @@ def analyze(
                 a: (100 * float(ss[ss["group"] == g][f"p_{a.lower()}"].mean()) if (ss["group"] == g).any() else None)
                 for a in AXES
             }
+            | {"n": int((ss["group"] == g).sum())}
             for g in groups
         }
     # selection shares

@@ -19,8 +19,8 @@ __all__ = ["MARKERS", "group_label", "no_data_figure", "settings_line", "write_f
 
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">")
 """Marker per series (grayscale-safe)."""
-_HATCH = {"Warmth": "", "Competence": "//"}
-_GRAY = {"Warmth": "0.35", "Competence": "0.75"}
+_GRAYS = ("0.35", "0.8", "0.55", "0.95")
+_HATCHES = ("", "//", "..", "xx")
 
 
 def group_label(gid: str) -> str:
@@ -86,8 +86,8 @@ def _bars(ax: Any, groups: list[str], series: dict[str, list[float | None]], ns:
                 [p[1] for p in pts],
                 width,
                 label=name,
-                color=_GRAY.get(name.split()[0], "0.5"),
-                hatch=_HATCH.get(name.split()[0], "..") if i % 2 else "",
+                color=_GRAYS[i % len(_GRAYS)],
+                hatch=_HATCHES[i % len(_HATCHES)],
                 edgecolor="black",
                 linewidth=0.5,
             )
@@ -96,7 +96,7 @@ def _bars(ax: Any, groups: list[str], series: dict[str, list[float | None]], ns:
     labels = [group_label(g) + (f"\n(n = {ns[j]})" if ns is not None else "") for j, g in enumerate(groups)]
     ax.set_xticks(range(len(groups)), labels, rotation=30, ha="right", fontsize=8)
     ax.axhline(0, color="black", linewidth=0.6)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="best")
 
 
 def write_figures(res: dict[str, Any], out: Path, meta: dict[str, Any] | None = None) -> list[str]:
@@ -154,7 +154,7 @@ def write_figures(res: dict[str, Any], out: Path, meta: dict[str, Any] | None = 
         save(fig, f"wc_map_{key}.png")
     for key, title, n_key in (
         ("selection_free", "Selection (Fig. 3)", "n"),
-        ("selection_constrained", "Selection, constrained", None),
+        ("selection_constrained", "Selection, constrained", "n"),
         ("elicitation", "Elicitation (Fig. 4)", "n_words"),
         ("generation", "Text generation (Fig. 5)", "n_words"),
     ):
