@@ -46,6 +46,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     src.add_argument("--endpoint", help="OpenAI-compatible base URL, e.g. https://api.openai.com/v1")
     src.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable holding the API key")
     src.add_argument("--requests-per-minute", type=float, default=60.0, help="endpoint rate limit (default 60)")
+    src.add_argument(
+        "--concurrency",
+        type=int,
+        default=8,
+        help="endpoint requests in flight at once (default 8; within the rate limit)",
+    )
     src.add_argument("--system-prompt", default=None, help="a system message before every prompt (paper: none)")
     src.add_argument(
         "--extra-body",
@@ -120,7 +126,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from queerbench.llm import RunAbortedError
+    from queerbench.llm import RunAbortedError, load_runner
     from queerbench.scm.pipeline import make_mapper, resolve_settings, run_scm
 
     if args.endpoint and not args.model:
@@ -131,6 +137,8 @@ def _run(args: argparse.Namespace) -> int:
         value = getattr(args, flag)
         if value is not None and value < 1:
             raise ValueError(f"--{flag.replace('_', '-')} must be at least 1, got {value}")
+    if args.concurrency < 1:
+        raise ValueError(f"--concurrency must be at least 1, got {args.concurrency}")
     survey, story, provenance = resolve_settings(
         args.model if args.endpoint else (args.model or "embedded"),
         temperature=args.temperature,
@@ -141,6 +149,19 @@ def _run(args: argparse.Namespace) -> int:
         story_max_new_tokens=args.story_max_new_tokens,
         seed=args.seed,
         batch_size=args.batch_size,
+    )
+    if not args.endpoint:
+        print(f"loading {args.model or 'the embedded SmolLM2-135M-Instruct'} …", file=sys.stderr)
+    # checked before anything runs: the URL, the API key rule, a missing folder, a masked LM given as --model
+    runner = load_runner(
+        args.model,
+        args.endpoint,
+        device=args.device,
+        concurrency=args.concurrency,
+        system_prompt=args.system_prompt,
+        api_key_env=args.api_key_env,
+        requests_per_minute=args.requests_per_minute,
+        extra_body=args.extra_body,
     )
     try:
         res = run_scm(
@@ -161,6 +182,7 @@ def _run(args: argparse.Namespace) -> int:
             system_prompt=args.system_prompt,
             extra_body=args.extra_body,
             mapper_factory=make_mapper(args.embedder, args.threshold, api_key_env=args.api_key_env),
+            runner=runner,
         )
     except RunAbortedError as exc:
         print(f"queerbench: error: {exc}", file=sys.stderr)

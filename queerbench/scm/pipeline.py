@@ -19,7 +19,7 @@ from typing import Any
 import pandas as pd
 
 from queerbench.io_utils import atomic_path, write_json
-from queerbench.llm import GenerationSettings, OpenAIChatRunner, ResponseCache, Runner, TransformersRunner, collect
+from queerbench.llm import GenerationSettings, ResponseCache, Runner, collect, load_runner
 from queerbench.scm.analysis import analyze, parse_frame
 from queerbench.scm.data import (
     Group,
@@ -145,16 +145,6 @@ def _write_parquet(frame: pd.DataFrame, path: Path) -> None:
         frame.to_parquet(tmp, index=False)
 
 
-def _settings(**kw: Any) -> GenerationSettings:
-    """``GenerationSettings`` that leaves top-p unsent when ``top_p`` is ``None`` (where the layer allows it)."""
-    try:
-        return GenerationSettings(**kw)
-    except (TypeError, ValueError):
-        if kw.get("top_p") is None:  # a generation layer without "unset": 1.0 is the OpenAI API's default
-            return GenerationSettings(**(kw | {"top_p": 1.0}))
-        raise
-
-
 def resolve_settings(
     model_name: str | None,
     *,
@@ -191,13 +181,13 @@ def resolve_settings(
         ),
     }
     common = {"temperature": values["temperature"][0], "top_p": values["top_p"][0], "seed": seed}
-    survey = _settings(
+    survey = GenerationSettings(
         **common,
         max_new_tokens=values["survey_max_new_tokens"][0],
         samples=values["survey_samples"][0],
         batch_size=batch_size,
     )
-    story = _settings(
+    story = GenerationSettings(
         **common,
         max_new_tokens=values["story_max_new_tokens"][0],
         samples=values["story_samples"][0],
@@ -293,6 +283,7 @@ def run_scm(
     device: str = "cpu",
     api_key_env: str = "OPENAI_API_KEY",
     requests_per_minute: float = 60.0,
+    concurrency: int = 8,
     constrained: bool = True,
     scoring: str = "calibrated",
     shuffle_selection: bool = False,
@@ -330,7 +321,18 @@ def run_scm(
     splits = scm_splits()
     rows = {"survey": select_rows(splits["survey"], limit), "generation": select_rows(splits["generation"], limit)}
     if runner is None:
-        runner = _load_runner(model, endpoint, device, api_key_env, requests_per_minute, system_prompt, extra_body, log)
+        if not endpoint:
+            log(f"loading {model or 'the embedded SmolLM2-135M-Instruct'} …")
+        runner = load_runner(
+            model,
+            endpoint,
+            device=device,
+            concurrency=concurrency,
+            system_prompt=system_prompt,
+            api_key_env=api_key_env,
+            requests_per_minute=requests_per_minute,
+            extra_body=extra_body,
+        )
     cache = ResponseCache(out / "cache.sqlite")
     try:
         n_s, n_g = len(rows["survey"]) * settings.samples, len(rows["generation"]) * story_settings.samples
@@ -420,28 +422,3 @@ def _versions() -> dict[str, str | None]:
         except PackageNotFoundError:
             out[pkg] = None
     return out
-
-
-def _load_runner(
-    model: str | None,
-    endpoint: str | None,
-    device: str,
-    api_key_env: str,
-    requests_per_minute: float,
-    system_prompt: str | None,
-    extra_body: dict[str, Any] | None,
-    log: Callable[[str], None],
-) -> Runner:
-    import inspect
-
-    if endpoint:
-        params = inspect.signature(OpenAIChatRunner).parameters
-        kw: dict[str, Any] = {"api_key_env": api_key_env, "requests_per_minute": requests_per_minute}
-        for name, value in (("system_prompt", system_prompt), ("extra_body", extra_body)):
-            if value:
-                if name not in params:
-                    raise ValueError(f"this generation layer's endpoint runner does not take {name} yet")
-                kw[name] = value
-        return OpenAIChatRunner(endpoint, model or "", **kw)
-    log(f"loading {model or 'the embedded SmolLM2-135M-Instruct'} …")
-    return TransformersRunner(model, device=device, system_prompt=system_prompt)
