@@ -204,3 +204,47 @@ def test_cli_rejects_bad_decoding_flags_before_loading(tmp_path, capsys) -> None
         main(["scm", "run", "--top-p", "1.5", "--out", "x"])
     assert main(["scm", "run", "--survey-samples", "0", "--out", str(tmp_path / "y")]) != 0
     assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
+
+
+def test_endpoint_run_sends_the_papers_gpt_decoding_extra_body_and_system_prompt(tmp_path, monkeypatch) -> None:
+    from queerbench.llm import load_runner
+    from tests.openai_server import FakeOpenAI
+
+    monkeypatch.setenv("QB_SCM_KEY", "sk-scm-test")
+    safety = {"safety_settings": [{"category": "HARM_CATEGORY_HARASSMENT", "threshold": "BLOCK_NONE"}]}
+    survey, story, prov = resolve_settings("gpt-3.5-turbo", survey_samples=1, story_samples=2)
+    with FakeOpenAI(by_prompt={"Tell me a story": ["length"] * 10}) as server:
+        runner = load_runner(
+            "gpt-3.5-turbo",
+            server.url,
+            api_key_env="QB_SCM_KEY",
+            concurrency=2,
+            system_prompt="You answer surveys.",
+            extra_body=safety,
+        )
+        res = run_scm(
+            tmp_path / "gpt",
+            endpoint=server.url,
+            model="gpt-3.5-turbo",
+            settings=survey,
+            story_settings=story,
+            provenance=prov,
+            limit=7,
+            runner=runner,
+            mapper_factory=_FakeMapper,
+            system_prompt="You answer surveys.",
+            extra_body=safety,
+            log=lambda m: None,
+        )
+        bodies = list(server.bodies)
+    assert len(bodies) == 7 + 7 * 2
+    assert all(b["temperature"] == 0.9 and "top_p" not in b for b in bodies)  # the paper: T 0.9, top-p unstated
+    assert all(b["safety_settings"] == safety["safety_settings"] for b in bodies)
+    assert all(b["messages"][0] == {"role": "system", "content": "You answer surveys."} for b in bodies)
+    story_bodies = [b for b in bodies if b["messages"][-1]["content"].startswith(("Imagine", "Tell", "Help"))]
+    assert len(story_bodies) == 14 and {b["max_tokens"] for b in story_bodies} == {story.max_new_tokens}
+    assert {b["max_tokens"] for b in bodies if b not in story_bodies} == {survey.max_new_tokens}
+    n_gen4 = sum(b["messages"][-1]["content"].startswith("Tell me a story") for b in bodies)
+    assert res["refusals"]["story"]["truncated"] == {"rate": n_gen4 / 14, "k": n_gen4, "n": 14} and n_gen4 > 0
+    assert res["run"]["settings"]["extra_body_keys"] == ["safety_settings"]
+    assert res["run"]["defaults"]["family"] == "gpt" and res["run"]["settings"]["survey"]["top_p"] is None
