@@ -358,6 +358,7 @@ def run_scm(
         wanted = score_rows[score_rows["task"].isin(["rating", "selection"])]
         if (
             old is not None
+            and {"fingerprint", "scoring"} <= set(old.columns)
             and len(old) == len(wanted)
             and set(old["id"]) == set(wanted["id"])
             and (old["fingerprint"] == fp).all()
