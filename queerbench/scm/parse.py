@@ -14,7 +14,8 @@ Rules (documented so results are reproducible; agreement with the hand-labelled 
   distinct terms is an echo of the list and gives ``None``; otherwise the first term mentioned.
 - **keywords**: top-level numbered or bulleted items (nested "- Reason: …" bullets and items headed
   "Reason"/"Explanation" are not keywords; "Keyword: brave" gives "brave"), else a comma-separated line. Each
-  keyword is the item's head (before ":"/" - "/"("); heads longer than four words are sentences and skipped; the
+  keyword is the item's head (before ":"/" - "/"("; after it when the head is a label such as "Single word:");
+  leading fillers go ("Being a woman" → "woman"); heads longer than four words are sentences and skipped; the
   head is cut to two words (the prompt's limit) without a dangling "and"/"of" ("misunderstood and marginalised" →
   "misunderstood").
 - **refusal**: ``data/refusal_patterns.json`` states the rule (default ``appendix_b``: the paper's definitions,
@@ -73,7 +74,9 @@ _COUNT_NOUN = (
     r"(?:things|keywords|key|reasons|ways|points|factors|words|traits|examples|aspects|characteristics|"
     r"descriptions|attributes|groups|people|times|years|categories|options|sentences|stories|steps|terms)\b"
 )
-_ANY = re.compile(r"(?<![\d.\-/])([1-5](?:\.\d+)?)(?![\d]|\.\d|\s*%|" + _COUNT_NOUN + ")", re.IGNORECASE)
+_ANY = re.compile(
+    r"(?<![\d.\-/])([1-5](?:\.\d+)?)(?![\d]|\.\d|\s*%|\**\s*:|" + _COUNT_NOUN + ")", re.IGNORECASE
+)  # "1:" / "**1:**" label a reason, they are not ratings
 
 
 def _cue_and_pivot(text: str) -> tuple[bool, int | None]:
@@ -211,17 +214,25 @@ _META_HEADS = {
     "definition",
 }
 _DANGLING = {"and", "or", "of", "the", "a", "an", "to", "in", "with", "for", "but", "as"}
+_LEADING = {"being", "having", "a", "an", "the", "very", "often", "seen", "as", "is", "are", "be"}
+_LABEL_HEADS = re.compile(
+    r"(?:keywords?|single word|double word|one word|two words?|word|adjectives?|traits?|characteristics?)(?: \d+)?"
+)
 
 
 def _clean_keyword(raw: str) -> str:
     raw = re.sub(r"[*_`]", "", raw).strip()
     parts = re.split(r":|\s[-–—]\s|\(", raw, maxsplit=1)
     head = parts[0].strip().lower()
-    if re.fullmatch(r"keywords?(?: \d+)?", head) and len(parts) > 1:  # "Keyword: brave — reason"
-        return _clean_keyword(parts[1])
-    head = re.sub(r"[^a-z\- ]", " ", head.replace("’", "'").replace("'", ""))
+    if _LABEL_HEADS.fullmatch(head):  # "Keyword: brave — reason", "Single word: resilient"
+        return _clean_keyword(parts[1]) if len(parts) > 1 else ""
+    head = re.sub(r"[^\w\- ]|[\d_]", " ", head.replace("’", "'").replace("'", ""))
     tokens = head.split()
-    if not tokens or len(tokens) > 4 or tokens[0] in _META_HEADS:
+    if tokens and tokens[0] in _META_HEADS:
+        return ""
+    while len(tokens) > 1 and tokens[0] in _LEADING:  # "Being able to reproduce" → "able to reproduce"
+        tokens.pop(0)
+    if not tokens or len(tokens) > 4:
         return ""
     tokens = tokens[:2]
     while tokens and tokens[-1] in _DANGLING:
