@@ -54,6 +54,8 @@ CANDIDATES_PER_K = 4
 """N = 4·k candidate first tokens per sentence (20 for the default k = 5)."""
 MAX_WORD_TOKENS = 4
 """A candidate word may take at most this many tokens (the greedy extension stops there)."""
+MAX_ROWS = 320
+"""At most this many candidate rows per continuation batch (16 sentences × 20 candidates): bounds the logits' memory."""
 
 
 @dataclass(frozen=True)
@@ -127,6 +129,7 @@ class ScoredLM:
         self.start_id = start_token_id(tokenizer)
         params = inspect.signature(model.forward).parameters
         self._cache_arg = "cache" if "cache" in params else "past_key_values"
+        self._logits_to_keep = "logits_to_keep" in params
         self.pad_id = next(
             (int(v) for v in (tokenizer.pad_token_id, tokenizer.eos_token_id, self.start_id) if v is not None), 0
         )
@@ -165,11 +168,15 @@ class ScoredLM:
         }
 
     # ----------------------------------------------------------------------------------------- model calls ---
-    def _forward(self, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor, cache: Any = None) -> Any:
+    def _forward(
+        self, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor, cache: Any = None, last_only: bool = False
+    ) -> Any:
         kwargs: dict[str, Any] = {"input_ids": ids, "attention_mask": mask, "position_ids": positions}
         kwargs["use_cache"] = True
         if cache is not None:
             kwargs[self._cache_arg] = cache
+        if last_only and self._logits_to_keep:  # the prefix pass needs the distribution at its end only
+            kwargs["logits_to_keep"] = 1
         return self.model(**kwargs)
 
     @staticmethod
@@ -261,7 +268,7 @@ def _score_batch(
     ids, mask = ids.to(dev), mask.to(dev)
     positions = (mask.cumsum(-1) - 1).clamp(min=0)
     prefix_len = mask.sum(-1)
-    out = lm._forward(ids, mask, positions)
+    out = lm._forward(ids, mask, positions, last_only=True)
     tokens_run = ids.numel()
     layers = lm._layers(lm._cache_of(out))
     first_lp = torch.log_softmax(out.logits[:, -1].float(), dim=-1)
@@ -269,40 +276,37 @@ def _score_batch(
     n = min(n_first, int(allowed.sum(-1).min()))
     top_lp, top_ids = torch.topk(first_lp.masked_fill(~allowed, float("-inf")), n, dim=-1)
 
-    # pass 1: every candidate as a one-token word, [first token, suffix…], all on the shared prefix cache
+    # every candidate runs as [word so far, suffix…] on the shared prefix cache: one pass gives both the sentence's
+    # log-probability with that word and the model's most likely token after the word (does it continue the word?).
+    # Pass 0 runs all candidates as one-token words; later passes only the few whose word goes on (greedy).
     rows = [r for r in range(len(batch)) for _ in range(n)]
-    firsts = top_ids.reshape(-1).tolist()
-    conts = [[t, *batch[r].suffix] for r, t in zip(rows, firsts, strict=True)]
-    lp, argmax, run = _continue(lm, layers, mask, prefix_len, rows, conts)
-    tokens_run += run
-    words: list[list[int]] = [[t] for t in firsts]
-    n_real = torch.tensor([len(c) - 1 for c in conts], device=dev)
-    valid = torch.arange(lp.shape[1], device=dev)[None, :] < n_real[:, None]
-    scores = (top_lp.reshape(-1) + (lp * valid).sum(-1)).tolist()
-    # greedy extension, for the candidates whose most likely next token continues the word
-    is_cont = lm.continuation[argmax[:, 0]].tolist()
-    active = [j for j in range(len(conts)) if is_cont[j]]
-    nxt = {j: int(argmax[j, 0]) for j in active}
+    first_lp = top_lp.reshape(-1).tolist()
+    words: list[list[int]] = [[t] for t in top_ids.reshape(-1).tolist()]
+    scores = [0.0] * len(words)
     dropped: set[int] = set()
+    active = list(range(len(words)))
     while active:
-        dropped |= {j for j in active if len(words[j]) >= max_word_tokens}  # still unfinished at the cap
-        grow = [j for j in active if len(words[j]) < max_word_tokens]
-        if not grow:
-            break
-        for j in grow:
-            words[j].append(nxt[j])
-        _, am, run = _continue(lm, layers, mask, prefix_len, [rows[j] for j in grow], [words[j] for j in grow])
+        conts = [[*words[j], *batch[rows[j]].suffix] for j in active]
+        lp, argmax, run = _continue(lm, layers, mask, prefix_len, [rows[j] for j in active], conts)
         tokens_run += run
-        nxt = {j: int(am[i, len(words[j]) - 1]) for i, j in enumerate(grow)}
-        active = [j for j in grow if bool(lm.continuation[nxt[j]])]
-    # pass 2: the extended words re-scored with their suffix, on the same prefix cache
-    longer = [j for j in range(len(conts)) if len(words[j]) > 1 and j not in dropped]
-    if longer:
-        conts2 = [[*words[j], *batch[rows[j]].suffix] for j in longer]
-        lp2, _, run = _continue(lm, layers, mask, prefix_len, [rows[j] for j in longer], conts2)
-        tokens_run += run
-        for i, j in enumerate(longer):
-            scores[j] = float(top_lp.reshape(-1)[j]) + float(lp2[i, : len(conts2[i]) - 1].sum())
+        n_real = torch.tensor([len(c) - 1 for c in conts], device=dev)
+        valid = torch.arange(lp.shape[1], device=dev)[None, :] < n_real[:, None]
+        sums = (lp * valid).sum(-1).tolist()
+        after = argmax[
+            torch.arange(len(active), device=dev), torch.tensor([len(words[j]) - 1 for j in active], device=dev)
+        ]
+        goes_on = lm.continuation[after].tolist()
+        nxt = after.tolist()
+        grow = []
+        for i, j in enumerate(active):
+            scores[j] = first_lp[j] + sums[i]
+            if goes_on[i]:
+                if len(words[j]) >= max_word_tokens:
+                    dropped.add(j)  # still unfinished at the cap: not a whole word
+                else:
+                    words[j].append(nxt[i])
+                    grow.append(j)
+        active = grow
     result: list[list[Candidate]] = [[] for _ in batch]
     for j, r in enumerate(rows):
         if j in dropped:
@@ -339,8 +343,8 @@ def score_blanks(
 ) -> ScoredPredictions:
     """Top-k whole-word fills of the single ``[MASK]`` of each sentence, ranked by whole-sentence log-probability.
 
-    ``batch_size`` sentences share one prefix pass; their ``candidates_per_k · k`` candidates each run together in
-    one continuation batch. Results do not depend on the batch size (to float rounding). ``progress`` is called
+    ``batch_size`` sentences (at most :data:`MAX_ROWS` candidates in all) share one prefix pass; their
+    ``candidates_per_k · k`` candidates each run together in one continuation batch. Results do not depend on the batch size (to float rounding). ``progress`` is called
     with the number of sentences finished after each batch. A sentence whose candidates give fewer than ``k``
     distinct whole words (rare) gets fewer.
     """
@@ -353,7 +357,10 @@ def score_blanks(
     for s, e in zip(sentences, encoded, strict=True):
         if limit and len(e.prefix) + max_word_tokens + len(e.suffix) > limit:
             raise ValueError(f"sentence {s!r} is too long for the model's {limit} positions")
-    order = sorted(range(len(encoded)), key=lambda i: len(encoded[i].prefix), reverse=True)
+    # batches of like shapes: sentences of one template share the text after the blank, so sorting by (suffix,
+    # prefix) length keeps the padding of the continuation batch (its width is 1 + the longest suffix) minimal
+    order = sorted(range(len(encoded)), key=lambda i: (len(encoded[i].suffix), len(encoded[i].prefix)), reverse=True)
+    batch_size = max(1, min(batch_size, MAX_ROWS // (candidates_per_k * k)))
     cands: list[list[Candidate]] = [[] for _ in encoded]
     tokens_run = 0
     with torch.inference_mode():
