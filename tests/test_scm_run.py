@@ -13,14 +13,14 @@ from queerbench.cli import main
 from queerbench.scm.data import load_groups, paper_decoding
 from queerbench.scm.dataset import scm_splits, select_rows, shuffled_selection_rows
 from queerbench.scm.pipeline import _content_free_prompt, _truncated, constrained_scores, resolve_settings, run_scm
-from tests.test_scm_local import _tiny_model
+from tests.tiny_models import tiny_llama
 
 GROUPS = {g.id for g in load_groups()}
 
 
 @pytest.fixture(scope="module")
 def chat_model(tmp_path_factory) -> str:
-    return str(_tiny_model(tmp_path_factory.mktemp("chat"), chat=True))
+    return str(tiny_llama(tmp_path_factory.mktemp("chat")))
 
 
 class _FakeMapper:
