@@ -248,3 +248,32 @@ def test_endpoint_run_sends_the_papers_gpt_decoding_extra_body_and_system_prompt
     assert res["refusals"]["story"]["truncated"] == {"rate": n_gen4 / 14, "k": n_gen4, "n": 14} and n_gen4 > 0
     assert res["run"]["settings"]["extra_body_keys"] == ["safety_settings"]
     assert res["run"]["defaults"]["family"] == "gpt" and res["run"]["settings"]["survey"]["top_p"] is None
+
+
+def test_report_reanalyses_a_run_without_model_calls(chat_model, tmp_path) -> None:
+    survey, story, _ = resolve_settings(
+        "embedded", survey_samples=1, story_samples=1, max_new_tokens=2, story_max_new_tokens=2
+    )
+    out = tmp_path / "r"
+    run_scm(
+        out,
+        model=chat_model,
+        settings=survey,
+        story_settings=story,
+        limit=4,
+        mapper_factory=_FakeMapper,
+        log=lambda m: None,
+    )
+    frame = pd.read_parquet(out / "responses.parquet")
+    # pretend the model had answered one story with only general statements: the narrow rule keeps it
+    i = frame.index[frame["task"] == "generation"][0]
+    frame.loc[i, "response"] = "Gay men, like all people, are individuals. Each person is unique in their own way."
+    frame.to_parquet(out / "responses.parquet", index=False)
+    from queerbench.scm.pipeline import reanalyze
+
+    wide = reanalyze(out, mapper_factory=_FakeMapper)
+    narrow = reanalyze(out, refusal_rule="patterns", mapper_factory=_FakeMapper)
+    assert wide["refusals"]["story"]["kinds"].get("refusal:general") == 1
+    assert "refusal:general" not in narrow["refusals"]["story"]["kinds"]
+    assert json.loads((out / "scm.json").read_text())["run"]["settings"]["refusal_rule"] == "patterns"
+    assert "rule `patterns`" in (out / "report.md").read_text()

@@ -112,6 +112,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     cal.add_argument("--out", default=None, help="write the result as JSON here")
     cal.set_defaults(func=_calibrate)
 
+    rep = scm_sub.add_parser("report", help="analyse a finished run again from its stored replies (no model calls)")
+    rep.add_argument("run", metavar="RUN_DIR", help="output folder of `queerbench scm run`")
+    rep.add_argument("--refusal-rule", default="appendix_b", choices=["appendix_b", "patterns"])
+    rep.add_argument("--embedder", default="minilm", help="'minilm' (offline) or URL#MODEL")
+    rep.add_argument("--threshold", type=float, default=None, help="cosine threshold (default: calibrated value)")
+    rep.add_argument("--api-key-env", default="OPENAI_API_KEY")
+    rep.set_defaults(func=_report)
+
     cmp = scm_sub.add_parser("compare", help="compare SCM runs of several models (Figure 2, Tables 3 and 5, ρ)")
     cmp.add_argument("runs", nargs="+", metavar="RUN_DIR", help="output folders of `queerbench scm run`")
     cmp.add_argument("--out", required=True, help="folder for compare.json, compare.md and the figure")
@@ -208,6 +216,18 @@ def _calibrate(args: argparse.Namespace) -> int:
     )
     if args.out:
         write_json(args.out, res)
+    return 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    from queerbench.scm.pipeline import make_mapper, reanalyze
+
+    res = reanalyze(
+        args.run,
+        refusal_rule=args.refusal_rule,
+        mapper_factory=make_mapper(args.embedder, args.threshold, api_key_env=args.api_key_env),
+    )
+    print(f"rewrote {args.run}/scm.json and report.md ({res['n_responses']} responses)")
     return 0
 
 

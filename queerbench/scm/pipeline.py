@@ -39,6 +39,7 @@ __all__ = [
     "SELECTION_PREFIX",
     "constrained_scores",
     "make_mapper",
+    "reanalyze",
     "resolve_settings",
     "run_scm",
 ]
@@ -423,3 +424,41 @@ def _versions() -> dict[str, str | None]:
         except PackageNotFoundError:
             out[pkg] = None
     return out
+
+
+def reanalyze(
+    run_dir: str | Path,
+    *,
+    refusal_rule: str = "appendix_b",
+    mapper_factory: Callable[[], Any] | None = None,
+) -> dict[str, Any]:
+    """Analyse a finished run again from its stored replies (no model calls): current parser, ``refusal_rule``,
+    mapper. Rewrites ``responses.parquet`` (parse columns), ``scm.json``, ``report.md`` and the figures."""
+    run_dir = Path(run_dir)
+    for name in ("responses.parquet", "scm.json"):
+        if not (run_dir / name).is_file():
+            raise FileNotFoundError(f"{run_dir}: no {name}; give an output folder of `queerbench scm run`")
+    if refusal_rule not in REFUSAL_RULES:
+        raise ValueError(f"--refusal-rule {refusal_rule!r}: use one of {', '.join(REFUSAL_RULES)}")
+    old = json.loads((run_dir / "scm.json").read_text(encoding="utf-8"))
+    frame = pd.read_parquet(run_dir / "responses.parquet")
+    frame = frame.drop(columns=[c for c in _PARSE_COLUMNS if c in frame.columns])
+    spath = run_dir / "scores.parquet"
+    scores = pd.read_parquet(spath) if spath.exists() else None
+    parsed = parse_frame(frame, refusal_rule)
+    res = analyze(parsed, scores=scores, mapper_factory=mapper_factory or make_mapper(), rule=refusal_rule)
+    if "constrained_diagnostics" in res:
+        res["constrained_diagnostics"]["description"] = SCORING_METHODS.get(res["constrained_diagnostics"]["method"])
+    meta = dict(old.get("run", {}))
+    meta["settings"] = dict(meta.get("settings", {})) | {"refusal_rule": refusal_rule}
+    meta["reanalysed"] = {"versions": _versions()}
+    res["run"] = meta
+    store = parsed.assign(keywords=parsed["keywords"].map(list), options=parsed["options"].map(list))
+    _write_parquet(store, run_dir / "responses.parquet")
+    write_json(run_dir / "scm.json", res)
+    write_report(res, meta, write_figures(res, run_dir), run_dir)
+    return res
+
+
+_PARSE_COLUMNS = ("rating", "selected", "keywords", "parsed", "refusal", "refusal_kind", "analysed")
+"""The columns :func:`~queerbench.scm.analysis.parse_frame` adds (dropped before a re-analysis)."""
