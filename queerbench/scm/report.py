@@ -32,6 +32,11 @@ def _fmt(x: Any, digits: int = 2) -> str:
     return "–" if x is None else f"{x:.{digits}f}" if isinstance(x, float) else str(x)
 
 
+def _ci(v: dict[str, Any]) -> str:
+    """``2.10–3.40``, or ``–`` when there is no interval (fewer than two answers)."""
+    return "–" if v.get("lo") is None or v.get("hi") is None else f"{_fmt(v['lo'])}–{_fmt(v['hi'])}"
+
+
 def _rate(c: dict[str, Any] | None) -> str:
     """``12.5% (3/24)`` or ``– (0/0)``."""
     if not c or not c.get("n"):
@@ -252,8 +257,8 @@ def write_report(res: dict[str, Any], meta: dict[str, Any], figures: list[str], 
         for g in display_order(list(res[key])):
             w, c = res[key][g]["Warmth"], res[key][g]["Competence"]
             lines.append(
-                f"| {group_label(g)} | {_fmt(w['mean'])} | {_fmt(w['lo'])}–{_fmt(w['hi'])} | {w['n']} | "
-                f"{_fmt(c['mean'])} | {_fmt(c['lo'])}–{_fmt(c['hi'])} | {c['n']} |"
+                f"| {group_label(g)} | {_fmt(w['mean'])} | {_ci(w)} | {w['n']} | "
+                f"{_fmt(c['mean'])} | {_ci(c)} | {c['n']} |"
             )
         lines.append("")
     if "constrained_diagnostics" in res:
