@@ -61,7 +61,7 @@ class RunOptions:
         if self.batch_size < 1:
             raise ValueError(f"--batch-size must be at least 1, got {self.batch_size}")
         if self.toxicity_input is None:
-            self.toxicity_input = "neutral" if self.config == "default" else "full"
+            self.toxicity_input = "neutral" if self.config in ("default", "queergen") else "full"
         if self.toxicity_input not in TOXICITY_INPUTS:
             raise ValueError(
                 f"--toxicity-input must be one of {', '.join(TOXICITY_INPUTS)}, got {self.toxicity_input!r}"
