@@ -295,6 +295,16 @@ def run_benchmark(
     top1 = None
     if options.top_k > 1:
         top1, _ = score_predictions(predictions, scoring, str(options.toxicity_input), k=1)
+    if options.config == "queergen":  # QueerGen's own scorers next to the QueerBench score
+        from queerbench.queergen.score import queergen_block
+
+        scores["queergen"] = queergen_block(
+            predictions.assign(words=predictions["tokens"].map(list)),
+            toxicity=options.toxicity,
+            seed=options.seed,
+            label=options.model,
+            toxicity_kwargs=options.toxicity_kwargs,
+        )
     timings["score_s"] = time.perf_counter() - t1
 
     run_meta = {
