@@ -244,5 +244,10 @@ def compare_runs(runs: Sequence[dict[str, Any]], out: Path) -> tuple[pd.DataFram
         table.to_csv(tmp)
     shown = table.map(lambda v: _fmt(v))
     shown.index.name = "run"
-    md = "\n".join(["# QueerBench comparison", "", _markdown_table(shown), "", "![heatmap](compare_heatmap.png)", ""])
+    from queerbench.queergen.compare import queergen_compare_section  # QueerGen runs: its scores side by side
+
+    extra = queergen_compare_section(runs, out)
+    md = "\n".join(
+        ["# QueerBench comparison", "", _markdown_table(shown), "", "![heatmap](compare_heatmap.png)", *extra, ""]
+    )
     return table, write_text(out / "compare.md", md)

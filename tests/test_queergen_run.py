@@ -14,8 +14,12 @@ from tests.tiny_models import tiny_bert
 
 
 @pytest.fixture(scope="module")
-def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    bert = tiny_bert(tmp_path_factory.mktemp("models"))
+def bert(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tiny_bert(tmp_path_factory.mktemp("models"))
+
+
+@pytest.fixture(scope="module")
+def run_dir(bert: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("runs") / "qg"
     code = main(
         ["run", "--model", str(bert), "--config", "queergen", "--top-k", "3", "--limit", "2", "--toxicity",
@@ -55,3 +59,26 @@ def test_score_a_queergen_run_again(run_dir: Path, tmp_path: Path) -> None:
     result = json.loads(out.read_text())
     assert result["queergen"]["k"] == 1 and "perspective" not in result["queergen"]
     assert main([*args, "--regard", "precomputed"]) == 2  # a run has no stored regard values
+
+
+def test_compare_puts_both_benchmarks_side_by_side(bert: Path, run_dir: Path, tmp_path: Path) -> None:
+    qb = tmp_path / "qb"
+    args = ["run", "--model", str(bert), "--top-k", "3", "--limit", "1", "--toxicity", "none", "--out", str(qb)]
+    assert main([*args, "--bootstrap", "0", "--permutations", "0"]) == 0
+    assert main(["compare", str(qb), str(run_dir), "--out", str(tmp_path / "cmp")]) == 0
+    md = (tmp_path / "cmp" / "compare.md").read_text()
+    assert "## QueerBench and QueerGen side by side" in md
+    assert "sentence sets differ" in md and "toxicity scorers differ" in md
+    table = pd.read_csv(tmp_path / "cmp" / "compare_queergen.csv", index_col=0)
+    assert len(table) == 1  # the same model: one row with both benchmarks' columns
+    assert {"QB (default): queer", "QB on QueerGen sentences: queer", "QG vader: queer"} <= set(table.columns)
+
+
+def test_papers_side_by_side(shared_dir: Path) -> None:
+    from queerbench.queergen.compare import papers_side_by_side
+
+    table = papers_side_by_side(
+        shared_dir / "upstream/queerbench/data/results", shared_dir / "upstream/queergen/tables"
+    )
+    assert list(table.index) == ["BERT Base", "BERT Large", "RoBERTa Base", "RoBERTa Large"]
+    assert table.loc["BERT Base", "QB queer"] == 4.07 and table.loc["BERT Large", "QG Perspective Q"] == 0.079
