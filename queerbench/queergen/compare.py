@@ -16,6 +16,8 @@ from typing import Any
 
 import pandas as pd
 
+from queerbench.io_utils import atomic_path
+
 __all__ = ["BOTH_PAPERS", "papers_side_by_side", "queergen_compare_section"]
 
 BOTH_PAPERS = {
@@ -84,7 +86,8 @@ def queergen_compare_section(runs: Sequence[dict[str, Any]], out: Path) -> list[
     table = pd.DataFrame(rows).T
     table.index.name = "model"
     out.mkdir(parents=True, exist_ok=True)
-    table.to_csv(out / "compare_queergen.csv")
+    with atomic_path(out / "compare_queergen.csv") as tmp:
+        table.to_csv(tmp)
     shown = table.T.map(lambda v: "—" if pd.isna(v) else f"{v:.3f}")
     header = "| | " + " | ".join(shown.columns) + " |"
     lines = ["", "## QueerBench and QueerGen side by side", "", header, "|" + "---|" * (len(shown.columns) + 1)]
