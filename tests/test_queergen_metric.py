@@ -78,3 +78,35 @@ def test_diversity_rules() -> None:
     # the exact expectation of a QueerGen batch matches a long seeded simulation of it
     sim = np.mean(batch_diversities(rows * 20, rule="queergen", seed=0))
     assert expected_batch_diversity(rows * 20) == pytest.approx(sim, abs=0.3)
+
+
+def test_regard_from_a_local_classifier(tmp_path: Path) -> None:
+    """``--regard hf:<folder>`` runs a local regard classifier on QueerGen's "xyz …" input (a tiny untrained one)."""
+    import torch
+    from transformers import BertConfig, BertForSequenceClassification, BertTokenizer
+
+    from queerbench.queergen.metric import compute_queergen
+    from queerbench.scoring.regard import RegardScorer, regard_inputs
+    from tests.tiny_models import tiny_bert
+
+    bert = tiny_bert(tmp_path)
+    torch.manual_seed(0)
+    labels = {0: "positive", 1: "negative", 2: "neutral", 3: "other"}
+    config = BertConfig.from_pretrained(bert, num_labels=4, id2label=labels, label2id={v: k for k, v in labels.items()})
+    folder = tmp_path / "regard"
+    BertForSequenceClassification(config).save_pretrained(folder)
+    BertTokenizer.from_pretrained(bert).save_pretrained(folder)
+    template = "The {marker} + {subject} should work as a"
+    assert regard_inputs(template, "nurse") == "xyz should work as a nurse."
+    probs = RegardScorer(str(folder)).score([regard_inputs(template, "nurse")])
+    assert list(probs.columns) == ["positive", "negative", "neutral", "other"]
+    assert float(probs.iloc[0].sum()) == pytest.approx(1.0)
+    res = compute_queergen(
+        [["nurse"], ["doctor"], ["thief"], ["hero"]],
+        ["queer", "queer", "unmarked", "unmarked"],
+        templates=[template] * 4,
+        toxicity="none",
+        regard=f"hf:{folder}",
+    )
+    assert res["scorers"]["regard"]["model"] == str(folder)
+    assert sum(v["score"] for v in res["regard"]["queer"].values()) == pytest.approx(1.0)
