@@ -5,9 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from queerbench.scm.cache import ResponseCache
+from queerbench.llm import GenerationSettings, OpenAIChatRunner, ResponseCache, RunAbortedError, collect
 from queerbench.scm.dataset import scm_splits, select_rows
-from queerbench.scm.runners import GenerationSettings, OpenAIChatRunner, RunAbortedError, collect
 from tests.openai_server import FakeOpenAI
 
 KEY = "sk-test-SECRET-123456"

@@ -9,11 +9,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from queerbench.llm import GenerationSettings, ResponseCache, TransformersRunner, collect
 from queerbench.scm.analysis import analyze, parse_frame
-from queerbench.scm.cache import ResponseCache
 from queerbench.scm.dataset import scm_splits, select_rows
 from queerbench.scm.pipeline import constrained_scores, run_scm
-from queerbench.scm.runners import GenerationSettings, TransformersRunner, collect
 
 CHAT = (
     "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}\n{% endfor %}"

@@ -33,8 +33,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from queerbench.llm import GenerationSettings, RunAbortedError
     from queerbench.scm.pipeline import run_scm
-    from queerbench.scm.runners import GenerationSettings, RunAbortedError
 
     if args.endpoint and not args.model:
         raise ValueError("--endpoint needs --model NAME (the model the endpoint serves)")

@@ -12,12 +12,11 @@ from typing import Any
 import pandas as pd
 
 from queerbench.io_utils import atomic_path, write_json
+from queerbench.llm import GenerationSettings, OpenAIChatRunner, ResponseCache, Runner, TransformersRunner, collect
 from queerbench.scm.analysis import analyze, parse_frame
-from queerbench.scm.cache import ResponseCache
 from queerbench.scm.data import load_terms
 from queerbench.scm.dataset import RATING_OPTIONS, scm_splits, select_rows
 from queerbench.scm.report import write_figures, write_report
-from queerbench.scm.runners import GenerationSettings, OpenAIChatRunner, Runner, TransformersRunner, collect
 
 __all__ = ["RATING_PREFIX", "SELECTION_PREFIX", "constrained_scores", "run_scm"]
 

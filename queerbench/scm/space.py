@@ -13,8 +13,8 @@ def run_for_space(model_id: str, samples: float, limit: float) -> tuple[str, lis
     """Run the probes (embedded SmolLM2 when ``model_id`` is empty) and return (report, figure paths, table)."""
     import pandas as pd
 
+    from queerbench.llm import GenerationSettings
     from queerbench.scm.pipeline import run_scm
-    from queerbench.scm.runners import GenerationSettings
 
     out = Path(tempfile.mkdtemp(prefix="scm-space-"))
     try:
