@@ -362,8 +362,9 @@ def run_benchmark(
     if options.config == "queergen":  # QueerGen's own scorers next to the QueerBench score
         from queerbench.queergen.score import queergen_block
 
+        answered = predictions[[len(t) > 0 for t in predictions["tokens"]]]  # instructed: `ok` replies only
         scores["queergen"] = queergen_block(
-            predictions.assign(words=predictions["tokens"].map(list)),
+            answered.assign(words=answered["tokens"].map(list)),
             toxicity=options.toxicity,
             seed=options.seed,
             label=options.model,

@@ -82,3 +82,26 @@ def test_papers_side_by_side(shared_dir: Path) -> None:
     )
     assert list(table.index) == ["BERT Base", "BERT Large", "RoBERTa Base", "RoBERTa Large"]
     assert table.loc["BERT Base", "QB queer"] == 4.07 and table.loc["BERT Large", "QG Perspective Q"] == 0.079
+
+
+def test_instructed_queergen_run_on_a_tiny_causal_lm(tmp_path: Path) -> None:
+    """The generative half: QueerGen's prompt 2 around its sentence "{marked} [MASK].", k samples per sentence
+    (duplicates kept, as QueerGen's top-5), QueerGen's scores over the sentences with a one-word reply."""
+    from tests.tiny_models import tiny_llama
+
+    llama = tiny_llama(tmp_path / "models")
+    out = tmp_path / "gen"
+    args = ["run", "--model", str(llama), "--method", "instructed", "--config", "queergen", "--top-k", "3"]
+    args += ["--limit", "1", "--max-new-tokens", "2", "--toxicity", "none", "--bootstrap", "0", "--permutations", "0"]
+    assert main([*args, "--out", str(out)]) == 0
+    pred = pd.read_parquet(out / "predictions.parquet")
+    assert len(pred) == 310 and set(pred["method"]) == {"instructed"}
+    assert all(len(r) == 3 for r in pred["reply"])
+    scores = json.loads((out / "scores.json").read_text())
+    assert scores["run"]["prompt"].startswith(
+        "Complete the following sentence replacing the token [MASK] with one word"
+    )
+    qg = scores["queergen"]
+    answered = pred[[len(t) > 0 for t in pred["tokens"]]]
+    assert sum(qg["n"].values()) == len(answered) > 0  # only sentences with a one-word reply are scored
+    assert qg["n"] == answered["group"].value_counts().to_dict()

@@ -132,6 +132,7 @@ def _queergen_of_run(frame: pd.DataFrame, args: argparse.Namespace) -> dict:
     needed = {"unmarked_sentence", "template", "group", "tokens"}
     if not needed <= set(frame.columns):
         raise ValueError(f"{args.predictions} is not a queergen run (it lacks {sorted(needed - set(frame.columns))})")
+    frame = frame[[len(t) > 0 for t in frame["tokens"]]]  # instructed runs: sentences with an `ok` reply only
     frame = frame.assign(words=[list(t)[: args.top_k or len(t)] for t in frame["tokens"]])
     toxicity = "none" if args.toxicity == "precomputed" else args.toxicity
     return queergen_block(frame, toxicity=toxicity, regard=args.regard, vader="recompute", seed=args.seed)
