@@ -47,6 +47,10 @@ def test_metric_queergen_needs_what_its_scorers_read() -> None:
     qg = evaluate.load(METRIC, "queergen")
     with pytest.raises(ValueError, match="pass unmarked_sentences"):
         qg.compute(predictions=[["nurse"]], groups=["queer"])
+    with pytest.raises(ValueError, match=r"unknown group\(s\) \['neo'\] for config 'queergen'"):
+        qg.compute(
+            predictions=[["nurse"], ["hero"]], groups=["queer", "neo"], unmarked_sentences=["The person is a"] * 2
+        )
 
 
 def test_queergen_scores_join_another_config(bert_large: pd.DataFrame) -> None:

@@ -49,6 +49,15 @@ def compute_queergen(
     ):
         if seq is not None and len(seq) != n:
             raise ValueError(f"{name} has {len(seq)} entries but predictions has {n}; they must align one to one")
+    if config == "queergen":  # QueerGen's own groups; other configs may bring any labels (QueerBench's, say)
+        from queerbench.queergen.spec import GROUP_ORDER
+
+        unknown = sorted({str(g) for g in groups} - set(GROUP_ORDER))
+        if unknown:
+            raise ValueError(
+                f"unknown group(s) {unknown} for config 'queergen'; use QueerGen's groups {', '.join(GROUP_ORDER)} "
+                "(the dataset's group column), or another config for other labels"
+            )
     words = [[str(w) for w in p] for p in predictions]
     if any(isinstance(p, str) or not p for p in predictions):
         raise ValueError("every prediction must be a non-empty list of words (top-k)")
