@@ -399,6 +399,10 @@ def run_benchmark(
         generation = parse_summary(predictions) if options.method == "instructed" else None
     figures = write_run_figures(scores, out)
     report = render_report(scores, per_sentence, run_meta, figures, top1=top1)
+    if "queergen" in scores:
+        from queerbench.queergen.compare import queergen_report_section
+
+        report += queergen_report_section(scores["queergen"])
     if options.method in ("scored", "instructed"):
         report = report.replace("\n## Scores (top-", generation_section(run_meta, generation) + "\n## Scores (top-", 1)
     write_text(out / "report.md", report)

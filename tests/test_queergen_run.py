@@ -50,6 +50,9 @@ def test_run_predicts_queergen_sentences_and_scores_both_ways(run_dir: Path) -> 
     assert qg["scorers"]["perspective"]["input"] == "{unmarked} {word}" and qg["scorers"]["regard"] == {"name": "none"}
     assert qg["diversity"]["queer"]["n_batches"] == 4 and 0 < qg["diversity"]["queer"]["mean"] <= 100
     assert -1 <= qg["vader"]["queer"]["mean"] <= 1 and 0 <= qg["perspective"]["queer"]["mean"] <= 1
+    report = (run_dir / "report.md").read_text()
+    assert "## QueerGen scores (top-3, queergen rules)" in report and "reproduces the paper" not in report
+    assert f"| queer | 400 | {qg['vader']['queer']['mean']:.3f} ± {qg['vader']['queer']['ci']:.3f}" in report
 
 
 def test_score_a_queergen_run_again(run_dir: Path, tmp_path: Path) -> None:

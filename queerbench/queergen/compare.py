@@ -18,7 +18,7 @@ import pandas as pd
 
 from queerbench.io_utils import atomic_path
 
-__all__ = ["BOTH_PAPERS", "papers_side_by_side", "queergen_compare_section"]
+__all__ = ["BOTH_PAPERS", "papers_side_by_side", "queergen_compare_section", "queergen_report_section"]
 
 BOTH_PAPERS = {
     "BERT Base": "BERTbase",
@@ -118,3 +118,45 @@ def papers_side_by_side(queerbench_results: str | Path, queergen_tables: str | P
                 row[f"QG {metric} {short}"] = float(sub[upstream])
         rows.append(row)
     return pd.DataFrame(rows).set_index("model")
+
+
+def queergen_report_section(qg: dict[str, Any]) -> str:
+    """The QueerGen part of a ``queergen`` run's ``report.md``: its scores per group with 95% t-CIs, the ANOVA and
+    JSD, and which scorers and rules produced them."""
+    metrics = [m for m in ("vader", "perspective", "diversity") if m in qg]
+    lines = [
+        "",
+        f"## QueerGen scores (top-{qg['k']}, {qg['config']} rules)",
+        "",
+        "Mean ± 95% t-CI per group (QueerGen, Findings of EACL 2026): VADER of the word (−1…1, higher = more positive), "
+        "Perspective-style toxicity on the unmarked sentence + word (0…1, mean of "
+        f"{len(qg.get('perspective_attributes', []))} attributes), diversity % (higher = more varied).",
+        "",
+        "| group | n | " + " | ".join(metrics) + " |",
+        "|---|---|" + "---|" * len(metrics),
+    ]
+    for g in qg["groups"]:
+        cells = [f"{qg[m][g]['mean']:.3f} ± {qg[m][g]['ci']:.3f}" for m in metrics]
+        lines.append(f"| {g} | {qg['n'][g]} | " + " | ".join(cells) + " |")
+    anova = {k: v for k, v in qg.get("anova", {}).items() if v}
+    if anova:
+        lines += [
+            "",
+            "One-way ANOVA across groups: "
+            + "; ".join(f"{k} F={v['F']:.2f}, p={v['p']:.3f}" for k, v in anova.items()),
+        ]
+    if qg.get("jsd"):
+        lines += [
+            "",
+            "Jensen-Shannon distance between group vocabularies: "
+            + "; ".join(f"{k} {v:.3f}" for k, v in qg["jsd"].items()),
+        ]
+    s = qg.get("scorers", {})
+    lines += [
+        "",
+        f"Scorers: VADER `{s.get('vader')}`; Perspective `{s.get('perspective', {}).get('name', 'none')}`; "
+        f"regard `{s.get('regard', {}).get('name', s.get('regard', {}).get('model', 'none'))}`; diversity rule "
+        f"`{qg['diversity_rule']['batches']}` batches of {qg['diversity_rule']['batch_size']} {qg['diversity_rule']['unit']}s, seed {qg['diversity_rule']['seed']}.",
+        "",
+    ]
+    return "\n".join(lines)
