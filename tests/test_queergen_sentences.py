@@ -71,24 +71,22 @@ def test_spec_schema_check_names_the_fault() -> None:
         _validate(broken)
 
 
-def test_wrong_checksum_is_one_line_naming_the_file(tmp_path: Path, shared_dir: Path, capsys) -> None:
+def test_wrong_checksum_is_one_line_naming_the_file(tmp_path: Path, shared_dir: Path, capsys, monkeypatch) -> None:
+    from queerbench.queergen import sentences
+
     bad = tmp_path / "upstream" / "queergen" / "data"
     shutil.copytree(shared_dir / "upstream" / "queergen" / "data", bad)
     text = (bad / "markers.csv").read_text()
     (bad / "markers.csv").write_text(text.replace("Queer,gay,orientation,y\n", ""))
     with pytest.raises(ChecksumError, match="queergen_markers"):
         fetch("queergen_markers", bad / "markers.csv")
-    import os
-
-    old = os.environ["QUEERBENCH_DATA_DIR"]
-    os.environ["QUEERBENCH_DATA_DIR"] = str(tmp_path)
+    monkeypatch.setenv("QUEERBENCH_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("QUEERBENCH_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("QUEERBENCH_OFFLINE", "1")
+    sentences._build.cache_clear()
     try:
-        from queerbench.queergen import sentences
-
-        sentences._build.cache_clear()
         code = main(["dataset", "build", "--out", str(tmp_path / "ds"), "--configs", "queergen"])
     finally:
-        os.environ["QUEERBENCH_DATA_DIR"] = old
         sentences._build.cache_clear()
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1
