@@ -74,6 +74,12 @@ class RunOptions:
             from queerbench.llm import DEFAULT_MODEL
 
             self.model = DEFAULT_MODEL if self.method in GENERATIVE_METHODS else "bert-base-uncased"
+        if self.prompt_id is not None:
+            from queerbench.llm.instructed import load_prompts
+
+            if self.prompt_id not in load_prompts()["prompts"]:
+                known = ", ".join(load_prompts()["prompts"])
+                raise ValueError(f"unknown prompt id {self.prompt_id!r} (--prompt); choose one of {known}")
         if self.max_new_tokens is not None and self.max_new_tokens < 1:
             raise ValueError(f"--max-new-tokens must be at least 1, got {self.max_new_tokens}")
         if not isinstance(self.top_k, int) or self.top_k < 1:

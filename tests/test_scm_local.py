@@ -94,7 +94,7 @@ def test_chat_runner_samples_caches_and_resumes(chat_model, tmp_path) -> None:
     again = collect(runner, rows, settings, cache)
     assert runner.generated == 6 and again["response"].tolist() == full["response"].tolist()
     cache.close()
-    # same seed, fresh cache → the same samples (per-batch seeding)
+    # same seed, fresh cache → the same samples (one generator per row, seeded by the row)
     other = collect(TransformersRunner(chat_model), rows, settings, ResponseCache(tmp_path / "d.sqlite"))
     assert other["response"].tolist() == full["response"].tolist()
 

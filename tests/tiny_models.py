@@ -252,3 +252,26 @@ def tiny_llama(directory: str | Path, *, name: str = "tiny-llama", chat_template
         tie_word_embeddings=True,
     )
     return _save(LlamaForCausalLM(config), tokenizer, path)
+
+
+def train_briefly(path: str | Path, *, steps: int = 150, lr: float = 3e-3) -> Path:
+    """Fit a tiny causal LM saved at ``path`` to :data:`CORPUS` for a few optimiser steps (seconds on a CPU), in
+    place, so that it predicts corpus words: multi-token words, peaked distributions, real greedy continuations."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForCausalLM.from_pretrained(path)
+    start = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
+    rows = [[start, *tokenizer(s, add_special_tokens=False)["input_ids"]] for s in CORPUS]
+    width = max(len(r) for r in rows)
+    ids = torch.tensor([r + [start] * (width - len(r)) for r in rows])
+    labels = torch.tensor([r + [-100] * (width - len(r)) for r in rows])
+    torch.manual_seed(_SEED)
+    model.train()
+    optimiser = torch.optim.AdamW(model.parameters(), lr=lr)
+    for _ in range(steps):
+        loss = model(input_ids=ids, labels=labels).loss
+        optimiser.zero_grad()
+        loss.backward()
+        optimiser.step()
+    return _save(model, tokenizer, Path(path))

@@ -1,8 +1,9 @@
-"""An on-disk response cache (SQLite): every response is committed the moment it arrives.
+"""An on-disk response cache (SQLite): every reply is committed the moment it arrives.
 
-Why SQLite: one file, atomic commits, safe to kill mid-run. A rerun with the same model, prompt, sample index and
-decoding settings finds the stored answer and makes no new call; a killed run resumes where it stopped. Failed calls
-are stored too (status ``error``) so they are counted and reported, but a rerun retries them.
+Why SQLite: one file, atomic commits, safe to kill mid-run. A rerun with the same model fingerprint, prompt, sample
+index and decoding settings finds the stored reply and makes no new call; a killed run resumes where it stopped.
+Only replies are stored: a failed call is never written here (it is reported in the run's output and retried on
+the next run), so an error can never come back as if it were a reply.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ def cache_key(fingerprint: dict[str, Any], prompt: str, sample: int, settings: d
 
 
 class ResponseCache:
-    """Responses keyed by :func:`cache_key`, stored in ``path`` (created if absent)."""
+    """Replies keyed by :func:`cache_key`, stored in ``path`` (created if absent)."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
@@ -37,27 +38,30 @@ class ResponseCache:
         self._db.commit()
 
     def get(self, key: str) -> dict[str, Any] | None:
-        """The stored successful response for ``key``, or ``None`` (errors are not final: they are retried)."""
+        """The stored reply for ``key`` (``{"text", "meta"}``), or ``None``."""
         row = self._db.execute("SELECT text, meta FROM responses WHERE key = ? AND status = 'ok'", (key,)).fetchone()
         return None if row is None else {"text": row[0], "meta": json.loads(row[1] or "{}")}
 
-    def put(self, key: str, prompt_id: str, sample: int, text: str | None, error: str | None, meta: dict) -> None:
-        """Store one response (``error`` set means the call failed) and commit at once."""
-        status = "error" if error is not None else "ok"
-        if status == "error" and self.get(key) is not None:
-            return  # never overwrite a good answer with a later failure
+    def put(self, key: str, prompt_id: str, sample: int, text: str, meta: dict[str, Any]) -> None:
+        """Store one reply and commit at once (``text`` must be a string: failures are never stored)."""
+        if not isinstance(text, str):
+            raise TypeError("ResponseCache.put stores replies only (text must be a str); errors are not cached")
         self._db.execute(
-            "INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (key, prompt_id, sample, status, text, error, json.dumps(meta, sort_keys=True), time.time()),
+            "INSERT OR REPLACE INTO responses VALUES (?, ?, ?, 'ok', ?, NULL, ?, ?)",
+            (key, prompt_id, sample, text, json.dumps(meta, sort_keys=True), time.time()),
         )
         self._db.commit()
 
-    def count(self, status: str | None = None) -> int:
-        """How many responses are stored (optionally only those with ``status``)."""
-        if status is None:
-            return int(self._db.execute("SELECT COUNT(*) FROM responses").fetchone()[0])
-        return int(self._db.execute("SELECT COUNT(*) FROM responses WHERE status = ?", (status,)).fetchone()[0])
+    def count(self) -> int:
+        """How many replies are stored."""
+        return int(self._db.execute("SELECT COUNT(*) FROM responses WHERE status = 'ok'").fetchone()[0])
 
     def close(self) -> None:
         """Close the database."""
         self._db.close()
+
+    def __enter__(self) -> ResponseCache:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

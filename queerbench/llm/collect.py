@@ -26,9 +26,18 @@ def collect(
 ) -> pd.DataFrame:
     """Get ``settings.samples`` replies for every row, from the cache where possible, persisting each new one.
 
-    Returns one row per (prompt, sample) with ``response``, ``status`` (``ok``/``error``), ``error``, ``cached``
-    and ``meta`` (JSON). Raises :class:`RunAbortedError` after ``max_consecutive_errors`` failures in a row (an
-    endpoint that is down); every reply collected before that is already in the cache, so a rerun resumes.
+    ``rows`` needs an ``id`` and a ``prompt`` column (other columns are passed through). The cache key is the
+    runner's fingerprint, the prompt text, the sample index and ``settings.decoding()``; each (prompt, sample) is
+    asked once even if several rows share it. All missing calls go to ``runner.generate`` at once (the runner
+    batches or runs them concurrently) and every reply is committed to the cache the moment it is yielded.
+
+    Returns one row per (row, sample), **in the rows' order whatever order replies arrived in**, with
+    ``sample``, ``seed``, ``model``, ``response``, ``status`` (``ok``/``error``), ``error``, ``cached``,
+    ``prompt_format``, ``finish_reason``, ``truncated`` (stopped at ``max_new_tokens``) and ``meta`` (JSON).
+    Failed calls are never cached (a rerun retries them). Raises :class:`RunAbortedError` after
+    ``max_consecutive_errors`` failures in a row; a runner's fatal error (e.g.
+    :class:`~queerbench.llm.settings.EndpointError`) propagates at once. Either way every reply that arrived is
+    already stored, so rerunning resumes.
     """
     fp = runner.fingerprint()
     decoding = settings.decoding()
@@ -38,46 +47,50 @@ def collect(
             key = cache_key(fp, rec["prompt"], s, decoding)
             jobs.append((rec, s, key, item_seed(settings.seed, rec["id"], s)))
     results: dict[str, dict[str, Any]] = {}
-    todo = []
+    todo: dict[str, tuple[Any, ...]] = {}
     for job in jobs:
-        hit = cache.get(job[2])
+        key = job[2]
+        if key in results or key in todo:
+            continue
+        hit = cache.get(key)
         if hit is not None:
-            results[job[2]] = {
-                "response": hit["text"],
-                "status": "ok",
-                "error": None,
-                "cached": True,
-                "meta": hit["meta"],
-            }
+            results[key] = {"response": hit["text"], "error": None, "cached": True, "meta": hit["meta"]}
         else:
-            todo.append(job)
+            todo[key] = job
+    pending = list(todo.values())
     consecutive = 0
-    done = 0
-    for start in range(0, len(todo), settings.batch_size * 4):  # chunks keep memory bounded; runner batches inside
-        chunk = todo[start : start + settings.batch_size * 4]
-        for i, reply in runner.generate([j[0]["prompt"] for j in chunk], [j[3] for j in chunk], settings):
-            rec, s, key, _ = chunk[i]
-            cache.put(key, rec["id"], s, reply.text, reply.error, reply.meta)
-            results[key] = {
-                "response": reply.text,
-                "status": "error" if reply.error else "ok",
-                "error": reply.error,
-                "cached": False,
-                "meta": reply.meta,
-            }
-            done += 1
+    replies = runner.generate([j[0]["prompt"] for j in pending], [j[3] for j in pending], settings)
+    try:
+        for done, (i, reply) in enumerate(replies, start=1):
+            rec, s, key, _ = pending[i]
+            if reply.error is None and reply.text is not None:
+                cache.put(key, rec["id"], s, reply.text, reply.meta)
+                results[key] = {"response": reply.text, "error": None, "cached": False, "meta": reply.meta}
+                consecutive = 0
+            else:
+                results[key] = {
+                    "response": None,
+                    "error": reply.error or "no reply",
+                    "cached": False,
+                    "meta": reply.meta,
+                }
+                consecutive += 1
             if progress:
-                progress(done, len(todo))
-            consecutive = consecutive + 1 if reply.error else 0
+                progress(done, len(pending))
             if consecutive >= max_consecutive_errors:
                 raise RunAbortedError(
-                    f"{consecutive} calls in a row failed (last: {reply.error}); stopping. "
-                    f"{cache.count('ok')} responses are saved in {cache.path}; fix the model/endpoint and rerun "
+                    f"{consecutive} calls in a row failed (last: {results[key]['error']}); stopping. "
+                    f"{cache.count()} replies are saved in {cache.path}; fix the model/endpoint and rerun "
                     "the same command to resume."
                 )
+    finally:
+        close = getattr(replies, "close", None)  # on an abort, a generator runner stops its workers at once
+        if close is not None:
+            close()
     out = []
     for rec, s, key, seed in jobs:
         r = results[key]
+        meta = r["meta"]
         out.append(
             {
                 **rec,
@@ -85,11 +98,13 @@ def collect(
                 "seed": seed,
                 "model": runner.name,
                 "response": r["response"],
-                "status": r["status"],
+                "status": "error" if r["error"] else "ok",
                 "error": r["error"],
                 "cached": r["cached"],
-                "prompt_format": r["meta"].get("prompt_format", ""),
-                "meta": json.dumps(r["meta"], sort_keys=True),
+                "prompt_format": meta.get("prompt_format", ""),
+                "finish_reason": meta.get("finish_reason"),
+                "truncated": meta.get("finish_reason") == "length",
+                "meta": json.dumps(meta, sort_keys=True),
             }
         )
     return pd.DataFrame(out)

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import inspect
 import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -15,7 +16,14 @@ from typing import Any
 
 from queerbench.llm.settings import DEFAULT_MODEL, GenerationSettings, Reply
 
-__all__ = ["TransformersRunner", "load_causal_lm", "resolve_device", "resolve_model"]
+__all__ = [
+    "TransformersRunner",
+    "check_causal_lm",
+    "load_causal_lm",
+    "model_kind",
+    "resolve_device",
+    "resolve_model",
+]
 
 
 def resolve_device(device: str = "auto") -> str:
@@ -44,19 +52,103 @@ def resolve_model(model: str | None) -> tuple[str, str | None]:
     return model, None
 
 
+def _config(path: str, gguf: str | None, model: str) -> Any:
+    """The model's config, read without loading weights; one-line errors for what cannot be found."""
+    from transformers import AutoConfig
+
+    from queerbench.predict import ModelLoadError  # the library's one "model cannot be used" error
+
+    local = Path(path).expanduser()
+    if not local.exists() and (model.startswith(("/", "./", "../", "~")) or model.endswith(".gguf")):
+        raise FileNotFoundError(f"--model {model}: no such file or folder")
+    if local.is_dir() and gguf is None and not (local / "config.json").is_file():
+        raise FileNotFoundError(f"--model {model}: the folder has no config.json (not a transformers model folder)")
+    try:
+        return AutoConfig.from_pretrained(
+            str(local) if local.exists() else path, **({"gguf_file": gguf} if gguf else {})
+        )
+    except (OSError, ValueError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ModelLoadError(
+            f"cannot load the config of --model {model}: not a local model folder and not available from the Hub "
+            f"({first[:200]})"
+        ) from None
+
+
+def model_kind(model: str | None) -> str:
+    """What ``model`` is, from its config alone (no weights loaded): ``causal``, ``masked``, ``seq2seq``, ``other``.
+
+    The config's ``architectures`` decide (``…ForMaskedLM`` → masked, ``…ForCausalLM``/``…LMHeadModel`` → causal);
+    without them the model type's place in transformers' auto mappings does (a BERT config is in the causal-LM
+    mapping too, as ``BertLMHeadModel``, so it counts as causal only with ``is_decoder``). Raises
+    ``FileNotFoundError``/:class:`ModelLoadError` (one line) when there is no such model.
+    """
+    return _kind(model)[0]
+
+
+def _kind(model: str | None) -> tuple[str, str]:
+    """(kind, architecture name as the config gives it) for :func:`model_kind`."""
+    if model is None or model == DEFAULT_MODEL:
+        return "causal", "LlamaForCausalLM"
+    from transformers import MODEL_FOR_CAUSAL_LM_MAPPING, MODEL_FOR_MASKED_LM_MAPPING
+
+    path, gguf = resolve_model(model)
+    config = _config(path, gguf, model)
+    archs = list(getattr(config, "architectures", None) or [])
+    name = ", ".join(archs) or f"model type {config.model_type!r}"
+    if getattr(config, "is_encoder_decoder", False):
+        return "seq2seq", name
+    if any(a.endswith(("ForCausalLM", "LMHeadModel")) for a in archs):
+        return "causal", name
+    if any(a.endswith("ForMaskedLM") for a in archs):
+        return "masked", name
+    causal = type(config) in MODEL_FOR_CAUSAL_LM_MAPPING
+    masked = type(config) in MODEL_FOR_MASKED_LM_MAPPING
+    if causal and (not masked or getattr(config, "is_decoder", False)):
+        return "causal", name
+    return ("masked" if masked else "other"), name
+
+
+def check_causal_lm(model: str | None) -> None:
+    """Raise a one-line :class:`ModelLoadError` unless ``model`` is a causal LM (checked before loading weights)."""
+    from queerbench.predict import ModelLoadError  # the library's one "model cannot be used" error
+
+    kind, arch = _kind(model)
+    if kind == "causal":
+        return
+    hint = {
+        "masked": "a masked LM: measure it with `queerbench run --method mlm`",
+        "seq2seq": "an encoder-decoder (seq2seq) model, which the generation layer does not run",
+        "other": "not a language model with a generation head",
+    }[kind]
+    raise ModelLoadError(f"--model {model} ({arch}) is {hint}; a causal (decoder-only) LM is needed here")
+
+
 def load_causal_lm(model: str | None = None, *, device: str = "cpu", dtype: str = "float32") -> tuple[Any, Any]:
     """Load ``(model, tokenizer)`` for a causal LM: a folder, Hub id, ``.gguf`` file or ``embedded:…`` (None).
 
-    The model is in eval mode on ``resolve_device(device)``; the tokenizer pads on the left and has a pad token
-    (the EOS token when it has none). GGUF weights are dequantised by transformers to ``dtype``.
+    The architecture is checked from the config before any weights are read (:func:`check_causal_lm`: a masked LM
+    or a missing folder is one clear error, never a random-headed model). The model is in eval mode on
+    ``resolve_device(device)``; the tokenizer pads on the left and has a pad token (the EOS token when it has
+    none). GGUF weights (the embedded SmolLM2 is Q4_1) are dequantised by transformers to ``dtype``. Remote code
+    is never run.
     """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from queerbench.predict import ModelLoadError  # the library's one "model cannot be used" error
+
+    if dtype not in ("float32", "float16", "bfloat16"):
+        raise ValueError(f"dtype must be float32, float16 or bfloat16, got {dtype!r}")
+    check_causal_lm(model)
     path, gguf = resolve_model(model)
     kwargs: dict[str, Any] = {"gguf_file": gguf} if gguf else {}
-    tokenizer = AutoTokenizer.from_pretrained(path, **kwargs)
-    lm = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype), **kwargs)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path, **kwargs)
+        lm = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype), **kwargs)
+    except (OSError, ValueError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ModelLoadError(f"cannot load --model {model or DEFAULT_MODEL}: {first[:200]}") from None
     lm = lm.to(resolve_device(device)).eval()
     tokenizer.padding_side = "left"
     if tokenizer.pad_token_id is None:
@@ -112,58 +204,132 @@ class TransformersRunner:
     def format_prompt(self, prompt: str) -> str:
         """The text the model sees: the chat template with a generation prompt, or the plain prompt + newline."""
         if not self.has_chat_template:
-            return prompt + "\n"
+            return (f"{self.system_prompt}\n\n" if self.system_prompt else "") + prompt + "\n"
         messages = ([{"role": "system", "content": self.system_prompt}] if self.system_prompt else []) + [
             {"role": "user", "content": prompt}
         ]
         return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
 
-    def _encode(self, texts: Sequence[str]) -> Any:
-        add_special = not self.has_chat_template  # chat templates already contain BOS and friends
-        return self.tokenizer(list(texts), return_tensors="pt", padding=True, add_special_tokens=add_special).to(
-            self.device
-        )
+    def stop_token_ids(self) -> set[int]:
+        """Token ids that end a reply: the generation config's EOS id(s) and the tokenizer's EOS."""
+        ids: set[int] = set()
+        for value in (getattr(self.model.generation_config, "eos_token_id", None), self.tokenizer.eos_token_id):
+            if value is not None:
+                ids.update(value if isinstance(value, (list, tuple)) else [value])
+        return ids
 
     def generate(
         self, prompts: Sequence[str], seeds: Sequence[int], settings: GenerationSettings
     ) -> Iterator[tuple[int, Reply]]:
-        """Sample one reply per prompt, ``settings.batch_size`` at a time (the batch is seeded by its first item)."""
-        import torch
+        """Sample one reply per prompt, ``settings.batch_size`` prompts at a time, yielding each batch as it ends.
 
-        for start in range(0, len(prompts), settings.batch_size):
-            idx = list(range(start, min(start + settings.batch_size, len(prompts))))
-            enc = self._encode([self.format_prompt(prompts[i]) for i in idx])
-            torch.manual_seed(seeds[idx[0]])
-            sample = settings.temperature > 0
-            gen_kwargs: dict[str, Any] = {
-                "max_new_tokens": settings.max_new_tokens,
-                "do_sample": sample,
-                "pad_token_id": self.tokenizer.pad_token_id,
-            }
-            if sample:
-                gen_kwargs.update(temperature=settings.temperature, top_p=settings.top_p)
+        Prompts are grouped by token length (less padding); the result does not depend on the grouping: each reply
+        is a function of (prompt, seed) only (see :meth:`decode`). A batch that fails yields an error per prompt.
+        """
+        add_special = not self.has_chat_template  # chat templates already contain BOS and friends
+        encoded = [self.tokenizer(self.format_prompt(p), add_special_tokens=add_special)["input_ids"] for p in prompts]
+        order = sorted(range(len(prompts)), key=lambda i: len(encoded[i]))
+        for start in range(0, len(order), settings.batch_size):
+            idx = order[start : start + settings.batch_size]
             try:
-                with torch.no_grad():
-                    out = self.model.generate(**enc, **gen_kwargs)
-            except Exception as exc:  # one bad batch must not lose the others
+                outs = self.decode([encoded[i] for i in idx], [seeds[i] for i in idx], settings)
+            except Exception as exc:  # one bad batch (e.g. out of memory) must not lose the others
                 for i in idx:
                     yield i, Reply(None, f"{type(exc).__name__}: {exc}", {"prompt_format": self.prompt_format})
                 continue
-            new = out[:, enc["input_ids"].shape[1] :]
-            for row, i in enumerate(idx):
-                text = self.tokenizer.decode(new[row], skip_special_tokens=True).strip()
-                yield (
-                    i,
-                    Reply(
-                        text,
-                        None,
-                        {
-                            "prompt_format": self.prompt_format,
-                            "seed": seeds[i],
-                            "new_tokens": int((new[row] != self.tokenizer.pad_token_id).sum()),
-                        },
-                    ),
+            for i, (tokens, finish) in zip(idx, outs, strict=True):
+                text = self.tokenizer.decode(tokens, skip_special_tokens=True).strip()
+                meta = {
+                    "prompt_format": self.prompt_format,
+                    "seed": seeds[i],
+                    "new_tokens": len(tokens),
+                    "finish_reason": finish,
+                }
+                yield i, Reply(text, None, meta)
+
+    def decode(
+        self, seqs: Sequence[Sequence[int]], seeds: Sequence[int], settings: GenerationSettings
+    ) -> list[tuple[list[int], str]]:
+        """Decode a batch of token sequences: ``(new token ids, finish_reason)`` per row (``stop`` or ``length``).
+
+        One prefill over the left-padded batch, then one token per step with the KV cache. Explicit position ids
+        (0 at each row's first real token) keep absolute-position models (GPT-2) from seeing padding as text.
+        Greedy when ``temperature == 0``; otherwise temperature and nucleus (``top_p``) sampling, each row drawing
+        from its **own** ``torch.Generator`` seeded with its seed (on the CPU, so a seed means the same on every
+        device): a row's reply depends on (prompt, seed) only, not on which rows share its batch. The stop token
+        itself is not returned.
+        """
+        import torch
+
+        n = len(seqs)
+        pad = self.tokenizer.pad_token_id
+        stop = self.stop_token_ids()
+        width = max(len(s) for s in seqs)
+        ids = torch.full((n, width), pad, dtype=torch.long)
+        mask = torch.zeros((n, width), dtype=torch.long)
+        for r, seq in enumerate(seqs):
+            ids[r, width - len(seq) :] = torch.tensor(list(seq), dtype=torch.long)
+            mask[r, width - len(seq) :] = 1
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        generators = [torch.Generator().manual_seed(int(seed)) for seed in seeds]
+        dev = self.model.device
+        ids, mask, positions = ids.to(dev), mask.to(dev), positions.to(dev)
+        # transformers 5 calls the KV cache ``cache`` (argument and output); 4.x called it ``past_key_values``
+        cache_arg = "cache" if "cache" in inspect.signature(self.model.forward).parameters else "past_key_values"
+        new: list[list[int]] = [[] for _ in range(n)]
+        finish: list[str | None] = [None] * n
+        with torch.inference_mode():
+            out = self.model(
+                input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, logits_to_keep=1
+            )
+            next_pos = positions[:, -1:] + 1
+            for step in range(settings.max_new_tokens):
+                picked = self._pick(out.logits[:, -1, :], generators, settings)
+                for r, tok in enumerate(picked):
+                    if finish[r] is None:
+                        if tok in stop:
+                            finish[r] = "stop"
+                        else:
+                            new[r].append(tok)
+                if all(f is not None for f in finish) or step == settings.max_new_tokens - 1:
+                    break
+                feed = torch.tensor([[pad if finish[r] else t] for r, t in enumerate(picked)], device=dev)
+                mask = torch.cat([mask, mask.new_ones((n, 1))], dim=1)
+                out = self.model(
+                    input_ids=feed,
+                    attention_mask=mask,
+                    position_ids=next_pos,
+                    use_cache=True,
+                    **{cache_arg: getattr(out, cache_arg)},
                 )
+                next_pos = next_pos + 1
+        return [(toks, f or "length") for toks, f in zip(new, finish, strict=True)]
+
+    @staticmethod
+    def _pick(logits: Any, generators: Sequence[Any], settings: GenerationSettings) -> list[int]:
+        """The next token of every row: argmax, or a draw from the row's own generator (temperature, top-p).
+
+        Nucleus: the smallest set of most likely tokens whose mass reaches ``top_p`` (the most likely token is
+        always kept), renormalised. It is looked for among the row's top 64 tokens first and the full vocabulary
+        is sorted only when those do not reach ``top_p``; which path runs depends on the row alone.
+        """
+        import torch
+
+        logits = logits.float()
+        if settings.temperature == 0:
+            return [int(t) for t in logits.argmax(-1).tolist()]
+        probs = torch.softmax(logits / settings.temperature, dim=-1).cpu()
+        if settings.top_p is None or settings.top_p >= 1:
+            return [int(torch.multinomial(probs[r], 1, generator=g)) for r, g in enumerate(generators)]
+        top_vals, top_idx = probs.topk(min(64, probs.shape[-1]), dim=-1)
+        picked = []
+        for r, g in enumerate(generators):
+            vals, idx = top_vals[r], top_idx[r]
+            if float(vals.sum()) < settings.top_p:
+                vals, idx = probs[r].sort(descending=True)
+            vals = vals.masked_fill(vals.cumsum(0) - vals >= settings.top_p, 0.0)
+            picked.append(int(idx[torch.multinomial(vals, 1, generator=g)]))
+        return picked
 
     def score_options(
         self, prompts: Sequence[str], options: Sequence[Sequence[str]], answer_prefix: str, batch_size: int = 8

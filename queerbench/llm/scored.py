@@ -54,6 +54,8 @@ CANDIDATES_PER_K = 4
 """N = 4·k candidate first tokens per sentence (20 for the default k = 5)."""
 MAX_WORD_TOKENS = 4
 """A candidate word may take at most this many tokens (the greedy extension stops there)."""
+MAX_ROWS = 320
+"""At most this many candidate rows per continuation batch (16 sentences × 20 candidates): bounds the logits' memory."""
 
 
 @dataclass(frozen=True)
@@ -127,6 +129,7 @@ class ScoredLM:
         self.start_id = start_token_id(tokenizer)
         params = inspect.signature(model.forward).parameters
         self._cache_arg = "cache" if "cache" in params else "past_key_values"
+        self._logits_to_keep = "logits_to_keep" in params
         self.pad_id = next(
             (int(v) for v in (tokenizer.pad_token_id, tokenizer.eos_token_id, self.start_id) if v is not None), 0
         )
@@ -165,11 +168,15 @@ class ScoredLM:
         }
 
     # ----------------------------------------------------------------------------------------- model calls ---
-    def _forward(self, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor, cache: Any = None) -> Any:
+    def _forward(
+        self, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor, cache: Any = None, last_only: bool = False
+    ) -> Any:
         kwargs: dict[str, Any] = {"input_ids": ids, "attention_mask": mask, "position_ids": positions}
         kwargs["use_cache"] = True
         if cache is not None:
             kwargs[self._cache_arg] = cache
+        if last_only and self._logits_to_keep:  # the prefix pass needs the distribution at its end only
+            kwargs["logits_to_keep"] = 1
         return self.model(**kwargs)
 
     @staticmethod
@@ -261,7 +268,7 @@ def _score_batch(
     ids, mask = ids.to(dev), mask.to(dev)
     positions = (mask.cumsum(-1) - 1).clamp(min=0)
     prefix_len = mask.sum(-1)
-    out = lm._forward(ids, mask, positions)
+    out = lm._forward(ids, mask, positions, last_only=True)
     tokens_run = ids.numel()
     layers = lm._layers(lm._cache_of(out))
     first_lp = torch.log_softmax(out.logits[:, -1].float(), dim=-1)
@@ -339,8 +346,8 @@ def score_blanks(
 ) -> ScoredPredictions:
     """Top-k whole-word fills of the single ``[MASK]`` of each sentence, ranked by whole-sentence log-probability.
 
-    ``batch_size`` sentences share one prefix pass; their ``candidates_per_k · k`` candidates each run together in
-    one continuation batch. Results do not depend on the batch size (to float rounding). ``progress`` is called
+    ``batch_size`` sentences (at most :data:`MAX_ROWS` candidates in all) share one prefix pass; their
+    ``candidates_per_k · k`` candidates each run together in one continuation batch. Results do not depend on the batch size (to float rounding). ``progress`` is called
     with the number of sentences finished after each batch. A sentence whose candidates give fewer than ``k``
     distinct whole words (rare) gets fewer.
     """
@@ -353,7 +360,10 @@ def score_blanks(
     for s, e in zip(sentences, encoded, strict=True):
         if limit and len(e.prefix) + max_word_tokens + len(e.suffix) > limit:
             raise ValueError(f"sentence {s!r} is too long for the model's {limit} positions")
-    order = sorted(range(len(encoded)), key=lambda i: len(encoded[i].prefix), reverse=True)
+    # batches of like shapes: sentences of one template share the text after the blank, so sorting by (suffix,
+    # prefix) length keeps the padding of the continuation batch (its width is 1 + the longest suffix) minimal
+    order = sorted(range(len(encoded)), key=lambda i: (len(encoded[i].suffix), len(encoded[i].prefix)), reverse=True)
+    batch_size = max(1, min(batch_size, MAX_ROWS // (candidates_per_k * k)))
     cands: list[list[Candidate]] = [[] for _ in encoded]
     tokens_run = 0
     with torch.inference_mode():

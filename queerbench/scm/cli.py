@@ -18,6 +18,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     src.add_argument("--endpoint", help="OpenAI-compatible base URL, e.g. https://api.openai.com/v1")
     src.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable holding the API key")
     src.add_argument("--requests-per-minute", type=float, default=60.0, help="endpoint rate limit (default 60)")
+    src.add_argument(
+        "--concurrency",
+        type=int,
+        default=8,
+        help="endpoint requests in flight at once (default 8; within the rate limit)",
+    )
     run.add_argument("--samples", type=int, default=1, help="replies per prompt (paper: 10 survey, 5–10 stories)")
     run.add_argument("--limit", type=int, default=None, help="at most N prompts per split (spread over groups)")
     run.add_argument("--seed", type=int, default=0)
@@ -33,11 +39,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from queerbench.llm import GenerationSettings, RunAbortedError
+    from queerbench.llm import GenerationSettings, RunAbortedError, load_runner
     from queerbench.scm.pipeline import run_scm
 
     if args.endpoint and not args.model:
         raise ValueError("--endpoint needs --model NAME (the model the endpoint serves)")
+    if args.concurrency < 1:
+        raise ValueError(f"--concurrency must be at least 1, got {args.concurrency}")
     settings = GenerationSettings(
         temperature=args.temperature,
         top_p=args.top_p,
@@ -45,6 +53,17 @@ def _run(args: argparse.Namespace) -> int:
         seed=args.seed,
         samples=args.samples,
         batch_size=args.batch_size,
+    )
+    if not args.endpoint:
+        print(f"loading {args.model or 'the embedded SmolLM2-135M-Instruct'} …", file=sys.stderr)
+    # checked before anything runs: the URL, the API key rule, a missing folder, a masked LM given as --model
+    runner = load_runner(
+        args.model,
+        args.endpoint,
+        device=args.device,
+        concurrency=args.concurrency,
+        api_key_env=args.api_key_env,
+        requests_per_minute=args.requests_per_minute,
     )
     try:
         res = run_scm(
@@ -57,6 +76,7 @@ def _run(args: argparse.Namespace) -> int:
             api_key_env=args.api_key_env,
             requests_per_minute=args.requests_per_minute,
             constrained=not args.no_constrained,
+            runner=runner,
         )
     except RunAbortedError as exc:
         print(f"queerbench: error: {exc}", file=sys.stderr)
