@@ -91,6 +91,11 @@ def aggregate(frame: pd.DataFrame, *, config: str = "queergen", seed: int = 0) -
     rule = check_scoring_config(config)
     if "group" not in frame or "words" not in frame or "vader" not in frame:
         raise ValueError("aggregate needs the columns group, words and vader")
+    if len(frame) == 0 or any(len(w) == 0 for w in frame["words"]):
+        raise ValueError(
+            "QueerGen scores need at least one sentence and a non-empty list of words for each sentence given "
+            "(an instructed run with no one-word reply has nothing to score)"
+        )
     order = _order(frame["group"].astype(str).tolist())
     groups = frame["group"].astype(str).to_numpy()
     result: dict[str, Any] = {"groups": order, "n": {g: int((groups == g).sum()) for g in order}}
