@@ -13,7 +13,7 @@ large float32 tensor copy (STREAM "copy" convention: bytes read + bytes written,
 tokens/s over the whole reply (prefill included) and over the decoding steps alone, and their share of the floor;
 then the speed-up of the default batch over batch 1 (target: ≥ 50 % of the floor at the default batch). Batches
 alternate ``--repeats`` times and the best time counts, since the machine may be shared (its load is printed).
-Two load-independent checks follow: the same batch through transformers' own ``model.generate`` (same sampling,
+Two checks that depend less on the machine's load follow: the same batch through transformers' own ``model.generate`` (same sampling,
 ``min_new_tokens`` = ``max_new_tokens``; ``--no-hf`` skips it), and the share of the loop's CPU time spent in the
 weight matmuls (``aten::mm``/``addmm``, torch profiler, a short run) — the part the floor is about; the rest is
 overhead of the loop, attention, sampling and transformers' Python.
@@ -86,8 +86,7 @@ def main() -> None:
             out = runner.decode(rows, seeds, settings)
             total = time.perf_counter() - start
             assert all(len(toks) == args.new_tokens for toks, _ in out)
-            old = best.get(batch, (float("inf"), 0.0))
-            best[batch] = min(old, (total, prefill))
+            best[batch] = min(best.get(batch, (float("inf"), 0.0)), (total, prefill))
     hf_time = None
     if not args.no_hf:
         enc = runner.tokenizer(

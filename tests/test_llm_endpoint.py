@@ -289,3 +289,15 @@ def test_bad_arguments_fail_early_with_one_line(monkeypatch) -> None:
             load_runner("m", "http://127.0.0.1:1/v1", concurrency=bad)
     with pytest.raises(ValueError, match="top-p"):
         GenerationSettings(top_p=0)
+
+
+def test_retry_after_as_an_http_date(monkeypatch) -> None:
+    import email.utils
+    import time
+
+    when = email.utils.formatdate(time.time() + 3, usegmt=True)  # whole seconds: 2 to 3 s from now
+    sleeps: list[float] = []
+    with FakeOpenAI(script=[f"429:{when}"]) as server:
+        runner = _runner(server.url, monkeypatch, sleeps, concurrency=1, backoff_base=0.5)
+        assert runner.call("hi", 0, GREEDY).error is None and server.calls == 2
+    assert len(sleeps) == 1 and 1.5 <= sleeps[0] <= 3.0  # the date, not the 0.5 s backoff

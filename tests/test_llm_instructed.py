@@ -107,7 +107,7 @@ def test_prompt_file_schema_is_checked(monkeypatch: pytest.MonkeyPatch, tmp_path
 def test_decoding_settings_greedy_for_k1_samples_for_k5():
     one, five = instructed_settings(1, 0, 8), instructed_settings(5, 0, 8)
     assert (one.temperature, one.samples) == (0.0, 1)
-    assert (five.temperature, five.top_p, five.samples) == (1.0, 1.0, 5)
+    assert (five.temperature, five.top_p, five.samples) == (1.0, None, 5)  # no top-p sent, as QueerGen
 
 
 class CountingRunner:
@@ -185,7 +185,7 @@ def test_endpoint_replies_labels_and_empty_reasks(tmp_path: Path, monkeypatch: p
         assert server.calls == 4 + 2 + 5
         body = server.bodies[0]
         assert body["messages"] == [{"role": "user", "content": build_prompt(sentences[0])}]  # no system prompt
-        assert body["temperature"] == 0.0
+        assert body["temperature"] == 0.0 and "top_p" not in body
         assert frame["id"].tolist() == ids
         assert frame["label"].map(list).tolist() == [["ok"], ["ok"], ["refusal"], ["empty"]]
         assert frame["tokens"].map(list).tolist() == [["doctor"], ["nurse"], [], []]

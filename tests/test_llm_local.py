@@ -99,6 +99,27 @@ def test_finish_reason_stop_and_length(runner) -> None:
     assert stopped.meta["new_tokens"] == 0
 
 
+def test_rows_that_stop_leave_the_batch_without_changing_the_others(runner) -> None:
+    tok = runner.tokenizer
+    seqs = [tok(runner.format_prompt(p), add_special_tokens=not runner.has_chat_template)["input_ids"] for p in PROMPTS]
+    settings = GenerationSettings(temperature=0.0, top_p=None, max_new_tokens=8)
+    free = runner.decode(seqs, [0] * len(seqs), settings)
+    # a token some rows produce (and so stop at, mid-reply) and others never do
+    stop = next(t for toks, _ in free for t in toks[1:] if 0 < sum(t in other for other, _ in free) < len(free))
+    config = runner.model.generation_config
+    old = config.eos_token_id
+    try:
+        config.eos_token_id = sorted(runner.stop_token_ids() | {stop})
+        batch = runner.decode(seqs, [0] * len(seqs), settings)
+        alone = [runner.decode([s], [0], settings)[0] for s in seqs]
+    finally:
+        config.eos_token_id = old
+    assert batch == alone
+    assert {f for _, f in batch} == {"stop", "length"}  # some rows stopped early, others ran to the cap
+    for (toks, f), (full, _) in zip(batch, free, strict=True):
+        assert toks == (full[: full.index(stop)] if f == "stop" else full)
+
+
 def _greedy_first(runner: TransformersRunner, prompt: str) -> int:
     enc = runner.tokenizer(
         runner.format_prompt(prompt), add_special_tokens=not runner.has_chat_template, return_tensors="pt"
@@ -151,3 +172,23 @@ def test_load_causal_lm_pads_left_and_auto_device_order(tmp_path, monkeypatch) -
     assert resolve_device("auto") == "cuda"
     with pytest.raises(ValueError, match="dtype"):
         load_causal_lm(str(tiny_gpt2(tmp_path)), dtype="int8")
+
+
+def test_changed_weights_in_the_same_folder_never_reuse_cached_replies(tmp_path) -> None:
+    import pandas as pd
+    from transformers import AutoModelForCausalLM
+
+    from queerbench.llm import ResponseCache, collect
+
+    folder = tiny_llama(tmp_path)
+    rows = pd.DataFrame({"id": ["a", "b"], "prompt": PROMPTS[:2]})
+    settings = GenerationSettings(temperature=0.0, top_p=None, max_new_tokens=4)
+    with ResponseCache(tmp_path / "c.sqlite") as cache:
+        first = collect(TransformersRunner(str(folder)), rows, settings, cache)
+        assert collect(TransformersRunner(str(folder)), rows, settings, cache)["cached"].all()  # same weights: hit
+        model = AutoModelForCausalLM.from_pretrained(folder)
+        with torch.no_grad():
+            model.lm_head.weight.mul_(-1.0)  # same folder, same config, other weights ("retrained")
+        model.save_pretrained(folder)
+        again = collect(TransformersRunner(str(folder)), rows, settings, cache)
+    assert not again["cached"].any() and len(first) == len(again) == 2

@@ -101,7 +101,8 @@ def test_instructed_local_run_end_to_end(models: dict[str, str], tmp_path: Path,
     assert "Parse and refusal rates per group" in report and "| all | 154 |" in report
 
 
-def test_endpoint_run_killed_mid_chunk_resumes_without_asking_again(tmp_path: Path):
+def test_endpoint_run_killed_mid_chunk_resumes_without_asking_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     replies = {"[MASK]": ["doctor"]}
     out = tmp_path / "ep"
     with BlankServer(replies, latency=0.05) as server:
@@ -121,14 +122,13 @@ def test_endpoint_run_killed_mid_chunk_resumes_without_asking_again(tmp_path: Pa
         proc.wait()
         first = server.calls
         assert 20 <= first < 77 and not (out / "predictions.parquet").exists()
-        done = _cli(*args)
-        assert done.returncode == 0, done.stderr
+        assert main(["run", *args]) == 0  # the resume (in-process: no second interpreter start)
         assert server.calls in (77, 78)  # every sentence asked once (one reply may have been in flight at the kill)
         preds = pd.read_parquet(out / "predictions.parquet")
         assert preds["tokens"].map(list).tolist() == [["doctor"]] * 77
         assert preds["id"].tolist() == run_module._sentences(RunOptions(limit=1))["id"].tolist()
         calls = server.calls
-        assert _cli(*args).returncode == 0 and server.calls == calls  # a rerun makes zero calls
+        assert main(["run", *args]) == 0 and server.calls == calls  # a rerun makes zero calls
     scores = json.loads((out / "scores.json").read_text())
     assert scores["run"]["method"] == "instructed" and scores["run"]["endpoint"] == server.url
     assert scores["generation"]["overall"]["parse_rate"] == 1.0

@@ -21,9 +21,13 @@ probes) goes through here:
   SmolLM2-135M-Instruct), whose architecture is checked before its weights load. Bad arguments (``concurrency <
   1``, a missing API key for a remote host, a missing folder, a masked LM) raise one-line ``ValueError``/
   ``FileNotFoundError`` before anything runs.
-- :func:`load_causal_lm` ``(model=None, *, device="cpu", dtype="float32")`` → ``(model, tokenizer)`` for direct
-  scoring (left padding, a pad token), :func:`model_kind` (``causal``/``masked``/``seq2seq``/``other`` from the
-  config alone), :func:`check_causal_lm`, :func:`resolve_device` (``auto`` → cuda → mps → cpu).
+- :func:`load_causal_lm` ``(model=None, *, device="cpu", dtype="float32", revision=None)`` → ``(model,
+  tokenizer)`` for direct scoring (left padding, a pad token; the architecture checked first),
+  :func:`model_kind` ``(model, revision=None)`` → ``causal``/``masked``/``seq2seq``/``other`` from the config
+  alone (:func:`describe_model` also gives the architecture name), :func:`check_causal_lm` (a one-line
+  ``ModelLoadError`` naming the mismatch), :func:`resolve_device` (``auto`` → cuda → mps → cpu),
+  :func:`weights_fingerprint` (embedded sha256, local weight-file hashes, Hub commit: part of the local runner's
+  fingerprint, so a cache never serves replies from other weights).
 - Errors: :class:`EndpointError` (401/403/404: the run stops at once) and its subclass
   :class:`EndpointUnreachableError` (connection refused: fails in seconds, naming the URL) are ``ValueError``s, so
   the CLI prints them as one line; :class:`RunAbortedError` after too many failures in a row.
@@ -41,10 +45,12 @@ from queerbench.llm.endpoint import OpenAIChatRunner, is_loopback
 from queerbench.llm.local import (
     TransformersRunner,
     check_causal_lm,
+    describe_model,
     load_causal_lm,
     model_kind,
     resolve_device,
     resolve_model,
+    weights_fingerprint,
 )
 from queerbench.llm.settings import (
     DEFAULT_MODEL,
@@ -71,6 +77,7 @@ __all__ = [
     "cache_key",
     "check_causal_lm",
     "collect",
+    "describe_model",
     "is_loopback",
     "item_seed",
     "load_causal_lm",
@@ -79,6 +86,7 @@ __all__ = [
     "resolve_device",
     "resolve_model",
     "settings_dict",
+    "weights_fingerprint",
 ]
 
 

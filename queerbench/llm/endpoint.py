@@ -162,14 +162,14 @@ class OpenAIChatRunner:
         """HTTP requests sent so far (every attempt counts)."""
 
     def fingerprint(self) -> dict[str, Any]:
-        """What identifies the replies: endpoint URL, model name, system prompt, extra body (never the key)."""
-        return {
-            "kind": "openai-chat",
-            "base_url": self.base_url,
-            "model": self.model_name,
-            "system": self.system_prompt,
-            "extra_body": self.extra_body,
-        }
+        """What identifies the replies: endpoint URL, model name, and system prompt and extra body when set (never
+        the key; without the optional parts the fingerprint, and so the cache, is the same as before they existed)."""
+        fp: dict[str, Any] = {"kind": "openai-chat", "base_url": self.base_url, "model": self.model_name}
+        if self.system_prompt is not None:
+            fp["system"] = self.system_prompt
+        if self.extra_body:
+            fp["extra_body"] = self.extra_body
+        return fp
 
     # ------------------------------------------------------------------------------------------- one request --
 

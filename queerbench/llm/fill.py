@@ -28,6 +28,7 @@ __all__ = [
     "model_fingerprint",
     "model_kind",
     "resolve_method",
+    "same_weights",
 ]
 
 METHODS: tuple[str, ...] = ("auto", "mlm", "scored", "instructed")
@@ -42,31 +43,11 @@ def _default_model() -> str:
 
 
 def model_kind(model: str, revision: str | None = None) -> tuple[str, str]:
-    """``(kind, architecture)`` with kind ``masked``, ``causal`` or ``unknown``, from the configuration only.
+    """``(kind, architecture)`` from the configuration only (the layer's :func:`~queerbench.llm.describe_model`):
+    kind ``masked``, ``causal``, ``seq2seq`` or ``other``."""
+    from queerbench.llm import describe_model
 
-    ``embedded:…`` and ``.gguf`` files are causal. A model whose configuration cannot be read is ``unknown`` (the
-    masked-LM loader then reports why it cannot be loaded).
-    """
-    if model.startswith("embedded:") or model.endswith(".gguf"):
-        return "causal", "LlamaForCausalLM" if model == _default_model() else "gguf"
-    from transformers import AutoConfig
-    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING, MODEL_FOR_MASKED_LM_MAPPING
-
-    try:
-        config = AutoConfig.from_pretrained(model, revision=revision, trust_remote_code=False)
-    except (OSError, ValueError):
-        return "unknown", ""
-    archs = list(getattr(config, "architectures", None) or [])
-    arch = archs[0] if archs else config.model_type
-    if any(a.endswith("ForMaskedLM") for a in archs):
-        return "masked", arch
-    if any(a.endswith(("ForCausalLM", "LMHeadModel", "ForConditionalGeneration")) for a in archs):
-        return "causal", arch
-    if type(config) in MODEL_FOR_MASKED_LM_MAPPING:  # BERT-like configs are also in the causal map: masked first
-        return "masked", arch
-    if type(config) in MODEL_FOR_CAUSAL_LM_MAPPING:
-        return "causal", arch
-    return "unknown", arch
+    return describe_model(model, revision)
 
 
 def resolve_method(method: str, model: str | None, endpoint: str | None, revision: str | None = None) -> str:

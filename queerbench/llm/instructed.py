@@ -68,9 +68,11 @@ def load_prompts() -> dict[str, Any]:
     if data.get("default_prompt") not in prompts:
         problems.append("default_prompt must name one of the prompts")
     dec = data.get("decoding") or {}
-    for key in ("greedy_temperature", "sample_temperature", "top_p", "max_new_tokens", "empty_reasks"):
+    for key in ("greedy_temperature", "sample_temperature", "max_new_tokens", "empty_reasks"):
         if not isinstance(dec.get(key), int | float) or dec[key] < 0:
             problems.append(f"decoding.{key} must be a non-negative number")
+    if dec.get("top_p") is not None and not (isinstance(dec["top_p"], int | float) and 0 < dec["top_p"] <= 1):
+        problems.append("decoding.top_p must be null (not sent) or in (0, 1]")
     for pattern in data.get("refusal_patterns", []):
         try:
             re.compile(pattern)
@@ -192,7 +194,7 @@ def instructed_settings(k: int, seed: int, batch_size: int, max_new_tokens: int 
     dec = load_prompts()["decoding"]
     return GenerationSettings(
         temperature=float(dec["greedy_temperature"] if k == 1 else dec["sample_temperature"]),
-        top_p=float(dec["top_p"]),
+        top_p=None if dec["top_p"] is None else float(dec["top_p"]),
         max_new_tokens=int(max_new_tokens or dec["max_new_tokens"]),
         seed=seed,
         samples=k,

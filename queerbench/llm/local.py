@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 import warnings
 from collections.abc import Iterator, Sequence
@@ -19,10 +20,12 @@ from queerbench.llm.settings import DEFAULT_MODEL, GenerationSettings, Reply
 __all__ = [
     "TransformersRunner",
     "check_causal_lm",
+    "describe_model",
     "load_causal_lm",
     "model_kind",
     "resolve_device",
     "resolve_model",
+    "weights_fingerprint",
 ]
 
 
@@ -52,7 +55,7 @@ def resolve_model(model: str | None) -> tuple[str, str | None]:
     return model, None
 
 
-def _config(path: str, gguf: str | None, model: str) -> Any:
+def _config(path: str, gguf: str | None, model: str, revision: str | None = None) -> Any:
     """The model's config, read without loading weights; one-line errors for what cannot be found."""
     from transformers import AutoConfig
 
@@ -63,10 +66,11 @@ def _config(path: str, gguf: str | None, model: str) -> Any:
         raise FileNotFoundError(f"--model {model}: no such file or folder")
     if local.is_dir() and gguf is None and not (local / "config.json").is_file():
         raise FileNotFoundError(f"--model {model}: the folder has no config.json (not a transformers model folder)")
+    kwargs: dict[str, Any] = {"gguf_file": gguf} if gguf else {}
+    if revision:
+        kwargs["revision"] = revision
     try:
-        return AutoConfig.from_pretrained(
-            str(local) if local.exists() else path, **({"gguf_file": gguf} if gguf else {})
-        )
+        return AutoConfig.from_pretrained(str(local) if local.exists() else path, trust_remote_code=False, **kwargs)
     except (OSError, ValueError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ModelLoadError(
@@ -75,7 +79,7 @@ def _config(path: str, gguf: str | None, model: str) -> Any:
         ) from None
 
 
-def model_kind(model: str | None) -> str:
+def model_kind(model: str | None, revision: str | None = None) -> str:
     """What ``model`` is, from its config alone (no weights loaded): ``causal``, ``masked``, ``seq2seq``, ``other``.
 
     The config's ``architectures`` decide (``…ForMaskedLM`` → masked, ``…ForCausalLM``/``…LMHeadModel`` → causal);
@@ -83,17 +87,17 @@ def model_kind(model: str | None) -> str:
     mapping too, as ``BertLMHeadModel``, so it counts as causal only with ``is_decoder``). Raises
     ``FileNotFoundError``/:class:`ModelLoadError` (one line) when there is no such model.
     """
-    return _kind(model)[0]
+    return describe_model(model, revision)[0]
 
 
-def _kind(model: str | None) -> tuple[str, str]:
-    """(kind, architecture name as the config gives it) for :func:`model_kind`."""
+def describe_model(model: str | None, revision: str | None = None) -> tuple[str, str]:
+    """``(kind, architecture)``: :func:`model_kind` and the architecture name(s) the config gives."""
     if model is None or model == DEFAULT_MODEL:
         return "causal", "LlamaForCausalLM"
     from transformers import MODEL_FOR_CAUSAL_LM_MAPPING, MODEL_FOR_MASKED_LM_MAPPING
 
     path, gguf = resolve_model(model)
-    config = _config(path, gguf, model)
+    config = _config(path, gguf, model, revision)
     archs = list(getattr(config, "architectures", None) or [])
     name = ", ".join(archs) or f"model type {config.model_type!r}"
     if getattr(config, "is_encoder_decoder", False):
@@ -109,11 +113,11 @@ def _kind(model: str | None) -> tuple[str, str]:
     return ("masked" if masked else "other"), name
 
 
-def check_causal_lm(model: str | None) -> None:
+def check_causal_lm(model: str | None, revision: str | None = None) -> None:
     """Raise a one-line :class:`ModelLoadError` unless ``model`` is a causal LM (checked before loading weights)."""
     from queerbench.predict import ModelLoadError  # the library's one "model cannot be used" error
 
-    kind, arch = _kind(model)
+    kind, arch = describe_model(model, revision)
     if kind == "causal":
         return
     hint = {
@@ -124,7 +128,9 @@ def check_causal_lm(model: str | None) -> None:
     raise ModelLoadError(f"--model {model} ({arch}) is {hint}; a causal (decoder-only) LM is needed here")
 
 
-def load_causal_lm(model: str | None = None, *, device: str = "cpu", dtype: str = "float32") -> tuple[Any, Any]:
+def load_causal_lm(
+    model: str | None = None, *, device: str = "cpu", dtype: str = "float32", revision: str | None = None
+) -> tuple[Any, Any]:
     """Load ``(model, tokenizer)`` for a causal LM: a folder, Hub id, ``.gguf`` file or ``embedded:…`` (None).
 
     The architecture is checked from the config before any weights are read (:func:`check_causal_lm`: a masked LM
@@ -140,12 +146,14 @@ def load_causal_lm(model: str | None = None, *, device: str = "cpu", dtype: str 
 
     if dtype not in ("float32", "float16", "bfloat16"):
         raise ValueError(f"dtype must be float32, float16 or bfloat16, got {dtype!r}")
-    check_causal_lm(model)
+    check_causal_lm(model, revision)
     path, gguf = resolve_model(model)
     kwargs: dict[str, Any] = {"gguf_file": gguf} if gguf else {}
+    if revision:
+        kwargs["revision"] = revision
     try:
-        tokenizer = AutoTokenizer.from_pretrained(path, **kwargs)
-        lm = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype), **kwargs)
+        tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=False, **kwargs)
+        lm = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype), trust_remote_code=False, **kwargs)
     except (OSError, ValueError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ModelLoadError(f"cannot load --model {model or DEFAULT_MODEL}: {first[:200]}") from None
@@ -154,6 +162,33 @@ def load_causal_lm(model: str | None = None, *, device: str = "cpu", dtype: str 
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     return lm, tokenizer
+
+
+_WEIGHT_SUFFIXES = (".safetensors", ".gguf", ".bin", ".pt", ".pth")
+
+
+def weights_fingerprint(model: str | None, commit_hash: str | None = None) -> dict[str, Any]:
+    """What identifies the weights, so that cached replies are never reused for other weights.
+
+    Embedded model: its pinned sha256. Local folder or file: name, size and sha256 of every weight file (read once
+    per runner). Hub id: the commit the files resolved to (``commit_hash``, from the loaded config).
+    """
+    if model is None or model == DEFAULT_MODEL:
+        from queerbench.sources import get_source
+
+        return {"kind": "embedded", "sha256": get_source("smollm2_135m_instruct_gguf").sha256}
+    path = Path(model).expanduser()
+    if path.exists():
+        files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.suffix in _WEIGHT_SUFFIXES)
+        digests: dict[str, list[Any]] = {}
+        for f in files:
+            h = hashlib.sha256()
+            with f.open("rb") as fh:
+                for block in iter(lambda fh=fh: fh.read(1 << 20), b""):
+                    h.update(block)
+            digests[f.name if path.is_file() else str(f.relative_to(path))] = [f.stat().st_size, h.hexdigest()]
+        return {"kind": "local", "files": digests}
+    return {"kind": "hub", "commit_hash": commit_hash}
 
 
 class TransformersRunner:
@@ -175,6 +210,7 @@ class TransformersRunner:
         self.name = self.model_id
         self.model, self.tokenizer = load_causal_lm(model, device=device, dtype=dtype)
         self.device = str(self.model.device)
+        self.weights = weights_fingerprint(model, getattr(self.model.config, "_commit_hash", None))
         self.system_prompt = system_prompt
         self.has_chat_template = bool(getattr(self.tokenizer, "chat_template", None))
         if not self.has_chat_template:
@@ -190,13 +226,18 @@ class TransformersRunner:
         return "chat" if self.has_chat_template else "plain"
 
     def fingerprint(self) -> dict[str, Any]:
-        """Model id, class and parameter count, and the prompt format."""
+        """Model id, class, parameter count, weights (:func:`weights_fingerprint`), prompt format, system prompt.
+
+        Part of every cache key: replies from other weights (a folder retrained between a killed run and its
+        resume) or another system prompt are never reused.
+        """
         n_params = sum(p.numel() for p in self.model.parameters())
         return {
             "kind": "transformers",
             "model": self.model_id,
             "class": type(self.model).__name__,
             "params": int(n_params),
+            "weights": self.weights,
             "prompt_format": self.prompt_format,
             "system": self.system_prompt,
         }
@@ -256,8 +297,9 @@ class TransformersRunner:
         (0 at each row's first real token) keep absolute-position models (GPT-2) from seeing padding as text.
         Greedy when ``temperature == 0``; otherwise temperature and nucleus (``top_p``) sampling, each row drawing
         from its **own** ``torch.Generator`` seeded with its seed (on the CPU, so a seed means the same on every
-        device): a row's reply depends on (prompt, seed) only, not on which rows share its batch. The stop token
-        itself is not returned.
+        device): a row's reply depends on (prompt, seed) only, not on which rows share its batch. A row that has
+        finished leaves the batch and its KV cache, so the others do not pay for it. The stop token itself is not
+        returned.
         """
         import torch
 
@@ -274,34 +316,51 @@ class TransformersRunner:
         generators = [torch.Generator().manual_seed(int(seed)) for seed in seeds]
         dev = self.model.device
         ids, mask, positions = ids.to(dev), mask.to(dev), positions.to(dev)
-        # transformers 5 calls the KV cache ``cache`` (argument and output); 4.x called it ``past_key_values``
-        cache_arg = "cache" if "cache" in inspect.signature(self.model.forward).parameters else "past_key_values"
+        # transformers 5 calls the KV cache ``cache`` (argument and output); 4.x called it ``past_key_values``;
+        # the prefill computes the LM head at the last position only (``logits_to_keep``, ``num_…`` before 4.49)
+        params = inspect.signature(self.model.forward).parameters
+        cache_arg = "cache" if "cache" in params else "past_key_values"
+        keep = next(({k: 1} for k in ("logits_to_keep", "num_logits_to_keep") if k in params), {})
         new: list[list[int]] = [[] for _ in range(n)]
         finish: list[str | None] = [None] * n
+        active = list(range(n))  # original row of each row still in the batch
         with torch.inference_mode():
-            out = self.model(
-                input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, logits_to_keep=1
-            )
+            out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, **keep)
+            cache = getattr(out, cache_arg)
             next_pos = positions[:, -1:] + 1
             for step in range(settings.max_new_tokens):
-                picked = self._pick(out.logits[:, -1, :], generators, settings)
-                for r, tok in enumerate(picked):
-                    if finish[r] is None:
-                        if tok in stop:
-                            finish[r] = "stop"
-                        else:
-                            new[r].append(tok)
-                if all(f is not None for f in finish) or step == settings.max_new_tokens - 1:
+                picked = self._pick(out.logits[:, -1, :], [generators[r] for r in active], settings)
+                for r, tok in zip(active, picked, strict=True):
+                    if finish[r] is not None:  # finished, still in the batch (a cache that cannot drop rows)
+                        continue
+                    if tok in stop:
+                        finish[r] = "stop"
+                    else:
+                        new[r].append(tok)
+                if step == settings.max_new_tokens - 1:
                     break
-                feed = torch.tensor([[pad if finish[r] else t] for r, t in enumerate(picked)], device=dev)
-                mask = torch.cat([mask, mask.new_ones((n, 1))], dim=1)
+                keep_rows = [k for k, r in enumerate(active) if finish[r] is None]
+                if not keep_rows:
+                    break
+                if len(keep_rows) < len(active) and hasattr(cache, "batch_select_indices"):
+                    # rows that finished leave the batch (and the KV cache): later steps compute only live rows
+                    sel = torch.tensor(keep_rows, device=dev)
+                    cache.batch_select_indices(sel)
+                    mask, next_pos = mask[sel], next_pos[sel]
+                    picked = [picked[k] for k in keep_rows]
+                    active = [active[k] for k in keep_rows]
+                feed = torch.tensor(
+                    [[pad if finish[r] else t] for r, t in zip(active, picked, strict=True)], device=dev
+                )
+                mask = torch.cat([mask, mask.new_ones((len(active), 1))], dim=1)
                 out = self.model(
                     input_ids=feed,
                     attention_mask=mask,
                     position_ids=next_pos,
                     use_cache=True,
-                    **{cache_arg: getattr(out, cache_arg)},
+                    **{cache_arg: cache},
                 )
+                cache = getattr(out, cache_arg)
                 next_pos = next_pos + 1
         return [(toks, f or "length") for toks, f in zip(new, finish, strict=True)]
 

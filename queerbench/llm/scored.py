@@ -276,40 +276,37 @@ def _score_batch(
     n = min(n_first, int(allowed.sum(-1).min()))
     top_lp, top_ids = torch.topk(first_lp.masked_fill(~allowed, float("-inf")), n, dim=-1)
 
-    # pass 1: every candidate as a one-token word, [first token, suffix…], all on the shared prefix cache
+    # every candidate runs as [word so far, suffix…] on the shared prefix cache: one pass gives both the sentence's
+    # log-probability with that word and the model's most likely token after the word (does it continue the word?).
+    # Pass 0 runs all candidates as one-token words; later passes only the few whose word goes on (greedy).
     rows = [r for r in range(len(batch)) for _ in range(n)]
-    firsts = top_ids.reshape(-1).tolist()
-    conts = [[t, *batch[r].suffix] for r, t in zip(rows, firsts, strict=True)]
-    lp, argmax, run = _continue(lm, layers, mask, prefix_len, rows, conts)
-    tokens_run += run
-    words: list[list[int]] = [[t] for t in firsts]
-    n_real = torch.tensor([len(c) - 1 for c in conts], device=dev)
-    valid = torch.arange(lp.shape[1], device=dev)[None, :] < n_real[:, None]
-    scores = (top_lp.reshape(-1) + (lp * valid).sum(-1)).tolist()
-    # greedy extension, for the candidates whose most likely next token continues the word
-    is_cont = lm.continuation[argmax[:, 0]].tolist()
-    active = [j for j in range(len(conts)) if is_cont[j]]
-    nxt = {j: int(argmax[j, 0]) for j in active}
+    first_lp = top_lp.reshape(-1).tolist()
+    words: list[list[int]] = [[t] for t in top_ids.reshape(-1).tolist()]
+    scores = [0.0] * len(words)
     dropped: set[int] = set()
+    active = list(range(len(words)))
     while active:
-        dropped |= {j for j in active if len(words[j]) >= max_word_tokens}  # still unfinished at the cap
-        grow = [j for j in active if len(words[j]) < max_word_tokens]
-        if not grow:
-            break
-        for j in grow:
-            words[j].append(nxt[j])
-        _, am, run = _continue(lm, layers, mask, prefix_len, [rows[j] for j in grow], [words[j] for j in grow])
+        conts = [[*words[j], *batch[rows[j]].suffix] for j in active]
+        lp, argmax, run = _continue(lm, layers, mask, prefix_len, [rows[j] for j in active], conts)
         tokens_run += run
-        nxt = {j: int(am[i, len(words[j]) - 1]) for i, j in enumerate(grow)}
-        active = [j for j in grow if bool(lm.continuation[nxt[j]])]
-    # pass 2: the extended words re-scored with their suffix, on the same prefix cache
-    longer = [j for j in range(len(conts)) if len(words[j]) > 1 and j not in dropped]
-    if longer:
-        conts2 = [[*words[j], *batch[rows[j]].suffix] for j in longer]
-        lp2, _, run = _continue(lm, layers, mask, prefix_len, [rows[j] for j in longer], conts2)
-        tokens_run += run
-        for i, j in enumerate(longer):
-            scores[j] = float(top_lp.reshape(-1)[j]) + float(lp2[i, : len(conts2[i]) - 1].sum())
+        n_real = torch.tensor([len(c) - 1 for c in conts], device=dev)
+        valid = torch.arange(lp.shape[1], device=dev)[None, :] < n_real[:, None]
+        sums = (lp * valid).sum(-1).tolist()
+        after = argmax[
+            torch.arange(len(active), device=dev), torch.tensor([len(words[j]) - 1 for j in active], device=dev)
+        ]
+        goes_on = lm.continuation[after].tolist()
+        nxt = after.tolist()
+        grow = []
+        for i, j in enumerate(active):
+            scores[j] = first_lp[j] + sums[i]
+            if goes_on[i]:
+                if len(words[j]) >= max_word_tokens:
+                    dropped.add(j)  # still unfinished at the cap: not a whole word
+                else:
+                    words[j].append(nxt[i])
+                    grow.append(j)
+        active = grow
     result: list[list[Candidate]] = [[] for _ in batch]
     for j, r in enumerate(rows):
         if j in dropped:
