@@ -245,7 +245,7 @@ def _predict_chunks(
                     lm,
                     part["masked_sentence"].tolist(),
                     options.top_k,
-                    mode=options.config,
+                    mode="paper" if options.config == "queergen" else options.config,  # QueerGen: raw top-k
                     batch_size=options.batch_size,
                     progress=tick,
                 )

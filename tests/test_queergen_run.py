@@ -29,8 +29,13 @@ def run_dir(bert: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-def test_run_predicts_queergen_sentences_and_scores_both_ways(run_dir: Path) -> None:
+def test_run_predicts_queergen_sentences_and_scores_both_ways(bert: Path, run_dir: Path) -> None:
+    from queerbench.predict import load_masked_lm, predict
+
     pred = pd.read_parquet(run_dir / "predictions.parquet")
+    # QueerGen's code decodes masked LMs as the QueerBench paper did: "[CLS] … [SEP]", raw top-k tokens
+    raw = predict(load_masked_lm(str(bert), device="cpu"), pred["masked_sentence"].head(8).tolist(), 3, mode="paper")
+    assert [list(t) for t in pred["tokens"].head(8)] == raw.tokens
     assert len(pred) == 2 * 310  # two templates × 10 subjects × (unmarked + 30 markers)
     assert pred["masked_sentence"].str.endswith(" [MASK].").all()
     assert set(pred["group"]) == {"unmarked", "non-queer", "queer"}
