@@ -285,27 +285,34 @@ def _score_batch(
     scores = [0.0] * len(words)
     dropped: set[int] = set()
     active = list(range(len(words)))
+    first_pass = True
     while active:
-        conts = [[*words[j], *batch[rows[j]].suffix] for j in active]
-        lp, argmax, run = _continue(lm, layers, mask, prefix_len, [rows[j] for j in active], conts)
-        tokens_run += run
-        n_real = torch.tensor([len(c) - 1 for c in conts], device=dev)
-        valid = torch.arange(lp.shape[1], device=dev)[None, :] < n_real[:, None]
-        sums = (lp * valid).sum(-1).tolist()
-        after = argmax[
-            torch.arange(len(active), device=dev), torch.tensor([len(words[j]) - 1 for j in active], device=dev)
-        ]
-        goes_on = lm.continuation[after].tolist()
-        nxt = after.tolist()
-        grow = []
-        for i, j in enumerate(active):
-            scores[j] = first_lp[j] + sums[i]
-            if goes_on[i]:
-                if len(words[j]) >= max_word_tokens:
-                    dropped.add(j)  # still unfinished at the cap: not a whole word
-                else:
-                    words[j].append(nxt[i])
-                    grow.append(j)
+        grow: list[int] = []
+        # the first pass runs one group per continuation length (no padding between sentences whose text after the
+        # blank differs in length); the few later rows run together
+        by_width: dict[int, list[int]] = {}
+        for j in active:
+            by_width.setdefault(len(words[j]) + len(batch[rows[j]].suffix) if first_pass else 0, []).append(j)
+        first_pass = False
+        for group in by_width.values():
+            conts = [[*words[j], *batch[rows[j]].suffix] for j in group]
+            lp, argmax, run = _continue(lm, layers, mask, prefix_len, [rows[j] for j in group], conts)
+            tokens_run += run
+            n_real = torch.tensor([len(c) - 1 for c in conts], device=dev)
+            valid = torch.arange(lp.shape[1], device=dev)[None, :] < n_real[:, None]
+            sums = (lp * valid).sum(-1).tolist()
+            last = torch.tensor([len(words[j]) - 1 for j in group], device=dev)
+            after = argmax[torch.arange(len(group), device=dev), last]
+            goes_on = lm.continuation[after].tolist()
+            nxt = after.tolist()
+            for i, j in enumerate(group):
+                scores[j] = first_lp[j] + sums[i]
+                if goes_on[i]:
+                    if len(words[j]) >= max_word_tokens:
+                        dropped.add(j)  # still unfinished at the cap: not a whole word
+                    else:
+                        words[j].append(nxt[i])
+                        grow.append(j)
         active = grow
     result: list[list[Candidate]] = [[] for _ in batch]
     for j, r in enumerate(rows):
