@@ -1,7 +1,7 @@
 """Speed of the ``scored`` method: candidates ranked on a shared prefix KV cache vs one forward pass per candidate.
 
-``--n`` sentences of the ``default`` set (spread over all templates, so blanks at the end, mid-sentence and at the
-start appear in their real proportions) are scored with SmolLM2-135M-Instruct (``embedded:smollm2-135m-instruct``,
+About ``--n`` sentences of the ``default`` set (16 subjects each of a few templates, blanks at the end and
+mid-sentence in the set's proportions; see :func:`sample_sentences`) are scored with SmolLM2-135M-Instruct (``embedded:smollm2-135m-instruct``,
 the pinned GGUF dequantised to float32; ``--model`` takes any causal LM folder):
 
 1. **shared cache** — :func:`queerbench.llm.scored.score_blanks`, the whole method: the prefix is run once per
@@ -15,10 +15,10 @@ the pinned GGUF dequantised to float32; ``--model`` takes any causal LM folder):
 Checked: every candidate's log-probability agrees between the two to 1e-4. Printed: both times, their ratio (target
 ≥ 4×), the projected time of the full 7,931-sentence ``default`` run, and the shared-cache run's share of the fp32
 FLOP floor: token positions actually fed to the model (padding included) × 2 × parameters ÷ the best large fp32
-matmul rate measured next to the run (target ≥ 50%). Times are the best of ``--repeats`` runs: the machine may be
+matmul rate measured next to the run (target ≥ 50%). Times are the best of ``--repeats`` alternating runs of each: the machine may be
 shared.
 
-Run: ``QUEERBENCH_DATA_DIR=../shared python benchmarks/scored_speed.py [--n 48] [--k 5] [--batch-size 8]``
+Run: ``QUEERBENCH_DATA_DIR=../shared python benchmarks/scored_speed.py [--n 80] [--k 5] [--batch-size 32] [--threads 1]``
 """
 
 from __future__ import annotations
@@ -43,11 +43,23 @@ from queerbench.templates import build_sentences
 FULL = 7931
 
 
-def sample_sentences(n: int) -> list[str]:
-    """``n`` sentences spread evenly over the ``default`` set (which is ordered by template)."""
+def sample_sentences(n: int, per_template: int = 16) -> list[str]:
+    """About ``n`` sentences as a real run meets them: whole runs of ``per_template`` subjects of a few templates
+    (a run's batches hold one template's sentences), the templates drawn evenly from the blanks at the end and
+    mid-sentence in the ``default`` set's proportions (6,314 : 1,540 sentences; the one sentence-initial template
+    is left to the tests)."""
     frame = build_sentences("default")
-    step = max(1, len(frame) // n)
-    return frame["masked_sentence"].iloc[::step].head(n).tolist()
+    firsts = frame.drop_duplicates("template_id")
+    mid = firsts[
+        ~firsts["masked_sentence"].str.endswith("[MASK].") & ~firsts["masked_sentence"].str.startswith("[MASK]")
+    ]
+    end = firsts[firsts["masked_sentence"].str.endswith("[MASK].")]
+    n_templates = max(2, round(n / per_template))
+    n_mid = max(1, round(n_templates * 1540 / 7931))
+    pick = [*end["template_id"].iloc[:: max(1, len(end) // (n_templates - n_mid))][: n_templates - n_mid]]
+    pick += [*mid["template_id"].iloc[:: max(1, len(mid) // n_mid)][:n_mid]]
+    rows = frame[frame["template_id"].isin(pick)].groupby("template_id").head(per_template)
+    return rows["masked_sentence"].tolist()
 
 
 def one_pass_per_sentence(lm: ScoredLM, rows: list[tuple[list[int], list[int]]], batch: int) -> tuple[list[float], int]:
@@ -87,9 +99,10 @@ def one_pass_per_sentence(lm: ScoredLM, rows: list[tuple[list[int], list[int]]],
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", default=DEFAULT_MODEL)
-    parser.add_argument("--n", type=int, default=48, help="sentences (spread over the default set)")
+    parser.add_argument("--n", type=int, default=80, help="about this many sentences (16 per template)")
     parser.add_argument("--k", type=int, default=5)
-    parser.add_argument("--batch-size", type=int, default=8, help="sentences per prefix batch")
+    parser.add_argument("--batch-size", type=int, default=32, help="sentences per prefix batch")
+    parser.add_argument("--brute-batch", type=int, default=320, help="candidate sentences per one-pass batch")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--device", default="auto")
@@ -111,22 +124,22 @@ def main() -> None:
         f"{4 * args.k} candidates each"
     )
     score_blanks(lm, sentences[:2], args.k)  # warm-up
-    t_cache = float("inf")
-    for _ in range(args.repeats):
-        t0 = time.perf_counter()
-        result = score_blanks(lm, sentences, args.k, batch_size=args.batch_size)
-        t_cache = min(t_cache, time.perf_counter() - t0)
-    rate = matmul_rate(torch.float32)
+    result = score_blanks(lm, sentences, args.k, batch_size=args.batch_size)
     rows, cached = [], []
     for sentence, candidates in zip(sentences, result.candidates, strict=True):
         prefix = _encode(lm, sentence).prefix
         for c in candidates:
             rows.append((prefix, [*c.word_ids, *c.suffix_ids]))
             cached.append(c.logprob)
-    t_brute = float("inf")
+    rate = matmul_rate(torch.float32)
+    # the two are timed in alternation, best of each: other load on a shared machine comes and goes
+    t_cache = t_brute = float("inf")
     for _ in range(args.repeats):
         t0 = time.perf_counter()
-        brute, brute_run = one_pass_per_sentence(lm, rows, batch=args.batch_size * 4 * args.k)
+        score_blanks(lm, sentences, args.k, batch_size=args.batch_size)
+        t_cache = min(t_cache, time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        brute, brute_run = one_pass_per_sentence(lm, rows, batch=args.brute_batch)
         t_brute = min(t_brute, time.perf_counter() - t0)
     rate = max(rate, matmul_rate(torch.float32))
     worst = max(abs(a - b) for a, b in zip(cached, brute, strict=True))

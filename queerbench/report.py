@@ -143,6 +143,9 @@ def comparison_figure(scores: dict[str, Any], path: Path) -> Path:
     return _save(fig, path)
 
 
+_CONFIG_NOTES = {"default": "the method done right", "queergen": "QueerGen's sentences; QueerGen's scores below"}
+
+
 def render_report(
     scores: dict[str, Any],
     per_sentence: pd.DataFrame,
@@ -158,7 +161,7 @@ def render_report(
         "",
         f"- model: `{meta.get('model')}` (revision `{meta.get('revision') or 'unknown'}`), device `{meta.get('device')}`, "
         f"dtype `{meta.get('dtype')}`",
-        f"- config: `{scores['config']}` ({'the method done right' if scores['config'] == 'default' else 'reproduces the paper, bugs included'}), "
+        f"- config: `{scores['config']}` ({_CONFIG_NOTES.get(scores['config'], 'reproduces the paper, bugs included')}), "
         f"top-k = {scores['k']}, sentences = {meta.get('n_sentences')}"
         + (f" (first {meta['limit']} templates)" if meta.get("limit") else ""),
         f"- toxicity: `{scores['scorers']['toxicity'].get('name')}` reading `{meta.get('toxicity_input')}`; "
@@ -273,7 +276,11 @@ def write_run_figures(scores: dict[str, Any], out: Path) -> dict[str, str]:
 
 def compare_runs(runs: Sequence[dict[str, Any]], out: Path) -> tuple[pd.DataFrame, Path]:
     """One Table-4-like table (rows = runs, columns = groups) and a heatmap across runs; returns (table, md path)."""
-    labels = [f"{run['meta']['model']}[{run['scores']['k']}] ({run['scores']['config']})" for run in runs]
+    labels = [
+        f"{run['meta']['model']}[{run['scores']['k']}] ({run['scores']['config']}"
+        + (f", {run['meta']['method']})" if run["meta"].get("method") not in (None, "mlm") else ")")
+        for run in runs
+    ]
     rows = {}
     for run, label in zip(runs, labels, strict=True):
         if labels.count(label) > 1:  # same model, k and config (another scorer, revision, limit…): name the folder
@@ -290,5 +297,10 @@ def compare_runs(runs: Sequence[dict[str, Any]], out: Path) -> tuple[pd.DataFram
         table.to_csv(tmp)
     shown = table.map(lambda v: _fmt(v))
     shown.index.name = "run"
-    md = "\n".join(["# QueerBench comparison", "", _markdown_table(shown), "", "![heatmap](compare_heatmap.png)", ""])
+    from queerbench.queergen.compare import queergen_compare_section  # QueerGen runs: its scores side by side
+
+    extra = queergen_compare_section(runs, out)
+    md = "\n".join(
+        ["# QueerBench comparison", "", _markdown_table(shown), "", "![heatmap](compare_heatmap.png)", *extra, ""]
+    )
     return table, write_text(out / "compare.md", md)

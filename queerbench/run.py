@@ -1,6 +1,7 @@
 """The main job: dataset → predictions → scores → report, resumable.
 
-``run_benchmark`` builds the sentences of a config, predicts top-k with a masked LM (in chunks written atomically
+``run_benchmark`` builds the sentences of a config, predicts top-k with a masked LM (``mlm``), a local causal LM
+(``scored``) or a chat model / endpoint (``instructed``; see :mod:`queerbench.llm.fill`) (in chunks written atomically
 under ``OUT/.chunks``, so a killed run resumes where it stopped), scores them with :mod:`queerbench.scoring` and
 writes ``predictions.parquet``, ``scores.json``, ``report.md`` and PNG figures into ``OUT``. A rerun of a finished
 run reuses ``predictions.parquet`` and does no inference. Top-1 scores come from the same pass as top-k.
@@ -89,7 +90,7 @@ class RunOptions:
         if self.batch_size < 1:
             raise ValueError(f"--batch-size must be at least 1, got {self.batch_size}")
         if self.toxicity_input is None:
-            self.toxicity_input = "neutral" if self.config == "default" else "full"
+            self.toxicity_input = "neutral" if self.config in ("default", "queergen") else "full"
         if self.toxicity_input not in TOXICITY_INPUTS:
             raise ValueError(
                 f"--toxicity-input must be one of {', '.join(TOXICITY_INPUTS)}, got {self.toxicity_input!r}"
@@ -245,7 +246,7 @@ def _predict_chunks(
                     lm,
                     part["masked_sentence"].tolist(),
                     options.top_k,
-                    mode=options.config,
+                    mode="paper" if options.config == "queergen" else options.config,  # QueerGen: raw top-k
                     batch_size=options.batch_size,
                     progress=tick,
                 )
@@ -365,6 +366,17 @@ def run_benchmark(
     top1 = None
     if options.top_k > 1:
         top1, _ = score_predictions(predictions, scoring, str(options.toxicity_input), k=1)
+    if options.config == "queergen":  # QueerGen's own scorers next to the QueerBench score
+        from queerbench.queergen.score import queergen_block
+
+        answered = predictions[[len(t) > 0 for t in predictions["tokens"]]]  # instructed: `ok` replies only
+        scores["queergen"] = queergen_block(
+            answered.assign(words=answered["tokens"].map(list)),
+            toxicity=options.toxicity,
+            seed=options.seed,
+            label=options.model,
+            toxicity_kwargs=options.toxicity_kwargs,
+        )
     timings["score_s"] = time.perf_counter() - t1
 
     run_meta = {
@@ -394,6 +406,10 @@ def run_benchmark(
         generation = parse_summary(predictions) if options.method == "instructed" else None
     figures = write_run_figures(scores, out)
     report = render_report(scores, per_sentence, run_meta, figures, top1=top1)
+    if "queergen" in scores:
+        from queerbench.queergen.compare import queergen_report_section
+
+        report += queergen_report_section(scores["queergen"])
     if options.method in ("scored", "instructed"):
         report = report.replace("\n## Scores (top-", generation_section(run_meta, generation) + "\n## Scores (top-", 1)
     write_text(out / "report.md", report)

@@ -52,6 +52,9 @@ PARSER_TABLE = [
     ("It would be inappropriate to complete this sentence.", END, None, "refusal"),
     ("The gay person is a [MASK].", END, None, "echo"),
     ("[MASK]", END, None, "echo"),
+    ("Fae dreams of being a MASK.", "Fae dreams of being a [MASK].", None, "echo"),  # the brackets dropped
+    ('Ae should work as "MASK"', "Ae should work as [MASK].", None, "echo"),
+    ("mask", END, "mask", "ok"),  # lower case: a word like any other
     ("The gay person is a very good friend.", END, None, "echo"),
     ("team player", END, None, "multi_word"),
     ("kind and caring person", END, None, "multi_word"),
@@ -183,9 +186,12 @@ def test_endpoint_replies_labels_and_empty_reasks(tmp_path: Path, monkeypatch: p
         cache = ResponseCache(tmp_path / "c.sqlite")
         frame = predict_instructed(runner, ids, sentences, settings, cache)
         assert server.calls == 4 + 2 + 5
-        body = server.bodies[0]
-        assert body["messages"] == [{"role": "user", "content": build_prompt(sentences[0])}]  # no system prompt
-        assert body["temperature"] == 0.0 and "top_p" not in body
+        prompts = {build_prompt(x) for x in sentences}
+        for body in server.bodies:  # one user turn with the prompt, no system prompt (requests run concurrently)
+            assert len(body["messages"]) == 1 and body["messages"][0]["role"] == "user"
+            assert body["messages"][0]["content"] in prompts
+            assert body["temperature"] == 0.0 and "top_p" not in body
+        assert {b["messages"][0]["content"] for b in server.bodies} == prompts
         assert frame["id"].tolist() == ids
         assert frame["label"].map(list).tolist() == [["ok"], ["ok"], ["refusal"], ["empty"]]
         assert frame["tokens"].map(list).tolist() == [["doctor"], ["nurse"], [], []]

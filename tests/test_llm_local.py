@@ -99,6 +99,27 @@ def test_finish_reason_stop_and_length(runner) -> None:
     assert stopped.meta["new_tokens"] == 0
 
 
+def test_rows_that_stop_leave_the_batch_without_changing_the_others(runner) -> None:
+    tok = runner.tokenizer
+    seqs = [tok(runner.format_prompt(p), add_special_tokens=not runner.has_chat_template)["input_ids"] for p in PROMPTS]
+    settings = GenerationSettings(temperature=0.0, top_p=None, max_new_tokens=8)
+    free = runner.decode(seqs, [0] * len(seqs), settings)
+    # a token some rows produce (and so stop at, mid-reply) and others never do
+    stop = next(t for toks, _ in free for t in toks[1:] if 0 < sum(t in other for other, _ in free) < len(free))
+    config = runner.model.generation_config
+    old = config.eos_token_id
+    try:
+        config.eos_token_id = sorted(runner.stop_token_ids() | {stop})
+        batch = runner.decode(seqs, [0] * len(seqs), settings)
+        alone = [runner.decode([s], [0], settings)[0] for s in seqs]
+    finally:
+        config.eos_token_id = old
+    assert batch == alone
+    assert {f for _, f in batch} == {"stop", "length"}  # some rows stopped early, others ran to the cap
+    for (toks, f), (full, _) in zip(batch, free, strict=True):
+        assert toks == (full[: full.index(stop)] if f == "stop" else full)
+
+
 def _greedy_first(runner: TransformersRunner, prompt: str) -> int:
     enc = runner.tokenizer(
         runner.format_prompt(prompt), add_special_tokens=not runner.has_chat_template, return_tensors="pt"

@@ -2,7 +2,10 @@
 
 Why SQLite: one file, atomic commits, safe to kill mid-run. A rerun with the same model fingerprint, prompt, sample
 index and decoding settings finds the stored reply and makes no new call; a killed run resumes where it stopped.
-Only replies are stored: a failed call is never written here (it is reported in the run's output and retried on
+The database runs in write-ahead-log mode with ``synchronous=NORMAL``: a commit is then ~0.01 ms instead of one
+fsync (~20 ms here), which would otherwise serialise a concurrent endpoint run on the thread that stores the replies;
+every committed reply still survives the process being killed (only a power loss could undo the last few commits,
+never corrupt the file). Only replies are stored: a failed call is never written here (it is reported in the run's output and retried on
 the next run), so an error can never come back as if it were a reply.
 """
 
@@ -31,6 +34,8 @@ class ResponseCache:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(str(self.path))
+        self._db.execute("PRAGMA journal_mode=WAL")  # where the filesystem cannot, SQLite keeps its default journal
+        self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute(
             "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, prompt_id TEXT, sample INTEGER, "
             "status TEXT, text TEXT, error TEXT, meta TEXT, created REAL)"

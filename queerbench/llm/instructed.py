@@ -104,6 +104,7 @@ class ParsedReply:
 
 
 _SLOT = "␣MASK␣"  # what a literal [MASK] in a reply becomes: not a word, but marks an echo
+_PLACEHOLDER = re.compile(r"\[MASK\]|\bMASK\b")  # upper case only: a reply "mask" is a word
 _THINK = re.compile(r"<think>.*?(?:</think>|$)", re.S | re.I)
 _FENCE = re.compile(r"```[a-zA-Z]*")
 _QUOTES = "\"'“”‘’`«»"
@@ -164,7 +165,7 @@ def parse_reply(reply: str | None, sentence: str) -> ParsedReply:
     """Keep one word from a chat model's reply to the fill-in-the-blank prompt and label it (see the module doc)."""
     before, after = sentence.split(MASK) if sentence.count(MASK) == 1 else (sentence, "")
     text = _FENCE.sub("", _THINK.sub("", reply or "")).replace("`", "")
-    text = text.replace(MASK, f" {_SLOT} ")  # a [MASK] left in the reply is never a word
+    text = _PLACEHOLDER.sub(f" {_SLOT} ", text)  # a [MASK] (or MASK) left in the reply is never a word
     lines = [ln for ln in (_clean(x) for x in text.splitlines()) if ln]
     if not lines:
         return ParsedReply(None, "empty")

@@ -297,8 +297,9 @@ class TransformersRunner:
         (0 at each row's first real token) keep absolute-position models (GPT-2) from seeing padding as text.
         Greedy when ``temperature == 0``; otherwise temperature and nucleus (``top_p``) sampling, each row drawing
         from its **own** ``torch.Generator`` seeded with its seed (on the CPU, so a seed means the same on every
-        device): a row's reply depends on (prompt, seed) only, not on which rows share its batch. The stop token
-        itself is not returned.
+        device): a row's reply depends on (prompt, seed) only, not on which rows share its batch. A row that has
+        finished leaves the batch and its KV cache, so the others do not pay for it. The stop token itself is not
+        returned.
         """
         import torch
 
@@ -322,28 +323,44 @@ class TransformersRunner:
         keep = next(({k: 1} for k in ("logits_to_keep", "num_logits_to_keep") if k in params), {})
         new: list[list[int]] = [[] for _ in range(n)]
         finish: list[str | None] = [None] * n
+        active = list(range(n))  # original row of each row still in the batch
         with torch.inference_mode():
             out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, **keep)
+            cache = getattr(out, cache_arg)
             next_pos = positions[:, -1:] + 1
             for step in range(settings.max_new_tokens):
-                picked = self._pick(out.logits[:, -1, :], generators, settings)
-                for r, tok in enumerate(picked):
-                    if finish[r] is None:
-                        if tok in stop:
-                            finish[r] = "stop"
-                        else:
-                            new[r].append(tok)
-                if all(f is not None for f in finish) or step == settings.max_new_tokens - 1:
+                picked = self._pick(out.logits[:, -1, :], [generators[r] for r in active], settings)
+                for r, tok in zip(active, picked, strict=True):
+                    if finish[r] is not None:  # finished, still in the batch (a cache that cannot drop rows)
+                        continue
+                    if tok in stop:
+                        finish[r] = "stop"
+                    else:
+                        new[r].append(tok)
+                if step == settings.max_new_tokens - 1:
                     break
-                feed = torch.tensor([[pad if finish[r] else t] for r, t in enumerate(picked)], device=dev)
-                mask = torch.cat([mask, mask.new_ones((n, 1))], dim=1)
+                keep_rows = [k for k, r in enumerate(active) if finish[r] is None]
+                if not keep_rows:
+                    break
+                if len(keep_rows) < len(active) and hasattr(cache, "batch_select_indices"):
+                    # rows that finished leave the batch (and the KV cache): later steps compute only live rows
+                    sel = torch.tensor(keep_rows, device=dev)
+                    cache.batch_select_indices(sel)
+                    mask, next_pos = mask[sel], next_pos[sel]
+                    picked = [picked[k] for k in keep_rows]
+                    active = [active[k] for k in keep_rows]
+                feed = torch.tensor(
+                    [[pad if finish[r] else t] for r, t in zip(active, picked, strict=True)], device=dev
+                )
+                mask = torch.cat([mask, mask.new_ones((len(active), 1))], dim=1)
                 out = self.model(
                     input_ids=feed,
                     attention_mask=mask,
                     position_ids=next_pos,
                     use_cache=True,
-                    **{cache_arg: getattr(out, cache_arg)},
+                    **{cache_arg: cache},
                 )
+                cache = getattr(out, cache_arg)
                 next_pos = next_pos + 1
         return [(toks, f or "length") for toks, f in zip(new, finish, strict=True)]
 

@@ -54,8 +54,11 @@ CANDIDATES_PER_K = 4
 """N = 4·k candidate first tokens per sentence (20 for the default k = 5)."""
 MAX_WORD_TOKENS = 4
 """A candidate word may take at most this many tokens (the greedy extension stops there)."""
-MAX_ROWS = 320
-"""At most this many candidate rows per continuation batch (16 sentences × 20 candidates): bounds the logits' memory."""
+MAX_ROWS = 640
+"""At most this many candidate rows share one prefix batch (32 sentences × 20 candidates)."""
+MAX_POSITIONS = 1280
+"""At most this many token positions per continuation batch: large enough for efficient matrix products, small
+enough to bound the logits' memory (1,280 × a 49k vocabulary × 4 bytes = 250 MB)."""
 
 
 @dataclass(frozen=True)
@@ -285,27 +288,39 @@ def _score_batch(
     scores = [0.0] * len(words)
     dropped: set[int] = set()
     active = list(range(len(words)))
+    first_pass = True
     while active:
-        conts = [[*words[j], *batch[rows[j]].suffix] for j in active]
-        lp, argmax, run = _continue(lm, layers, mask, prefix_len, [rows[j] for j in active], conts)
-        tokens_run += run
-        n_real = torch.tensor([len(c) - 1 for c in conts], device=dev)
-        valid = torch.arange(lp.shape[1], device=dev)[None, :] < n_real[:, None]
-        sums = (lp * valid).sum(-1).tolist()
-        after = argmax[
-            torch.arange(len(active), device=dev), torch.tensor([len(words[j]) - 1 for j in active], device=dev)
-        ]
-        goes_on = lm.continuation[after].tolist()
-        nxt = after.tolist()
-        grow = []
-        for i, j in enumerate(active):
-            scores[j] = first_lp[j] + sums[i]
-            if goes_on[i]:
-                if len(words[j]) >= max_word_tokens:
-                    dropped.add(j)  # still unfinished at the cap: not a whole word
-                else:
-                    words[j].append(nxt[i])
-                    grow.append(j)
+        grow: list[int] = []
+        # the first pass runs one group per continuation length (no padding between sentences whose text after the
+        # blank differs in length); the few later rows run together
+        by_width: dict[int, list[int]] = {}
+        for j in active:
+            by_width.setdefault(len(words[j]) + len(batch[rows[j]].suffix) if first_pass else 0, []).append(j)
+        first_pass = False
+        groups = []
+        for members in by_width.values():
+            width = max(len(words[j]) + len(batch[rows[j]].suffix) for j in members)
+            step = max(1, MAX_POSITIONS // width)
+            groups += [members[i : i + step] for i in range(0, len(members), step)]
+        for group in groups:
+            conts = [[*words[j], *batch[rows[j]].suffix] for j in group]
+            lp, argmax, run = _continue(lm, layers, mask, prefix_len, [rows[j] for j in group], conts)
+            tokens_run += run
+            n_real = torch.tensor([len(c) - 1 for c in conts], device=dev)
+            valid = torch.arange(lp.shape[1], device=dev)[None, :] < n_real[:, None]
+            sums = (lp * valid).sum(-1).tolist()
+            last = torch.tensor([len(words[j]) - 1 for j in group], device=dev)
+            after = argmax[torch.arange(len(group), device=dev), last]
+            goes_on = lm.continuation[after].tolist()
+            nxt = after.tolist()
+            for i, j in enumerate(group):
+                scores[j] = first_lp[j] + sums[i]
+                if goes_on[i]:
+                    if len(words[j]) >= max_word_tokens:
+                        dropped.add(j)  # still unfinished at the cap: not a whole word
+                    else:
+                        words[j].append(nxt[i])
+                        grow.append(j)
         active = grow
     result: list[list[Candidate]] = [[] for _ in batch]
     for j, r in enumerate(rows):
@@ -338,7 +353,7 @@ def score_blanks(
     *,
     candidates_per_k: int = CANDIDATES_PER_K,
     max_word_tokens: int = MAX_WORD_TOKENS,
-    batch_size: int = 8,
+    batch_size: int = 32,
     progress: Callable[[int], None] | None = None,
 ) -> ScoredPredictions:
     """Top-k whole-word fills of the single ``[MASK]`` of each sentence, ranked by whole-sentence log-probability.
