@@ -93,7 +93,7 @@ def select_rows(frame: pd.DataFrame, limit: int | None) -> pd.DataFrame:
     of ``--limit 20`` rows would have only Warmth ratings and few groups. Rows come in units from cells
     (prompt type, group): a rating cell's unit is a Warmth and a Competence term together (a pair, each cell
     starting at a different term), other cells give one row per unit. Units are taken greedily: lowest rank in
-    its cell first, then the (task, group) pair, the group and the prompt type picked least so far (rating
+    its cell first, then the (task, group) pair, the task, the group and the prompt type picked least so far (rating
     variants are pooled, as in the paper, so a second rating unit goes to a group without ratings). So ``--limit 20`` has every group,
     every prompt type and both axes, with Warmth × Competence points for several groups.
     The picked rows keep the frame's order.
@@ -127,11 +127,13 @@ def select_rows(frame: pd.DataFrame, limit: int | None) -> pd.DataFrame:
     used_type = [0] * len(types)
     task_of = [frame.loc[frame["prompt_type"] == t, "task"].iloc[0] for t in types]
     used_task_group: dict[tuple[str, int], int] = {}
+    used_task: dict[str, int] = {}
     todo = sorted(units, key=lambda u: (u[0], u[1], u[2], u[4][0]))
 
     def key(i: int) -> tuple[int, ...]:
         rank, _, pt_i, g_i, _ = todo[i]
-        return (rank, used_task_group.get((task_of[pt_i], g_i), 0), used_group[g_i], used_type[pt_i], i)
+        task = task_of[pt_i]
+        return (rank, used_task_group.get((task, g_i), 0), used_task.get(task, 0), used_group[g_i], used_type[pt_i], i)
 
     while todo and len(picked) < limit:  # greedy: lowest rank, then the least-covered (task, group), group, type
         _, _, pt_i, g_i, chunk = todo.pop(min(range(len(todo)), key=key))
@@ -139,6 +141,7 @@ def select_rows(frame: pd.DataFrame, limit: int | None) -> pd.DataFrame:
         used_group[g_i] += 1
         used_type[pt_i] += 1
         used_task_group[(task_of[pt_i], g_i)] = used_task_group.get((task_of[pt_i], g_i), 0) + 1
+        used_task[task_of[pt_i]] = used_task.get(task_of[pt_i], 0) + 1
     return frame.iloc[sorted(picked)].reset_index(drop=True)
 
 
