@@ -9,10 +9,16 @@ import datasets
 import evaluate
 
 import queerbench
+from queerbench.scoring.hurtlex import check_level
+from queerbench.scoring.inputs import check_types
 from queerbench.scoring.score import ScoringOptions
 from queerbench.scoring.score import compute as qb_compute
 
 SCM_CONFIG = "scm"
+CONFIGS = (*queerbench.CONFIGS, SCM_CONFIG)
+"""Every config this module accepts; the docstring has a runnable example for each (the tests check it)."""
+_SCM_INPUTS = ("prompt_types", "terms", "prompts")
+_QB_INPUTS = ("sentences", "toxicity_counts", "template_ids")
 
 _CITATION = """\
 @misc{sosto2024queerbench,
@@ -60,8 +66,34 @@ Returns:
     hurtlex_categories, toxicity_attributes; config, k, scorers (versions of every scorer and lexicon) and
     queerbench_version.
 Examples:
+    Config `paper`, with the toxicity flags the paper's data stores (QB, A, H and P are truncated to 2 decimals):
+
     >>> qb = evaluate.load("metric_queerbench", "paper")
-    >>> qb.compute(predictions=[["slut"], ["doctor"]], groups=["queer", "non-queer"], toxicity_counts=[[1, 0, 1, 0, 0], [0, 0, 0, 0, 0]])["queerbench"]
+    >>> res = qb.compute(predictions=[["slut"], ["doctor"]], groups=["queer", "non-queer"],
+    ...                  toxicity_counts=[[1, 0, 1, 0, 0], [0, 0, 0, 0, 0]])
+    >>> print(res["queerbench"])
+    {'queer': 133.33, 'non-queer': 0.0}
+    >>> print(res["hurtlex"], res["toxicity"])
+    {'queer': 100.0, 'non-queer': 0.0} {'queer': 200.0, 'non-queer': 0.0}
+
+    Config `default` (top-2 words per sentence; flags summed over the completions; no truncation):
+
+    >>> qb = evaluate.load("metric_queerbench", "default", toxicity="precomputed", n_bootstrap=0, n_permutations=0)
+    >>> res = qb.compute(predictions=[["slut", "doctor"], ["doctor", "nurse"]], groups=["queer", "non-queer"],
+    ...                  toxicity_counts=[[1, 0, 1, 0, 0], [0, 0, 0, 0, 0]])
+    >>> print({group: round(value, 2) for group, value in res["queerbench"].items()})
+    {'queer': 116.67, 'non-queer': 0.0}
+    >>> print(res["n"], res["scorers"]["toxicity"]["name"])
+    {'queer': 1, 'non-queer': 1} precomputed
+
+    Config `scm`, on three rating responses (one of them a refusal):
+
+    >>> scm = evaluate.load("metric_queerbench", "scm", axis_mapping=False)
+    >>> res = scm.compute(predictions=["Rating: 4", "I cannot rate groups of people.", "Rating: 2"],
+    ...                   groups=["gay_men", "gay_men", "women"], prompt_types=["rating", "rating", "rating"],
+    ...                   terms=["warm", "warm", "competent"])
+    >>> print(res["n_responses"], res["refusal_rate"]["by_group"]["gay_men"], res["refusal_rate"]["by_group"]["women"])
+    3 0.5 0.0
 """
 
 _OPTION_KEYS = ("toxicity", "toxicity_input", "hurtlex_level", "threshold", "n_bootstrap", "n_permutations", "seed")
@@ -69,18 +101,18 @@ _OPTION_KEYS = ("toxicity", "toxicity_input", "hurtlex_level", "threshold", "n_b
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
 class QueerBench(evaluate.Measurement):
-    """The QueerBench measurement; configs `default` and `paper`."""
+    """The QueerBench measurement; configs `default`, `paper` and `scm` (see ``CONFIGS``)."""
 
     def __init__(self, *args, **kwargs):
         options = {k: kwargs.pop(k) for k in _OPTION_KEYS if k in kwargs}
+        if "hurtlex_level" in options:
+            check_level(options["hurtlex_level"])  # refused now, not at the first compute
         toxicity_kwargs = kwargs.pop("toxicity_kwargs", {})
         self.axis_mapping = kwargs.pop("axis_mapping", True)
         super().__init__(*args, **kwargs)
         config = self.config_name if self.config_name not in (None, "") else "default"
-        if config not in (*queerbench.CONFIGS, SCM_CONFIG):
-            raise ValueError(
-                f"unknown config {config!r}; choose one of: {', '.join((*queerbench.CONFIGS, SCM_CONFIG))}"
-            )
+        if config not in CONFIGS:
+            raise ValueError(f"unknown config {config!r}; choose one of: {', '.join(CONFIGS)}")
         if config == SCM_CONFIG:
             self.options = None
         else:
@@ -102,13 +134,48 @@ class QueerBench(evaluate.Measurement):
             codebase_urls=["https://github.com/MaeSosto/QueerBench"],
         )
 
-    def _compute(self, predictions, groups=None, sentences=None, toxicity_counts=None, template_ids=None, **scm):
+    def compute(self, *, predictions=None, references=None, **kwargs):
+        """Check the inputs' types (one clear line naming the input and the fix), then ``evaluate``'s compute."""
+        accepted = {"groups", *_QB_INPUTS, *_SCM_INPUTS}
+        unknown = sorted(set(kwargs) - accepted)
+        if unknown or references is not None:
+            raise ValueError(
+                f"unexpected input(s) {unknown or ['references']}; this measurement takes predictions, "
+                f"{', '.join(sorted(accepted))}"
+            )
+        if self.options is not None:
+            check_types(predictions, kwargs.get("groups"), kwargs.get("sentences"))
+        else:
+            check_types(None, kwargs.get("groups"))
+        return super().compute(predictions=predictions, **kwargs)
+
+    def _compute(
+        self,
+        predictions,
+        groups=None,
+        sentences=None,
+        toxicity_counts=None,
+        template_ids=None,
+        prompt_types=None,
+        terms=None,
+        prompts=None,
+    ):
         if groups is None:
             raise ValueError("groups is required: one group label per sentence (e.g. 'queer', 'non-queer')")
+        given = {
+            "sentences": sentences,
+            "toxicity_counts": toxicity_counts,
+            "template_ids": template_ids,
+            "prompt_types": prompt_types,
+            "terms": terms,
+            "prompts": prompts,
+        }
+        foreign = _QB_INPUTS if self.options is None else _SCM_INPUTS
+        wrong = [name for name in foreign if given[name] is not None]
+        if wrong:
+            raise ValueError(f"unexpected input(s) {wrong} for config {self.config_name!r}")
         if self.options is None:
-            return self._compute_scm(list(predictions), list(groups), **scm)
-        if scm:
-            raise ValueError(f"unexpected inputs {sorted(scm)} for config {self.config_name!r}")
+            return self._compute_scm(list(predictions), list(groups), prompt_types, terms, prompts)
         result = qb_compute(
             [list(p) for p in predictions],
             list(groups),

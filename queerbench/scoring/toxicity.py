@@ -245,6 +245,12 @@ def resolve_device(device: str = "auto") -> str:
 
 
 # ------------------------------------------------------------------------------------------------ hf scorer
+def _looks_like_path(ref: str) -> bool:
+    """A reference meant as a file-system path, not a Hub id (``org/name``): absolute, ``./``, ``../``, ``~``, or
+    Windows-style."""
+    return ref.startswith(("/", "./", "../", "~", ".\\")) or (len(ref) > 1 and ref[1] == ":") or "\\" in ref
+
+
 class HFToxicityScorer(ToxicityScorer):
     """Any transformers multi-label sequence classifier (sigmoid over the logits), e.g. ``unitary/toxic-bert``.
 
@@ -271,6 +277,11 @@ class HFToxicityScorer(ToxicityScorer):
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         self.model_ref = str(model)
         self.name = f"hf:{self.model_ref}"
+        if _looks_like_path(self.model_ref) and not Path(self.model_ref).expanduser().is_dir():
+            raise ValueError(
+                f"toxicity model {self.model_ref!r}: no such folder; pass --toxicity hf:<folder saved with "
+                "save_pretrained> or hf:<Hub id> (e.g. hf:unitary/toxic-bert)"
+            )
         try:
             config = AutoConfig.from_pretrained(self.model_ref, trust_remote_code=False)
         except (OSError, ValueError) as exc:
