@@ -5,8 +5,8 @@ commit: its weights can be replaced between a killed run and its resume, and the
 outputs. :func:`fingerprint_model` therefore hashes the files of a local folder that decide what the model predicts
 — weights, tokenizer and configuration — with sha256 over their full contents (a size + mtime check alone would miss
 a same-size rewrite or a copied-back file with its old mtime). Hashing runs at disk speed (a BERT-base folder,
-~440 MB, takes about a second); within one process a file whose size, mtime and inode are unchanged is not hashed
-twice.
+~440 MB, takes about a second); within one process a file whose size, mtime, ctime and inode are unchanged is not
+hashed twice.
 
 The fingerprint is method-agnostic: masked LMs, causal LMs and anything else loaded from a folder are hashed the
 same way; a name that is not a local folder (a Hub id, an endpoint's model name) gets ``kind="id"`` and no hash.
@@ -41,12 +41,13 @@ MODEL_FILE_SUFFIXES: tuple[str, ...] = (
 )
 """The suffixes of the files that decide what a saved model predicts (weights, tokenizer, configuration)."""
 
-_MEMO: dict[tuple[str, int, int, int], str] = {}
+_MEMO: dict[tuple[str, int, int, int, int], str] = {}
 
 
 def _sha256(path: Path) -> str:
     stat = path.stat()
-    memo_key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns, stat.st_ino)
+    # ctime too: a rewrite that keeps size and mtime (os.utime can restore mtime, never ctime) is hashed again
+    memo_key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino)
     cached = _MEMO.get(memo_key)
     if cached is not None:
         return cached

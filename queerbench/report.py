@@ -26,6 +26,9 @@ from queerbench.scoring.score import GROUP_ORDER
 
 __all__ = [
     "CONTENT_NOTE",
+    "build_category_figure",
+    "build_comparison_figure",
+    "build_heatmap",
     "category_figure",
     "compare_labels",
     "compare_runs",
@@ -178,14 +181,13 @@ def _empty_panel(ax: plt.Axes, reason: str, *, missing: bool) -> None:
     ax.set_yticks([])
 
 
-def heatmap_figure(
+def build_heatmap(
     table: pd.DataFrame,
-    path: Path,
     title: str,
     *,
     subtitle: str | None = None,
     value_label: str = "score (higher = more harmful)",
-) -> Path:
+) -> plt.Figure:
     """A heatmap like the paper's Figures 8–9: rows (runs or components) × groups, each cell labelled with its value.
 
     A sequential colour map (light = less harmful, dark = more) that reads the same in grayscale; labels in black or
@@ -225,7 +227,7 @@ def heatmap_figure(
     fig.colorbar(im, ax=ax, label=value_label)
     if missing.any():
         ax.legend(handles=[_no_data_handle()], loc="upper left", bbox_to_anchor=(0, -0.14), frameon=False, fontsize=8)
-    return _save(fig, path)
+    return fig
 
 
 def _hatched_bars(ax: plt.Axes, frame: pd.DataFrame) -> None:
@@ -249,8 +251,9 @@ def _hatched_bars(ax: plt.Axes, frame: pd.DataFrame) -> None:
     ax.legend(title="group", fontsize=8, title_fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
 
 
-def category_figure(scores: dict[str, Any], path: Path, meta: dict[str, Any] | None = None) -> Path:
-    """Per-category bars per group: HurtLex categories (per 100 sentences) and toxicity attributes."""
+def build_category_figure(scores: dict[str, Any], meta: dict[str, Any] | None = None) -> plt.Figure:
+    """Per-category bars per group: HurtLex categories (per 100 sentences) and toxicity attributes; a panel with
+    nothing to show says why (measured as zero, or not measured: the no-data look)."""
     names = hurtlex_categories()["categories"]
     hl = pd.DataFrame(scores.get("hurtlex_categories", {})).fillna(0)
     hl = hl[(hl > 0).any(axis=1)] if not hl.empty else hl
@@ -279,11 +282,12 @@ def category_figure(scores: dict[str, Any], path: Path, meta: dict[str, Any] | N
         ax.set_ylabel("per 100 sentences")
     fig.suptitle(f"Harm by category — {run_label(meta, scores)}", fontsize=12)
     fig.tight_layout()
-    return _save(fig, path)
+    return fig
 
 
-def comparison_figure(scores: dict[str, Any], path: Path, meta: dict[str, Any] | None = None) -> Path:
-    """QueerBench score per group with 95% CIs: queer vs non-queer and the pronoun groups side by side."""
+def build_comparison_figure(scores: dict[str, Any], meta: dict[str, Any] | None = None) -> plt.Figure:
+    """QueerBench score per group with 95% CIs: queer vs non-queer and the pronoun groups side by side, with a
+    legend of the groups (colour + hatch), the CI marker and, when a group has no value, the no-data look."""
     key = "queerbench" if any(v is not None for v in scores["queerbench"].values()) else "hurtlex"
     groups = list(scores["n"])
     vals = [scores[key].get(g) for g in groups]
@@ -313,7 +317,29 @@ def comparison_figure(scores: dict[str, Any], path: Path, meta: dict[str, Any] |
     ax.legend(handles=legend, title="group", fontsize=8, title_fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
     what = "QueerBench score" if key == "queerbench" else "HurtLex score"
     ax.set_title(f"{what} per group{' (95% CI)' if any(cis) else ''}\n{run_label(meta, scores)}", fontsize=11)
-    return _save(fig, path)
+    return fig
+
+
+def heatmap_figure(
+    table: pd.DataFrame,
+    path: Path,
+    title: str,
+    *,
+    subtitle: str | None = None,
+    value_label: str = "score (higher = more harmful)",
+) -> Path:
+    """:func:`build_heatmap` written to ``path`` (PNG)."""
+    return _save(build_heatmap(table, title, subtitle=subtitle, value_label=value_label), path)
+
+
+def category_figure(scores: dict[str, Any], path: Path, meta: dict[str, Any] | None = None) -> Path:
+    """:func:`build_category_figure` written to ``path`` (PNG)."""
+    return _save(build_category_figure(scores, meta), path)
+
+
+def comparison_figure(scores: dict[str, Any], path: Path, meta: dict[str, Any] | None = None) -> Path:
+    """:func:`build_comparison_figure` written to ``path`` (PNG)."""
+    return _save(build_comparison_figure(scores, meta), path)
 
 
 def _model_provenance(meta: dict[str, Any]) -> str:

@@ -19,6 +19,7 @@ import json
 import os
 import re
 import shutil
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -152,6 +153,10 @@ def _check_writable(out: Path, chosen: bool) -> None:
         raise _unwritable(out, f"it {what}, not a folder", chosen)
     if not os.access(probe, os.W_OK | os.X_OK):
         raise _unwritable(out, f"{probe} is not writable (permission denied)", chosen)
+    try:  # permission bits do not tell everything (immutable folders, read-only mounts, root): try for real
+        os.rmdir(tempfile.mkdtemp(dir=probe, prefix=".queerbench-write-test-"))
+    except OSError as exc:
+        raise _unwritable(out, f"{probe} is not writable ({exc.strerror or type(exc).__name__})", chosen) from None
 
 
 def _inspect_out_dir(out: Path, key: dict[str, Any], *, chosen: bool = True) -> tuple[str, dict[str, Any] | None]:

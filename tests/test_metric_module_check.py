@@ -50,7 +50,7 @@ def test_docstring_examples_run_as_evaluate_runs_them(metric_module):
             try:
                 results = doctest.testmod(metric_module, verbose=False, raise_on_error=True)
             except doctest.UnexpectedException as exc:
-                raise exc.exc_info[1]  # the exception the example raised
+                raise exc.exc_info[1] from None  # the exception the example raised
             except doctest.DocTestFailure as exc:
                 pytest.fail(
                     f"example {exc.example.source!r} printed {exc.got!r}, its docstring shows {exc.example.want!r}"
