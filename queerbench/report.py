@@ -109,7 +109,7 @@ NO_DATA_LABEL = "no data"
 GROUP_STYLE: dict[str, tuple[str, str]] = {  # group → (colour, hatch); lightness differs so that grey prints apart
     "queer": ("#b2182b", ""),
     "non-queer": ("#92c5de", "//"),
-    "binary": ("#4d4d4d", ".."),
+    "binary": ("#f4a582", ".."),
     "neutral": ("#e0e0e0", "\\\\"),
     "neo": ("#8073ac", "oo"),
 }

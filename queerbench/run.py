@@ -440,7 +440,9 @@ def run_benchmark(
         "dtype": meta.get("dtype", options.dtype),
         "n_sentences": len(predictions),
         "limit": options.limit,
-        "toxicity_input": {"neutral": "neutral_sentence", "full": "masked_sentence", "frame": "The person is <word>."}[
+        "toxicity_input": None  # nothing is read without a scorer
+        if options.toxicity == "none"
+        else {"neutral": "neutral_sentence", "full": "masked_sentence", "frame": "The person is <word>."}[
             str(options.toxicity_input)
         ],
     }

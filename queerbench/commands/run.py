@@ -96,6 +96,8 @@ def _run(args: argparse.Namespace) -> int:
 def _compare(args: argparse.Namespace) -> int:
     from queerbench.report import compare_runs, compare_warnings
 
+    if Path(args.out).exists() and not Path(args.out).is_dir():
+        raise ValueError(f"--out {args.out} is a file; choose a folder for compare.md, compare.csv and the heatmap")
     runs = []
     for folder in args.runs:
         path = Path(folder) / "scores.json"
