@@ -144,8 +144,11 @@ def model_label(model: str | None) -> str:
 
 
 def run_label(meta: dict[str, Any] | None, scores: dict[str, Any]) -> str:
-    """``<model> · <config> · top-<k>``: what tells two runs' figures apart."""
-    return f"{model_label((meta or {}).get('model'))} · {scores['config']} config · top-{scores['k']}"
+    """``<model> · <config> config · top-<k>``: what tells two runs' figures apart (without the model when the
+    caller does not say which it was)."""
+    settings = f"{scores['config']} config · top-{scores['k']}"
+    model = (meta or {}).get("model")
+    return f"{model_label(model)} · {settings}" if model else settings
 
 
 def _no_data_handle() -> Patch:

@@ -131,14 +131,30 @@ def test_score_an_empty_csv(tmp_path: Path):
     one_line_error(queerbench("score", str(empty)), str(empty), "empty")
 
 
-def test_check_predictions_against_a_non_csv(bert: Path, tmp_path: Path):
-    run = tmp_path / "run"
+@pytest.fixture(scope="module")
+def default_run(bert: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A finished `default`-config top-5 run (the CLI's defaults) on one template."""
+    run = tmp_path_factory.mktemp("runs") / "run"
     done = queerbench("run", "--model", str(bert), "--limit", "1", "--toxicity", "none", "--bootstrap", "0",
                       "--permutations", "0", "--out", str(run))  # fmt: skip
     assert done.returncode == 0, done.stderr
+    return run
+
+
+def test_check_predictions_against_a_non_csv(default_run: Path, tmp_path: Path):
     binary = tmp_path / "not-a.csv"
-    binary.write_bytes((run / "predictions.parquet").read_bytes())
-    one_line_error(queerbench("check-predictions", str(run), "--against", str(binary)), str(binary), "CSV")
+    binary.write_bytes((default_run / "predictions.parquet").read_bytes())
+    one_line_error(queerbench("check-predictions", str(default_run), "--against", str(binary)), str(binary), "CSV")
+
+
+def test_check_predictions_says_config_and_k_differ(default_run: Path, upstream_dir: Path):
+    """A default top-5 run against the paper's top-1 file: the numbers come with the reason they mean little."""
+    paper_top1 = upstream_dir / "prediction/bert-base-uncased_template_1.csv"
+    proc = queerbench("check-predictions", str(default_run), "--against", str(paper_top1))
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    warnings = [line for line in proc.stderr.splitlines() if line.startswith("warning: ")]
+    assert any("config 'default'" in w and "--config paper" in w for w in warnings), proc.stderr
+    assert any("top-5" in w and "top-1" in w for w in warnings), proc.stderr
 
 
 def test_readme_first_command_offline(tmp_path: Path):

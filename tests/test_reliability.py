@@ -338,3 +338,23 @@ def test_run_figures_name_model_config_and_k_and_have_legends():
     assert "tiny-bert · paper config · top-1" in categories._suptitle.get_text()
     panel_texts = [t.get_text() for a in categories.axes for t in a.texts]
     assert any(t.startswith("no data: toxicity not scored") for t in panel_texts)
+
+
+def test_compare_command_prints_its_warnings(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    from queerbench.cli import main
+
+    folders = []
+    for name, limit in (("full", None), ("short", 2)):
+        run = _run("/models/mlm", name, limit=limit, n={"queer": 3, "non-queer": 2} if limit is None else None)
+        if limit:
+            run["scores"]["n"] = {"queer": 1, "non-queer": 1}
+            run["meta"]["n_sentences"] = 2
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "scores.json").write_text(json.dumps({**run["scores"], "run": run["meta"]}))
+        folders.append(str(tmp_path / name))
+    assert main(["compare", *folders, "--out", str(tmp_path / "cmp")]) == 0
+    err = capsys.readouterr().err
+    assert "warning: the runs cover different templates" in err and "--limit 2" in err
+    (tmp_path / "a-file").write_text("x")
+    assert main(["compare", *folders, "--out", str(tmp_path / "a-file")]) == 2
+    assert "is a file" in capsys.readouterr().err
