@@ -19,7 +19,15 @@ import os
 from pathlib import Path
 from typing import Any
 
-__all__ = ["MODEL_FILE_SUFFIXES", "describe_fingerprint", "fingerprint_model", "fingerprints_differ", "model_files"]
+__all__ = [
+    "MODEL_FILE_SUFFIXES",
+    "check_model_reference",
+    "describe_fingerprint",
+    "fingerprint_model",
+    "fingerprints_differ",
+    "looks_like_path",
+    "model_files",
+]
 
 MODEL_FILE_SUFFIXES: tuple[str, ...] = (
     ".safetensors",
@@ -40,6 +48,26 @@ MODEL_FILE_SUFFIXES: tuple[str, ...] = (
     ".py",  # remote-code modelling files (never run by queerbench, but they would change the model)
 )
 """The suffixes of the files that decide what a saved model predicts (weights, tokenizer, configuration)."""
+
+
+def looks_like_path(ref: str) -> bool:
+    """True for a reference meant as a file-system path rather than a Hub id (``org/name``): absolute, ``./``,
+    ``../``, ``~``, or Windows-style."""
+    return ref.startswith(("/", "./", "../", "~", ".\\")) or (len(ref) > 1 and ref[1] == ":") or "\\" in ref
+
+
+def check_model_reference(model_id_or_path: str, *, flag: str = "--model") -> None:
+    """Refuse, in one line, a model given as a path that is no folder (``/no/such/dir``, a file); Hub ids and
+    existing folders pass. Cheap, so every method calls it before loading anything."""
+    path = Path(model_id_or_path).expanduser()
+    if path.is_file():
+        raise ValueError(f"{flag} {model_id_or_path}: is a file; pass the folder saved with save_pretrained")
+    if looks_like_path(model_id_or_path) and not path.exists():
+        raise ValueError(
+            f"{flag} {model_id_or_path}: no such folder; pass a folder saved with save_pretrained or a Hub id "
+            "(e.g. bert-base-uncased)"
+        )
+
 
 _MEMO: dict[tuple[str, int, int, int, int], str] = {}
 

@@ -30,7 +30,7 @@ from typing import Any
 import pandas as pd
 
 from queerbench import __version__, check_config
-from queerbench.fingerprint import fingerprint_model, fingerprints_differ
+from queerbench.fingerprint import check_model_reference, fingerprint_model, fingerprints_differ
 from queerbench.io_utils import atomic_path, write_json, write_text
 from queerbench.report import render_report, write_run_figures
 from queerbench.scoring.hurtlex import hurtlex_categories, load_hurtlex
@@ -252,6 +252,7 @@ def _preflight(options: RunOptions, *, will_predict: bool = True) -> dict[str, A
     ``will_predict``, what the prediction method needs before its model loads (for a masked LM: the tokenizer and
     ``--top-k``). A rerun of a finished run needs no model, so it can re-score a copied run folder offline.
     """
+    check_model_reference(options.model)  # a path that is no folder: one line, before anything loads
     scoring = options.scoring_options()
     hurtlex_categories()
     load_hurtlex("conservative" if options.config == "paper" else scoring.hurtlex_level)

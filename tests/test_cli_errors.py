@@ -111,6 +111,12 @@ def test_toxicity_hf_missing_folder(bert: Path, tmp_path: Path):
     assert not (tmp_path / "r").exists()
 
 
+def test_model_folder_that_does_not_exist(tmp_path: Path):
+    proc = queerbench("run", "--model", "/no/such/dir", "--toxicity", "none", "--out", str(tmp_path / "r"))
+    one_line_error(proc, "--model /no/such/dir", "no such folder")
+    assert not (tmp_path / "r").exists()
+
+
 def test_toxicity_precomputed_is_for_score(bert: Path, tmp_path: Path):
     proc = queerbench("run", "--model", str(bert), "--toxicity", "precomputed", "--out", str(tmp_path / "r"))
     one_line_error(proc, "--toxicity precomputed", "queerbench score")

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from queerbench.fingerprint import looks_like_path
 from queerbench.sources import cache_dir as user_cache_dir
 
 __all__ = [
@@ -245,12 +246,6 @@ def resolve_device(device: str = "auto") -> str:
 
 
 # ------------------------------------------------------------------------------------------------ hf scorer
-def _looks_like_path(ref: str) -> bool:
-    """A reference meant as a file-system path, not a Hub id (``org/name``): absolute, ``./``, ``../``, ``~``, or
-    Windows-style."""
-    return ref.startswith(("/", "./", "../", "~", ".\\")) or (len(ref) > 1 and ref[1] == ":") or "\\" in ref
-
-
 class HFToxicityScorer(ToxicityScorer):
     """Any transformers multi-label sequence classifier (sigmoid over the logits), e.g. ``unitary/toxic-bert``.
 
@@ -277,7 +272,7 @@ class HFToxicityScorer(ToxicityScorer):
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         self.model_ref = str(model)
         self.name = f"hf:{self.model_ref}"
-        if _looks_like_path(self.model_ref) and not Path(self.model_ref).expanduser().is_dir():
+        if looks_like_path(self.model_ref) and not Path(self.model_ref).expanduser().is_dir():
             raise ValueError(
                 f"toxicity model {self.model_ref!r}: no such folder; pass --toxicity hf:<folder saved with "
                 "save_pretrained> or hf:<Hub id> (e.g. hf:unitary/toxic-bert)"
