@@ -144,7 +144,7 @@ class QueerBench(evaluate.Measurement):
                 f"{', '.join(sorted(accepted))}"
             )
         if self.options is not None:
-            check_types(predictions, kwargs.get("groups"), kwargs.get("sentences"))
+            check_types(predictions, kwargs.get("groups"), kwargs.get("sentences"), kwargs.get("toxicity_counts"))
         else:
             check_types(None, kwargs.get("groups"))
         return super().compute(predictions=predictions, **kwargs)

@@ -225,6 +225,13 @@ def test_hurtlex_level_is_refused_when_the_metric_loads():
             {"predictions": [["a"]], "groups": ["q"], "sentences": [None]},
             r"sentences\[0\] is None",
         ),
+        (
+            "paper",
+            {},
+            {"predictions": [["a"]], "groups": ["q"], "toxicity_counts": [[0, None, 0, 0, 0]]},
+            r"toxicity_counts\[0\]\[1\] is None",
+        ),
+        ("paper", {}, {"predictions": [["a"]], "groups": ["q"], "toxicity_counts": [None]}, r"toxicity_counts\[0\]"),
         ("paper", {"toxicity": "none"}, {"predictions": [["a"]], "groups": ["q"], "prompt_types": ["x"]}, "for config"),
         ("scm", {}, {"predictions": ["4"], "groups": ["women"], "sentences": ["x"]}, "for config 'scm'"),
         ("paper", {"toxicity": "none"}, {"predictions": [["a"]], "groups": ["q"], "group": ["q"]}, "unexpected input"),

@@ -8,6 +8,7 @@ input, its position and the fix instead; :mod:`queerbench.scoring.score` then ch
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Sequence
 from typing import Any
 
@@ -28,10 +29,11 @@ def check_types(
     predictions: Any = None,
     groups: Any = None,
     sentences: Any = None,
+    toxicity_counts: Any = None,
 ) -> None:
     """Raise ``ValueError`` (one line: which input, where, the fix) when ``predictions`` is not a list of lists of
-    strings, ``groups`` not a list of string labels, or ``sentences`` not a list of strings. ``None`` inputs are
-    not checked (the metric says which are required)."""
+    strings, ``groups`` not a list of string labels, ``sentences`` not a list of strings, or ``toxicity_counts`` not
+    a list of lists of whole numbers. ``None`` inputs are not checked (the metric says which are required)."""
     if predictions is not None:
         for i, words in enumerate(_as_sequence(predictions, "predictions")):
             if _is_missing(words):
@@ -70,3 +72,16 @@ def check_types(
                     f"sentences[{i}] is {sentence!r} ({type(sentence).__name__}); every sentence must be a string "
                     "with one [MASK]"
                 )
+    if toxicity_counts is not None:
+        for i, counts in enumerate(_as_sequence(toxicity_counts, "toxicity_counts")):
+            if _is_missing(counts) or isinstance(counts, (str, bytes)) or not hasattr(counts, "__len__"):
+                raise ValueError(
+                    f"toxicity_counts[{i}] is {counts!r}; pass 5 whole numbers per sentence (flags for TOXICITY, "
+                    "IDENTITY_ATTACK, INSULT, PROFANITY, THREAT)"
+                )
+            for j, count in enumerate(counts):
+                if isinstance(count, bool) or not isinstance(count, numbers.Real) or not float(count).is_integer():
+                    raise ValueError(
+                        f"toxicity_counts[{i}][{j}] is {count!r} ({type(count).__name__}); each count must be a whole "
+                        "number of flagged completions"
+                    )
