@@ -4,9 +4,9 @@ A Hub model is pinned by the commit its files came from (the run records ``commi
 commit: its weights can be replaced between a killed run and its resume, and the resumed run would mix two models'
 outputs. :func:`fingerprint_model` therefore hashes the files of a local folder that decide what the model predicts
 — weights, tokenizer and configuration — with sha256 over their full contents (a size + mtime check alone would miss
-a same-size rewrite or a copied-back file with its old mtime). Hashing runs at disk speed (a BERT-base folder,
-~440 MB, takes about a second); within one process a file whose size, mtime, ctime and inode are unchanged is not
-hashed twice.
+a same-size rewrite or a copied-back file with its old mtime). A bert-base folder (~440 MB) takes about 0.7 s
+(sha256 at ~600 MB/s on the 2-core development machine, ``benchmarks/preflight_cost.py``); within one process a file
+whose size, mtime, ctime and inode are unchanged is not hashed twice.
 
 The fingerprint is method-agnostic: masked LMs, causal LMs and anything else loaded from a folder are hashed the
 same way; a name that is not a local folder (a Hub id, an endpoint's model name) gets ``kind="id"`` and no hash.
