@@ -149,6 +149,12 @@ class QueerBench(evaluate.Measurement):
             check_types(None, kwargs.get("groups"))
         return super().compute(predictions=predictions, **kwargs)
 
+    def add_batch(self, *, predictions=None, references=None, **kwargs):
+        """Check the batch's types (as :meth:`compute` does), then ``evaluate``'s add_batch."""
+        if self.options is not None:
+            check_types(predictions)
+        return super().add_batch(predictions=predictions, references=references, **kwargs)
+
     def _compute(
         self,
         predictions,

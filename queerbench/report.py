@@ -489,11 +489,14 @@ def compare_labels(runs: Sequence[dict[str, Any]]) -> list[str]:
                     extra[i].append(show(facts[i][fact]))
         for i in same:
             labels[i] += "".join(f" · {e}" for e in extra[i])
-    for label in set(labels):
-        same = [i for i, other in enumerate(labels) if other == label]
+    base = list(labels)
+    for label in set(base):
+        same = [i for i, other in enumerate(base) if other == label]
         if len(same) > 1:
-            for i in same:
-                labels[i] += f" · {Path(str(runs[i].get('dir', i))).name}"
+            names = [Path(str(runs[i].get("dir", i))).name for i in same]
+            unique = len(set(names)) == len(names)  # else two folders of one name: their full paths tell them apart
+            for i, name in zip(same, names, strict=True):
+                labels[i] += f" · {name if unique else runs[i].get('dir', i)}"
     return labels
 
 

@@ -201,6 +201,12 @@ def test_missing_source_message_is_short_and_names_the_fix(tmp_path: Path, monke
     assert "QUEERBENCH_DATA_DIR is not set" in message and "lexicons/hurtlex/hurtlex_EN.tsv" in message
 
 
+def test_metric_add_batch_checks_types_too():
+    qb = evaluate.load(METRIC, "paper", toxicity="none")
+    with pytest.raises(ValueError, match=r"predictions\[1\] is None"):
+        qb.add_batch(predictions=[["a"], None])
+
+
 def test_hurtlex_level_is_refused_when_the_metric_loads():
     with pytest.raises(ValueError, match="unknown HurtLex level 'weird'"):
         evaluate.load(METRIC, "default", hurtlex_level="weird")
@@ -300,6 +306,8 @@ def test_compare_labels_are_readable_and_warn_about_what_differs(tmp_path: Path)
     twins = [_run("/a/mlm", "/a/run1"), _run("/a/mlm", "/b/run2")]
     assert compare_labels(twins) == ["mlm · default · top-5 · run1", "mlm · default · top-5 · run2"]
     assert compare_warnings(twins) == []
+    namesakes = [_run("/a/mlm", "/a/run"), _run("/a/mlm", "/b/run")]
+    assert compare_labels(namesakes) == ["mlm · default · top-5 · /a/run", "mlm · default · top-5 · /b/run"]
 
 
 def test_value_labels_contrast_with_their_cell():
