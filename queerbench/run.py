@@ -40,6 +40,7 @@ from queerbench.templates import build_sentences
 __all__ = ["TOXICITY_INPUTS", "RunOptions", "RunResult", "default_out_dir", "run_benchmark", "score_predictions"]
 
 TOXICITY_INPUTS = ("neutral", "full", "frame")
+DTYPES = ("float32", "bfloat16", "float16")
 CHUNK_SIZE = 512
 KEY_FILE = "run.json"
 
@@ -69,6 +70,8 @@ class RunOptions:
             raise ValueError(f"--top-k must be a positive integer, got {self.top_k!r}")
         if self.limit is not None and self.limit < 1:
             raise ValueError(f"--limit must be at least 1 template (or omitted for all), got {self.limit}")
+        if self.dtype not in DTYPES:
+            raise ValueError(f"--dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
         if self.batch_size < 1:
             raise ValueError(f"--batch-size must be at least 1, got {self.batch_size}")
         if self.toxicity_input is None:
@@ -232,10 +235,11 @@ def _unclaim_out_dir(out: Path, created: bool) -> None:
 
 
 def _check_masked_lm(options: RunOptions) -> None:
-    """Load the masked LM's config and tokenizer only (not its weights) and check ``--top-k`` against the
-    vocabulary it may predict from, so that a bad ``--top-k`` fails before the model loads."""
-    from queerbench.predict import load_masked_lm_tokenizer, max_top_k
+    """Check the device, then load the masked LM's config and tokenizer only (not its weights) and check
+    ``--top-k`` against the vocabulary it may predict from, so that a bad ``--top-k`` fails before the model loads."""
+    from queerbench.predict import load_masked_lm_tokenizer, max_top_k, resolve_device
 
+    resolve_device(options.device)  # --device cuda on a machine without CUDA fails here, not after the claim
     config, tokenizer = load_masked_lm_tokenizer(options.model, revision=options.revision)
     limit = max_top_k(config, tokenizer, options.config)
     if options.top_k > limit:

@@ -126,6 +126,19 @@ def test_checks_run_before_the_model_loads_and_leave_no_folder(
     assert not (tmp_path / "r").exists()
 
 
+def test_an_unavailable_device_fails_before_the_model_loads(
+    bert: Path, tmp_path: Path, no_model_load: None, monkeypatch: pytest.MonkeyPatch
+):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # this machine's GPU, if any, is not there
+    with pytest.raises(ValueError, match="CUDA is not available"):
+        run_benchmark(RunOptions(model=str(bert), toxicity="none", device="cuda"), tmp_path / "r")
+    assert not (tmp_path / "r").exists()
+    with pytest.raises(ValueError, match="--dtype must be one of"):
+        RunOptions(model=str(bert), dtype="int8")
+
+
 def test_a_failed_model_load_leaves_no_half_made_folder(bert: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     from queerbench.predict import ModelLoadError
 
