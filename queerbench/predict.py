@@ -157,13 +157,15 @@ def _fetch_error(what: str, model_id: str, revision: str | None, exc: Exception)
     rev = f" at revision {revision!r}" if revision else ""
     offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
     hint = (
-        "HF_HUB_OFFLINE is set, so only local folders and models already in the Hugging Face cache can be loaded"
+        "HF_HUB_OFFLINE is set: only local folders and models already in the Hugging Face cache load"
         if offline
         else "if it is a Hub id, check the spelling and your network connection (or set HF_HUB_OFFLINE=1 to use the "
         "local cache only)"
     )
+    # transformers' messages run on (URLs, links to docs): keep their first sentence
+    first = " ".join(str(exc).split()).split(". ")[0].rstrip(".")
     return ModelLoadError(
-        f"could not load the {what} of {model_id!r}{rev}: {type(exc).__name__}: {' '.join(str(exc).split()).rstrip('.')}. "
+        f"could not load the {what} of {model_id!r}{rev}: {type(exc).__name__}: {first[:200]}. "
         f"Pass a local folder saved with save_pretrained or a Hub id of a masked LM (e.g. {_MLM_EXAMPLES}); {hint}."
     )
 

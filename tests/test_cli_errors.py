@@ -180,6 +180,18 @@ def test_readme_first_command_offline(tmp_path: Path):
     assert not (tmp_path / "runs").exists()
 
 
+def test_readme_first_command_without_the_model_in_the_cache(tmp_path: Path):
+    """The data directory is set, but bert-base-uncased is not in the (empty) Hugging Face cache and the Hub is off."""
+    env = {"HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf"), "QUEERBENCH_CACHE": str(tmp_path / "cache")}
+    message = one_line_error(
+        queerbench("run", "--model", "bert-base-uncased", cwd=tmp_path, env=env),
+        "'bert-base-uncased'",
+        "HF_HUB_OFFLINE",
+    )
+    assert len(message) < 450, len(message)
+    assert not (tmp_path / "runs").exists()
+
+
 def test_a_changed_lexicon_fails_before_inference(bert: Path, tmp_path: Path, shared_dir: Path):
     data = tmp_path / "data"
     data.mkdir()
