@@ -90,12 +90,13 @@ def _sha256(path: Path) -> str:
 def model_files(folder: str | os.PathLike[str]) -> list[Path]:
     """The files of a saved model folder that :func:`fingerprint_model` hashes, sorted by relative path.
 
-    Every regular file below ``folder`` whose suffix is in :data:`MODEL_FILE_SUFFIXES`, except hidden files and
-    folders (``.git``, ``.cache``) and the model card; symlinks (the Hugging Face cache's layout) are followed.
+    Every regular file in ``folder`` or one level below it (``onnx/``, ``1_Pooling/``) whose suffix is in
+    :data:`MODEL_FILE_SUFFIXES`, except hidden files and folders (``.git``, ``.cache``) and the model card; symlinks
+    (the Hugging Face cache's layout) are followed.
     """
     root = Path(folder)
     found = []
-    for path in root.rglob("*"):
+    for path in [*root.glob("*"), *root.glob("*/*")]:
         rel = path.relative_to(root)
         if any(part.startswith(".") for part in rel.parts) or not path.is_file():
             continue

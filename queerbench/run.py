@@ -261,10 +261,9 @@ def _preflight(options: RunOptions, *, will_predict: bool = True) -> dict[str, A
     hurtlex_categories()
     load_hurtlex("conservative" if options.config == "paper" else scoring.hurtlex_level)
     prepare_toxicity_scorer(scoring)  # a missing scorer source or API key fails before inference
-    fingerprint = fingerprint_model(options.model)
     if will_predict:
-        _check_masked_lm(options)
-    return fingerprint
+        _check_masked_lm(options)  # before hashing: a folder that holds no model fails in a second
+    return fingerprint_model(options.model)
 
 
 def _sentences(options: RunOptions) -> pd.DataFrame:
