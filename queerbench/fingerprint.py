@@ -57,11 +57,9 @@ def looks_like_path(ref: str) -> bool:
 
 
 def check_model_reference(model_id_or_path: str, *, flag: str = "--model") -> None:
-    """Refuse, in one line, a model given as a path that is no folder (``/no/such/dir``, a file); Hub ids and
-    existing folders pass. Cheap, so every method calls it before loading anything."""
+    """Refuse, in one line, a model given as a path that does not exist (``/no/such/dir``); Hub ids, existing
+    folders and files (a GGUF file for the generation layer) pass. Cheap, so every method calls it first."""
     path = Path(model_id_or_path).expanduser()
-    if path.is_file():
-        raise ValueError(f"{flag} {model_id_or_path}: is a file; pass the folder saved with save_pretrained")
     if looks_like_path(model_id_or_path) and not path.exists():
         raise ValueError(
             f"{flag} {model_id_or_path}: no such folder; pass a folder saved with save_pretrained or a Hub id "
@@ -110,12 +108,16 @@ def fingerprint_model(model_id_or_path: str | os.PathLike[str]) -> dict[str, Any
 
     For a local folder: ``{"kind": "local", "path": <absolute path>, "files": {<relative path>: <sha256>},
     "sha256": <sha256 over the sorted (path, hash) pairs>}``; the combined ``sha256`` changes when any weight,
-    tokenizer or config file is added, removed, renamed or rewritten. For anything else (a Hub id, which the run
-    pins by commit instead, or an endpoint's model name): ``{"kind": "id", "model": <the name>, "sha256": None}``.
+    tokenizer or config file is added, removed, renamed or rewritten. A single model file (e.g. GGUF) is
+    fingerprinted the same way, as a folder holding only that file. For anything else (a Hub id, which the run pins
+    by commit instead, or an endpoint's model name): ``{"kind": "id", "model": <the name>, "sha256": None}``.
     Raises ``ValueError`` for a local folder that holds no model file at all.
     """
     name = os.fspath(model_id_or_path)
     path = Path(name).expanduser()
+    if path.is_file():
+        hashes = {path.name: _sha256(path)}
+        return {"kind": "local", "path": str(path.resolve()), "files": hashes, "sha256": _combine(hashes)}
     if not path.is_dir():
         return {"kind": "id", "model": name, "sha256": None}
     files = model_files(path)
@@ -125,8 +127,12 @@ def fingerprint_model(model_id_or_path: str | os.PathLike[str]) -> dict[str, Any
             "config.json, ...); pass a folder written by save_pretrained"
         )
     hashes = {p.relative_to(path).as_posix(): _sha256(p) for p in files}
-    combined = hashlib.sha256("".join(f"{rel}\0{h}\n" for rel, h in hashes.items()).encode()).hexdigest()
-    return {"kind": "local", "path": str(path.resolve()), "files": hashes, "sha256": combined}
+    return {"kind": "local", "path": str(path.resolve()), "files": hashes, "sha256": _combine(hashes)}
+
+
+def _combine(hashes: dict[str, str]) -> str:
+    """One sha256 over the sorted (relative path, file hash) pairs."""
+    return hashlib.sha256("".join(f"{rel}\0{h}\n" for rel, h in sorted(hashes.items())).encode()).hexdigest()
 
 
 def fingerprints_differ(stored: dict[str, Any] | None, current: dict[str, Any]) -> list[str]:

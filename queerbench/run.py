@@ -240,6 +240,8 @@ def _check_masked_lm(options: RunOptions) -> None:
     from queerbench.predict import load_masked_lm_tokenizer, max_top_k, resolve_device
 
     resolve_device(options.device)  # --device cuda on a machine without CUDA fails here, not after the claim
+    if Path(options.model).expanduser().is_file():
+        raise ValueError(f"--model {options.model} is a file; a masked LM is a folder saved with save_pretrained")
     config, tokenizer = load_masked_lm_tokenizer(options.model, revision=options.revision)
     limit = max_top_k(config, tokenizer, options.config)
     if options.top_k > limit:

@@ -54,6 +54,15 @@ def test_fingerprint_sees_every_weight_and_tokenizer_change(bert: Path, tmp_path
     assert describe_fingerprint(second) == f"local folder, fingerprint {second['sha256'][:12]}"
 
 
+def test_fingerprint_of_a_single_model_file(tmp_path: Path):
+    gguf = tmp_path / "model.gguf"
+    gguf.write_bytes(b"GGUF" + bytes(100))
+    first = fingerprint_model(gguf)
+    assert first["kind"] == "local" and list(first["files"]) == ["model.gguf"]
+    _rewrite_same_size(gguf)
+    assert fingerprints_differ(first, fingerprint_model(gguf)) == ["model.gguf"]
+
+
 def test_fingerprint_of_a_hub_id_and_of_an_empty_folder(tmp_path: Path):
     assert fingerprint_model("org/some-model") == {"kind": "id", "model": "org/some-model", "sha256": None}
     assert describe_fingerprint(fingerprint_model("org/some-model")) is None
@@ -116,13 +125,14 @@ def no_model_load(monkeypatch: pytest.MonkeyPatch) -> None:
         ({"top_k": 100000, "config": "paper"}, r"--top-k 100000 exceeds the \d+ vocabulary entries"),
         ({"toxicity": "precomputed"}, "use `queerbench score"),
         ({"toxicity": "hf:/no/such/folder"}, "no such folder"),
+        ({"model": "/no/such/model"}, "--model /no/such/model: no such folder"),
     ],
 )
 def test_checks_run_before_the_model_loads_and_leave_no_folder(
     bert: Path, tmp_path: Path, no_model_load: None, options: dict, message: str
 ):
     with pytest.raises(ValueError, match=message):
-        run_benchmark(RunOptions(model=str(bert), **{"toxicity": "none", **options}), tmp_path / "r")
+        run_benchmark(RunOptions(**{"model": str(bert), "toxicity": "none", **options}), tmp_path / "r")
     assert not (tmp_path / "r").exists()
 
 
