@@ -304,7 +304,8 @@ def build_comparison_figure(scores: dict[str, Any], meta: dict[str, Any] | None 
             ax.bar(i, top * 0.15, color=NO_DATA_FACE, edgecolor=NO_DATA_EDGE, hatch=NO_DATA_HATCH, linewidth=0.6)
             ax.text(i, top * 0.16, NO_DATA_LABEL, ha="center", va="bottom", fontsize=8)
             continue
-        err = None if not ci else [[v - ci[0]], [ci[1] - v]]
+        # a one-template CI equals the value up to float rounding: clip, as a negative error bar would raise
+        err = None if not ci else [[max(v - ci[0], 0.0)], [max(ci[1] - v, 0.0)]]
         bar = ax.bar(i, v, yerr=err, capsize=5, color=colour, hatch=hatch, edgecolor="black", linewidth=0.8, label=g)
         handles.append(bar)
         ax.text(i, v + (ci[1] - v if ci else 0) + top * 0.02, f"{v:.2f}", ha="center", va="bottom", fontsize=8)

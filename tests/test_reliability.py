@@ -372,6 +372,9 @@ def test_run_figures_name_model_config_and_k_and_have_legends():
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["queer", "non-queer"]
     hatches = {p.get_hatch() for p in ax.patches}
     assert len(hatches) == 2  # each group differs by hatch, not only by colour
+    rounded = {**scores, "queerbench": {"queer": 5.0, "non-queer": 1.0}}
+    rounded["ci"] = {"queer": {"queerbench": [5.0 + 1e-15, 5.0]}, "non-queer": {"queerbench": [0.5, 1.5]}}
+    build_comparison_figure(rounded, meta)  # a CI off by float rounding draws (no negative error bar)
     categories = build_category_figure(scores, meta)
     assert "tiny-bert · paper config · top-1" in categories._suptitle.get_text()
     panel_texts = [t.get_text() for a in categories.axes for t in a.texts]
