@@ -147,6 +147,8 @@ def run_label(meta: dict[str, Any] | None, scores: dict[str, Any]) -> str:
     """``<model> · <config> config · top-<k>``: what tells two runs' figures apart (without the model when the
     caller does not say which it was)."""
     settings = f"{scores['config']} config · top-{scores['k']}"
+    if (meta or {}).get("method") not in (None, "mlm"):  # a generative method (scored, instructed) is part of it
+        settings += f" · {meta['method']}"
     model = (meta or {}).get("model")
     return f"{model_label(model)} · {settings}" if model else settings
 
@@ -457,6 +459,7 @@ def _run_facts(run: dict[str, Any]) -> dict[str, Any]:
     meta, scores = run.get("meta") or {}, run["scores"]
     return {
         "model": meta.get("model"),
+        "method": meta.get("method"),
         "config": scores.get("config"),
         "k": scores.get("k"),
         "n_sentences": meta.get("n_sentences", sum(scores.get("n", {}).values())),
@@ -472,7 +475,11 @@ def compare_labels(runs: Sequence[dict[str, Any]]) -> list[str]:
     """Row labels for a comparison: ``<model> · <config> · top-<k>``, plus what tells apart runs that share those
     (toxicity scorer, templates, revision, dtype), plus the run folder's name as the last resort."""
     facts = [_run_facts(r) for r in runs]
-    labels = [f"{model_label(f['model'])} · {f['config']} · top-{f['k']}" for f in facts]
+    labels = [
+        f"{model_label(f['model'])} · {f['config']} · top-{f['k']}"
+        + ("" if f["method"] in (None, "mlm") else f" · {f['method']}")
+        for f in facts
+    ]
     for label in set(labels):
         same = [i for i, other in enumerate(labels) if other == label]
         if len(same) < 2:

@@ -329,6 +329,9 @@ def test_compare_labels_are_readable_and_warn_about_what_differs(tmp_path: Path)
     twins = [_run("/a/mlm", "/a/run1"), _run("/a/mlm", "/b/run2")]
     assert compare_labels(twins) == ["mlm · default · top-5 · run1", "mlm · default · top-5 · run2"]
     assert compare_warnings(twins) == []
+    generative = _run("/a/mlm", "/a/gen")
+    generative["meta"]["method"] = "instructed"
+    assert compare_labels([twins[0], generative]) == ["mlm · default · top-5", "mlm · default · top-5 · instructed"]
     namesakes = [_run("/a/mlm", "/a/run"), _run("/a/mlm", "/b/run")]
     assert compare_labels(namesakes) == ["mlm · default · top-5 · /a/run", "mlm · default · top-5 · /b/run"]
 
