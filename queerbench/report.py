@@ -415,7 +415,9 @@ def render_report(
                 f"{'—' if c.get('p_value') is None else format(c['p_value'], '.4f')} |"
             )
         lines.append("")
-    lines += ["## Figures", ""] + [f"![{name}]({file})" for name, file in figures.items()] + [""]
+    lines += ["## Figures", ""]
+    for name, file in figures.items():  # each with a caption naming the run, as the figure's own title does
+        lines += [f"![{name}]({file})", "", f"*{name.capitalize()}: {run_label(meta, scores)}.*", ""]
     harmful = harmful_completions(per_sentence)
     lines += ["## Most harmful completions per group", "", CONTENT_NOTE, ""]
     if harmful.empty:

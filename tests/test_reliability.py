@@ -107,6 +107,7 @@ def test_a_run_records_its_fingerprint(bert: Path, tmp_path: Path):
     assert f"local folder, fingerprint {stored['model_fingerprint']['sha256'][:12]}" in report
     assert "revision `unknown`" not in report and "reading `neutral_sentence`" not in report
     assert "not scored (`--toxicity none`)" in report
+    assert f"*Heatmap: {bert.name} · default config · top-5.*" in report  # every figure has a caption
 
 
 # ------------------------------------------------------------------------------------------ before inference
