@@ -113,7 +113,7 @@ def test_toxicity_hf_missing_folder(bert: Path, tmp_path: Path):
 
 def test_model_folder_that_does_not_exist(tmp_path: Path):
     proc = queerbench("run", "--model", "/no/such/dir", "--toxicity", "none", "--out", str(tmp_path / "r"))
-    one_line_error(proc, "--model /no/such/dir", "no such folder")
+    one_line_error(proc, "--model /no/such/dir", "no such")
     assert not (tmp_path / "r").exists()
 
 
