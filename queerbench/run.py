@@ -389,10 +389,10 @@ def run_benchmark(
 ) -> RunResult:
     """Run the whole benchmark for one model and config into ``out`` (resuming or reusing what is there)."""
     chosen = out is not None
+    frame = _sentences(options)  # the data files first (checksums; offline, the message names QUEERBENCH_DATA_DIR)
     out = Path(out) if out is not None else default_out_dir(options)
     key = options.cache_key()
     state, stored = _inspect_out_dir(out, key, chosen=chosen)  # writes nothing
-    frame = _sentences(options)  # the templates' checksums
     fingerprint = _preflight(options, will_predict=state != "finished")
     if state in ("resume", "finished"):
         _check_same_model(out, options, stored, fingerprint)

@@ -185,8 +185,8 @@ def test_readme_first_command_without_the_model_in_the_cache(tmp_path: Path):
     env = {"HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf"), "QUEERBENCH_CACHE": str(tmp_path / "cache")}
     message = one_line_error(
         queerbench("run", "--model", "bert-base-uncased", cwd=tmp_path, env=env),
-        "'bert-base-uncased'",
-        "HF_HUB_OFFLINE",
+        "bert-base-uncased",
+        "Hub",
     )
     assert len(message) < 450, len(message)
     assert not (tmp_path / "runs").exists()
