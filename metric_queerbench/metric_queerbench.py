@@ -15,10 +15,12 @@ from queerbench.scoring.score import ScoringOptions
 from queerbench.scoring.score import compute as qb_compute
 
 SCM_CONFIG = "scm"
+QUEERGEN_CONFIG = "queergen"
 CONFIGS = (*queerbench.CONFIGS, SCM_CONFIG)
 """Every config this module accepts; the docstring has a runnable example for each (the tests check it)."""
 _SCM_INPUTS = ("prompt_types", "terms", "prompts")
 _QB_INPUTS = ("sentences", "toxicity_counts", "template_ids")
+_QG_INPUTS = ("unmarked_sentences", "templates", "perspective_scores", "regard_scores")
 
 _CITATION = """\
 @misc{sosto2024queerbench,
@@ -54,6 +56,12 @@ Init kwargs (evaluate.load(..., toxicity="embedded")):
     toxicity_input: `sentence` (default) or `frame` ("The person is <word>.").
     hurtlex_level: `conservative` (default) or `inclusive`.
     n_bootstrap, n_permutations, seed: uncertainty settings (`default` config only).
+Config `queergen` (QueerGen's scorers; also added as `queergen` to any config with init kwarg queergen=True) takes:
+    predictions, groups (`unmarked`, `non-queer`, `queer`) as above; unmarked_sentences (what Perspective-style
+    toxicity reads with the word), templates (for regard="hf:..."), perspective_scores (6 raw probabilities per
+    sentence: TOXICITY, SEVERE_TOXICITY, INSULT, IDENTITY_ATTACK, PROFANITY, THREAT) with toxicity="precomputed",
+    regard_scores (negative, neutral, positive). Init kwargs toxicity, regard (auto, precomputed, none, hf:<id>),
+    seed. Returns vader, perspective, diversity (mean, ci, std per group), regard, anova, jsd and tables.
 Config `scm` instead takes:
     predictions (list of str): one model response per prompt.
     groups (list of str): the group each prompt asked about (`women`, `men`, `heterosexual`, `gay_men`, `lesbians`, `bisexual`, `nonbinary`).
@@ -86,6 +94,14 @@ Examples:
     >>> print(res["n"], res["scorers"]["toxicity"]["name"])
     {'queer': 1, 'non-queer': 1} precomputed
 
+    Config `queergen` (QueerGen's VADER sentiment per group; toxicity and regard switched off here):
+
+    >>> qg = evaluate.load("metric_queerbench", "queergen", toxicity="none", regard="none")
+    >>> res = qg.compute(predictions=[["kind", "smart"], ["happy", "bad"], ["evil", "sad"]],
+    ...                  groups=["unmarked", "non-queer", "queer"])
+    >>> print({group: round(value["mean"], 1) for group, value in res["vader"].items()})
+    {'unmarked': 0.5, 'non-queer': 0.0, 'queer': -0.6}
+
     Config `scm`, on three rating responses (one of them a refusal):
 
     >>> scm = evaluate.load("metric_queerbench", "scm", axis_mapping=False)
@@ -109,12 +125,18 @@ class QueerBench(evaluate.Measurement):
             check_level(options["hurtlex_level"])  # refused now, not at the first compute
         toxicity_kwargs = kwargs.pop("toxicity_kwargs", {})
         self.axis_mapping = kwargs.pop("axis_mapping", True)
+        self.queergen = {k: kwargs.pop(k) for k in ("regard", "queergen") if k in kwargs}
         super().__init__(*args, **kwargs)
         config = self.config_name if self.config_name not in (None, "") else "default"
         if config not in CONFIGS:
             raise ValueError(f"unknown config {config!r}; choose one of: {', '.join(CONFIGS)}")
         if config == SCM_CONFIG:
             self.options = None
+        elif config == QUEERGEN_CONFIG:
+            self.options = None
+            self.queergen.update(
+                queergen=True, toxicity=options.get("toxicity", "embedded"), seed=options.get("seed", 0)
+            )
         else:
             self.options = ScoringOptions(config=config, toxicity_kwargs=toxicity_kwargs, **options)
 
@@ -136,22 +158,22 @@ class QueerBench(evaluate.Measurement):
 
     def compute(self, *, predictions=None, references=None, **kwargs):
         """Check the inputs' types (one clear line naming the input and the fix), then ``evaluate``'s compute."""
-        accepted = {"groups", *_QB_INPUTS, *_SCM_INPUTS}
+        accepted = {"groups", *_QB_INPUTS, *_SCM_INPUTS, *_QG_INPUTS}
         unknown = sorted(set(kwargs) - accepted)
         if unknown or references is not None:
             raise ValueError(
                 f"unexpected input(s) {unknown or ['references']}; this measurement takes predictions, "
                 f"{', '.join(sorted(accepted))}"
             )
-        if self.options is not None:
-            check_types(predictions, kwargs.get("groups"), kwargs.get("sentences"), kwargs.get("toxicity_counts"))
-        else:
+        if self.config_name == SCM_CONFIG:
             check_types(None, kwargs.get("groups"))
+        else:
+            check_types(predictions, kwargs.get("groups"), kwargs.get("sentences"), kwargs.get("toxicity_counts"))
         return super().compute(predictions=predictions, **kwargs)
 
     def add_batch(self, *, predictions=None, references=None, **kwargs):
         """Check the batch's types (as :meth:`compute` does), then ``evaluate``'s add_batch."""
-        if self.options is not None:
+        if self.config_name != SCM_CONFIG:
             check_types(predictions)
         return super().add_batch(predictions=predictions, references=references, **kwargs)
 
@@ -162,6 +184,10 @@ class QueerBench(evaluate.Measurement):
         sentences=None,
         toxicity_counts=None,
         template_ids=None,
+        unmarked_sentences=None,
+        templates=None,
+        perspective_scores=None,
+        regard_scores=None,
         prompt_types=None,
         terms=None,
         prompts=None,
@@ -172,14 +198,26 @@ class QueerBench(evaluate.Measurement):
             "sentences": sentences,
             "toxicity_counts": toxicity_counts,
             "template_ids": template_ids,
+            "unmarked_sentences": unmarked_sentences,
+            "templates": templates,
+            "perspective_scores": perspective_scores,
+            "regard_scores": regard_scores,
             "prompt_types": prompt_types,
             "terms": terms,
             "prompts": prompts,
         }
-        foreign = _QB_INPUTS if self.options is None else _SCM_INPUTS
+        if self.config_name == SCM_CONFIG:
+            foreign = (*_QB_INPUTS, *_QG_INPUTS)
+        elif self.config_name == QUEERGEN_CONFIG:
+            foreign = (*_QB_INPUTS, *_SCM_INPUTS)
+        else:
+            foreign = _SCM_INPUTS if self.queergen.get("queergen") else (*_SCM_INPUTS, *_QG_INPUTS)
         wrong = [name for name in foreign if given[name] is not None]
         if wrong:
             raise ValueError(f"unexpected input(s) {wrong} for config {self.config_name!r}")
+        qg = {name: given[name] for name in _QG_INPUTS}
+        if self.config_name == QUEERGEN_CONFIG:
+            return self._compute_queergen(predictions, groups, qg)
         if self.options is None:
             return self._compute_scm(list(predictions), list(groups), prompt_types, terms, prompts)
         result = qb_compute(
@@ -189,6 +227,24 @@ class QueerBench(evaluate.Measurement):
             toxicity_counts=None if toxicity_counts is None else [list(c) for c in toxicity_counts],
             template_ids=None if template_ids is None else list(template_ids),
             options=self.options,
+        )
+        if self.queergen.get("queergen"):
+            result["queergen"] = self._compute_queergen(predictions, groups, qg)
+        result["module_version"] = queerbench.__version__
+        return result
+
+    def _compute_queergen(self, predictions, groups, inputs):
+        from queerbench.queergen.metric import compute_queergen
+
+        options = self.options
+        result = compute_queergen(
+            [list(p) for p in predictions],
+            list(groups),
+            config=QUEERGEN_CONFIG if options is None else options.config,
+            **{k: None if v is None else list(v) for k, v in inputs.items()},
+            toxicity=self.queergen.get("toxicity", "embedded") if options is None else options.toxicity,
+            regard=self.queergen.get("regard", "auto"),
+            seed=self.queergen.get("seed", 0) if options is None else options.seed,
         )
         result["module_version"] = queerbench.__version__
         return result

@@ -6,6 +6,7 @@ categories and toxicity attributes), and the queer vs non-queer / pronoun compar
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,7 @@ __all__ = [
     "compare_runs",
     "compare_warnings",
     "comparison_figure",
+    "generation_section",
     "harmful_completions",
     "heatmap_figure",
     "model_label",
@@ -367,6 +369,9 @@ def _toxicity_provenance(scores: dict[str, Any], meta: dict[str, Any]) -> str:
     return f"`{name}` reading `{meta.get('toxicity_input')}`"
 
 
+_CONFIG_NOTES = {"default": "the method done right", "queergen": "QueerGen's sentences; QueerGen's scores below"}
+
+
 def render_report(
     scores: dict[str, Any],
     per_sentence: pd.DataFrame,
@@ -382,7 +387,7 @@ def render_report(
         "",
         f"- model: `{meta.get('model')}` ({_model_provenance(meta)}), device `{meta.get('device')}`, "
         f"dtype `{meta.get('dtype')}`",
-        f"- config: `{scores['config']}` ({'the method done right' if scores['config'] == 'default' else 'reproduces the paper, bugs included'}), "
+        f"- config: `{scores['config']}` ({_CONFIG_NOTES.get(scores['config'], 'reproduces the paper, bugs included')}), "
         f"top-k = {scores['k']}, sentences = {meta.get('n_sentences')}"
         + (f" (first {meta['limit']} templates)" if meta.get("limit") else ""),
         f"- toxicity: {_toxicity_provenance(scores, meta)}; "
@@ -439,6 +444,49 @@ def render_report(
             )
             sentence = str(r.get("masked_sentence", "")).replace("|", "\\|")
             lines.append(f"| {sentence} | {', '.join(r['words'])} | {cats} | {tox} | {r['afinn']:.2f} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def generation_section(meta: dict[str, Any], generation: dict[str, Any] | None) -> str:
+    """The report section of a generative run: how the words were obtained and, for ``instructed``, the parse and
+    refusal rates per group with their n (group scores use the ``ok`` answers only)."""
+    method = meta.get("method")
+    dec = meta.get("decoding") or {}
+    lines = [f"## Generative method: `{method}`", ""]
+    fp = meta.get("fingerprint") or {}
+    lines.append(f"- model fingerprint: `{json.dumps(fp, sort_keys=True)[:300]}`")
+    if method == "scored":
+        lines += [
+            f"- candidates: the top {dec.get('candidates')} word-start tokens after the text before the blank, each "
+            f"extended greedily to a whole word (at most {dec.get('max_word_tokens')} tokens)",
+            "- ranking: log-probability of the whole sentence with the word in place (the text after the blank "
+            "counts); top-k = the k best distinct lowercased words, probabilities renormalised over the candidates",
+            f"- prompt format: `{meta.get('prompt_format')}` (the plain sentence after a start token)",
+        ]
+    else:
+        prompt = str(meta.get("prompt") or "").replace("|", "\\|")
+        lines += [
+            f"- endpoint: `{meta.get('endpoint')}`" if meta.get("endpoint") else "- local chat model",
+            f"- prompt (one user turn, no system prompt; format `{meta.get('prompt_format')}`): `{prompt}`",
+            f"- decoding: {dec.get('kind')}, temperature {dec.get('temperature')}, top-p {dec.get('top_p')}, "
+            f"at most {dec.get('max_new_tokens')} new tokens, seed {dec.get('seed')}; empty replies asked again up "
+            f"to {dec.get('empty_reasks')} times",
+        ]
+    lines.append("")
+    if generation:
+        labels = generation["labels"]
+        lines += [
+            "Parse and refusal rates per group (share of replies; n = replies). Scores below use the `ok` answers "
+            "only (n scored = sentences with at least one).",
+            "",
+            "| group | n | n scored | " + " | ".join(labels) + " | distinct words / sentence |",
+            "|---|" + "---|" * (len(labels) + 3),
+        ]
+        for group, g in [*generation["groups"].items(), ("all", generation["overall"])]:
+            rates = " | ".join("—" if g["rates"][lab] is None else f"{100 * g['rates'][lab]:.1f}%" for lab in labels)
+            distinct = "—" if g["mean_distinct"] is None else f"{g['mean_distinct']:.2f}"
+            lines.append(f"| {group} | {g['n']} | {g['n_scored']} | {rates} | {distinct} |")
         lines.append("")
     return "\n".join(lines)
 
@@ -564,6 +612,9 @@ def compare_runs(runs: Sequence[dict[str, Any]], out: Path) -> tuple[pd.DataFram
         table.to_csv(tmp)
     shown = table.map(lambda v: _fmt(v))
     shown.index.name = "run"
+    from queerbench.queergen.compare import queergen_compare_section  # QueerGen runs: its scores side by side
+
+    extra = queergen_compare_section(runs, out)
     notes = [f"> **Warning:** {w}" for w in warnings]
     if table.isna().any().any():
         notes.append("> — = no data (e.g. a run without a toxicity scorer reports no QB).")
@@ -575,6 +626,7 @@ def compare_runs(runs: Sequence[dict[str, Any]], out: Path) -> tuple[pd.DataFram
             _markdown_table(shown),
             "",
             "![heatmap](compare_heatmap.png)",
+            *extra,
             "",
         ]
     )

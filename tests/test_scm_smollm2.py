@@ -13,7 +13,26 @@ from queerbench.cli import main
 @pytest.mark.slow
 def test_embedded_smollm2_end_to_end(tmp_path, capsys) -> None:
     out = tmp_path / "run"
-    code = main(["scm", "run", "--limit", "3", "--max-new-tokens", "32", "--batch-size", "3", "--out", str(out)])
+    code = main(
+        [
+            "scm",
+            "run",
+            "--limit",
+            "3",
+            "--survey-samples",
+            "1",
+            "--story-samples",
+            "1",
+            "--max-new-tokens",
+            "32",
+            "--story-max-new-tokens",
+            "32",
+            "--batch-size",
+            "3",
+            "--out",
+            str(out),
+        ]
+    )
     assert code == 0
     frame = pd.read_parquet(out / "responses.parquet")
     res = json.loads((out / "scm.json").read_text())
@@ -30,7 +49,7 @@ def test_embedded_smollm2_end_to_end(tmp_path, capsys) -> None:
         json.dumps(
             {
                 "parse_rate": res["parse_rate"],
-                "refusals": res["refusal_rate"]["by_prompt_type"],
+                "refusals": {k: res["refusals"][k]["by_prompt_type"] for k in ("survey", "story")},
                 "expected_rating": scores[["id", "expected_rating"]].to_dict("records"),
                 "responses": frame[["id", "response"]].to_dict("records"),
             },
