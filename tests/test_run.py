@@ -104,7 +104,7 @@ def test_out_dir_of_another_model_is_refused(finished: Path, tmp_path: Path, cap
     [
         (["--limit", "0"], "--limit must be at least 1"),
         (["--top-k", "0"], "--top-k must be a positive integer"),
-        (["--top-k", "100000"], "k must be between 1 and"),
+        (["--top-k", "100000"], "--top-k 100000 exceeds the"),
         (["--toxicity", "detoxify"], "unknown toxicity scorer"),
     ],
 )
@@ -158,7 +158,9 @@ def test_score_and_compare_commands(finished: Path, tmp_path: Path, capsys: pyte
     shutil.copytree(finished, twin)
     assert main(["compare", str(finished), str(twin), "--out", str(tmp_path / "cmp")]) == 0
     table = pd.read_csv(tmp_path / "cmp/compare.csv", index_col=0)
-    assert len(table) == 2 and table.index[1].endswith(str(twin))  # same model/k/config: rows named by folder
+    # same model/k/config and settings: rows are told apart by the folder's name, not its full path
+    assert len(table) == 2 and table.index[0].startswith("tiny-bert · default · top-5")
+    assert table.index[1] == "tiny-bert · default · top-5 · twin"
     assert main(["compare", str(finished), str(finished), "--out", str(tmp_path / "cmp2")]) == 2
     assert list(table.columns) == ["neo", "neutral", "binary", "queer", "non-queer"]
     assert (tmp_path / "cmp/compare_heatmap.png").is_file() and (tmp_path / "cmp/compare.md").is_file()

@@ -224,8 +224,13 @@ def test_hf_user_label_map_and_unusable_labels(tmp_path: Path) -> None:
 
 
 def test_hf_missing_model_is_a_clear_error(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="cannot load the config"):
+    with pytest.raises(ValueError, match="'/nonexistent': no such folder"):
+        get_toxicity_scorer("hf:/nonexistent", cache_dir=tmp_path)
+    with pytest.raises(ValueError, match="no such folder"):
         get_toxicity_scorer(f"hf:{tmp_path / 'nope'}", cache_dir=tmp_path)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ValueError, match="cannot load the config"):
+        get_toxicity_scorer(f"hf:{tmp_path / 'empty'}", cache_dir=tmp_path)
 
 
 # ------------------------------------------------------------------------------------------------ base class

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from queerbench.cli import config_argument
@@ -54,7 +55,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     run.add_argument(
         "--toxicity",
         default="embedded",
-        help="toxicity scorer: embedded (offline default), hf:<model id or path>, perspective, none (default: %(default)s)",
+        help="toxicity scorer: embedded (offline default), hf:<model id or path>, perspective, none (default: "
+        "%(default)s); stored 'precomputed' flags are for `queerbench score`",
     )
     run.add_argument(
         "--toxicity-input",
@@ -138,17 +140,24 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from queerbench.report import compare_runs
+    from queerbench.report import compare_runs, compare_warnings
 
+    if Path(args.out).exists() and not Path(args.out).is_dir():
+        raise ValueError(f"--out {args.out} is a file; choose a folder for compare.md, compare.csv and the heatmap")
     runs = []
     for folder in args.runs:
         path = Path(folder) / "scores.json"
         if not path.is_file():
             raise FileNotFoundError(f"{folder} has no scores.json: is it a finished `queerbench run` folder?")
-        doc = json.loads(path.read_text())
+        try:
+            doc = json.loads(path.read_text())
+        except ValueError as exc:
+            raise ValueError(f"{path} is not valid JSON ({exc}); rerun `queerbench run` for that folder") from None
         runs.append({"scores": doc, "meta": doc.get("run", {"model": folder}), "dir": folder})
     table, md = compare_runs(runs, Path(args.out))
     print(table.round(2).to_string())
+    for warning in compare_warnings(runs):
+        print(f"warning: {warning}", file=sys.stderr)
     print(f"wrote {md}")
     return 0
 
@@ -161,4 +170,6 @@ def _check(args: argparse.Namespace) -> int:
         target = target / "predictions.parquet"
     report = check_predictions(target, args.against)
     print(json.dumps(report, indent=2, ensure_ascii=False, default=str))
+    for warning in report["warnings"]:
+        print(f"warning: {warning}", file=sys.stderr)
     return 0

@@ -72,7 +72,14 @@ def _score(args: argparse.Namespace) -> int:
         toxicity_input="frame" if args.toxicity_input == "frame" else "sentence",
     )
     if path.suffix == ".csv":
-        frame = read_paper_csv(path)
+        try:
+            frame = read_paper_csv(path)
+        except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError) as exc:
+            reason = "it is empty" if isinstance(exc, pd.errors.EmptyDataError) else f"{type(exc).__name__}"
+            raise ValueError(
+                f"{path} is not a readable QueerBench CSV ({reason}); expected an upstream "
+                "data/prediction or data/evaluation/<model>_template_<k>.csv (';'-separated)"
+            ) from None
         tokens = [t[: args.top_k] if args.top_k else t for t in frame["tokens"]]
         counts = (
             frame["perspective_counts"].tolist()
@@ -98,7 +105,12 @@ def _score(args: argparse.Namespace) -> int:
             options=options,
         )
     elif path.suffix == ".parquet":
-        frame = pd.read_parquet(path)
+        try:
+            frame = pd.read_parquet(path)
+        except (OSError, ValueError) as exc:
+            raise ValueError(
+                f"{path} is not a readable Parquet file ({exc}); expected a run's predictions.parquet"
+            ) from None
         needed = {"id", "tokens", "group", "category", "subject", "template_id", "masked_sentence", "neutral_sentence"}
         if not needed <= set(frame.columns):
             raise ValueError(

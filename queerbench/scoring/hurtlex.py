@@ -18,9 +18,17 @@ from unidecode import unidecode
 
 from queerbench.sources import fetch, get_source
 
-__all__ = ["HurtLex", "hurtlex_categories", "load_hurtlex"]
+__all__ = ["LEVELS", "HurtLex", "check_level", "hurtlex_categories", "load_hurtlex"]
 
 LEVELS = ("conservative", "inclusive")
+
+
+def check_level(level: str) -> str:
+    """Return ``level`` if it is a HurtLex level, else raise ``ValueError`` naming the choices (so that a metric
+    built with a bad level fails when it is loaded, not at its first compute)."""
+    if level not in LEVELS:
+        raise ValueError(f"unknown HurtLex level {level!r}; choose one of: {', '.join(LEVELS)}")
+    return level
 
 
 @cache
@@ -79,8 +87,7 @@ def load_hurtlex(level: str = "conservative", path: str | None = None) -> HurtLe
     ``level="conservative"`` (default) keeps the conservative rows; ``"inclusive"`` keeps every row (conservative and
     inclusive). The ``paper`` lookup always uses the conservative rows, as the paper's code did.
     """
-    if level not in LEVELS:
-        raise ValueError(f"unknown HurtLex level {level!r}; choose one of: {', '.join(LEVELS)}")
+    check_level(level)
     file = fetch("hurtlex_en", path)
     frame = pd.read_csv(file, sep="\t", dtype=str, keep_default_na=False)
     expected = ["id", "pos", "category", "stereotype", "lemma", "level"]

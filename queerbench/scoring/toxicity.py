@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from queerbench.fingerprint import looks_like_path
 from queerbench.sources import cache_dir as user_cache_dir
 
 __all__ = [
@@ -271,6 +272,11 @@ class HFToxicityScorer(ToxicityScorer):
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         self.model_ref = str(model)
         self.name = f"hf:{self.model_ref}"
+        if looks_like_path(self.model_ref) and not Path(self.model_ref).expanduser().is_dir():
+            raise ValueError(
+                f"toxicity model {self.model_ref!r}: no such folder; pass --toxicity hf:<folder saved with "
+                "save_pretrained> or hf:<Hub id> (e.g. hf:unitary/toxic-bert)"
+            )
         try:
             config = AutoConfig.from_pretrained(self.model_ref, trust_remote_code=False)
         except (OSError, ValueError) as exc:
