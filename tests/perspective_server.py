@@ -54,7 +54,7 @@ class FakePerspective:
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}{PATH}"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
 
     def __enter__(self) -> FakePerspective:
         self._thread.start()
@@ -93,7 +93,9 @@ class FakePerspective:
             return self._send(req, 400, {"error": {"code": 400, "status": "INVALID_ARGUMENT"}})
         status, _, hint = action.partition("@")
         if status.isdigit():  # any other status, e.g. "502", "403", or "503@7" (with Retry-After: 7)
-            return self._send(req, int(status), {"error": {"code": int(status)}}, {"Retry-After": hint} if hint else None)
+            return self._send(
+                req, int(status), {"error": {"code": int(status)}}, {"Retry-After": hint} if hint else None
+            )
         if action == "malformed":
             return self._send_raw(req, 200, b'{"attributeScores": {"TOXICITY": ')
         if action == "timeout":
