@@ -176,3 +176,67 @@ def test_sentence_start_table_is_for_byte_level_bpe_only(tokenizers: dict[str, o
 def test_paper_token_strips_markers_only():
     assert paper_token("Ġdoctor") == "doctor" and paper_token("▁doctor") == "doctor"
     assert paper_token("##ing") == "##ing" and paper_token("He") == "He" and paper_token(None) == ""
+
+
+class _Vocabulary:
+    """Just a vocabulary: what ``detect_family`` reads of a tokenizer."""
+
+    def __init__(self, tokens: list[str]) -> None:
+        self.tokens = tokens
+
+    def get_vocab(self) -> dict[str, int]:
+        return {t: i for i, t in enumerate(self.tokens)}
+
+
+@pytest.mark.parametrize(
+    ("tokens", "family"),
+    [
+        (["##a", "##b", "##c", "Ġx", "Ġy", "▁z"], "wordpiece"),  # the most common marker wins
+        (["##a", "Ġx", "Ġy", "▁z"], "bpe"),
+        (["##a", "Ġx", "▁y", "▁z", "▁w"], "sentencepiece"),
+        (["##a"], "wordpiece"),  # one marker is enough
+        (["Ġa"], "bpe"),
+        (["▁a"], "sentencepiece"),
+        (["a", "b", "c#", "d▁"], "other"),  # markers count only at the start
+    ],
+)
+def test_detect_family_by_the_most_common_marker(tokens: list[str], family: str):
+    assert detect_family(_Vocabulary(tokens)) == family
+
+
+def _bpe_with_accents(directory: Path):
+    """A byte-level BPE (RoBERTa-style) whose vocabulary has whole non-ASCII words (``Ġcafé``, ``Café``)."""
+    from tokenizers import AddedToken, ByteLevelBPETokenizer
+    from transformers import RobertaTokenizer
+
+    corpus = ["Café is open. The café is a café.", "The naïve person went to the café.", "Ärztin and café."] * 20
+    bpe = ByteLevelBPETokenizer()
+    bpe.train_from_iterator(corpus, vocab_size=300, min_frequency=1, special_tokens=["<s>", "<pad>", "</s>", "<unk>"])
+    bpe.save_model(str(directory))
+    return RobertaTokenizer(
+        vocab=str(directory / "vocab.json"),
+        merges=str(directory / "merges.txt"),
+        mask_token=AddedToken("<mask>", lstrip=True, rstrip=False),
+    )
+
+
+def test_byte_level_tables_decode_non_ascii_words(tmp_path: Path):
+    tok = _bpe_with_accents(tmp_path)
+    vocab = tok.get_vocab()
+    assert "ĠcafÃ©" in vocab and "CafÃ©" in vocab  # the case this test is about is in the vocabulary
+    allowed, words = whole_word_table(tok, "bpe", len(tok))
+    assert words[vocab["ĠcafÃ©"]] == "café" and allowed[vocab["ĠcafÃ©"]]
+    start_allowed, start_words = sentence_start_table(tok, "bpe", len(tok))
+    assert start_allowed.dtype == torch.bool and start_words[vocab["CafÃ©"]] == "Café"
+    assert start_allowed[vocab["CafÃ©"]] and not start_allowed[vocab["ĠcafÃ©"]]
+
+
+def test_added_special_tokens_are_never_sentence_start_words(tmp_path: Path):
+    from tokenizers import AddedToken
+
+    tok = _bpe_with_accents(tmp_path)
+    tok.add_tokens([AddedToken("Specialword", special=True), AddedToken("Plainword", special=False)])
+    _, words = sentence_start_table(tok, "bpe", len(tok))
+    special, plain = tok.convert_tokens_to_ids(["Specialword", "Plainword"])
+    assert words[special] is None and words[plain] == "Plainword"
+    assert all(words[i] is None for i in tok.all_special_ids)
