@@ -561,6 +561,10 @@ def test_results_say_what_produced_them():
             "PROFANITY, THREAT",
         ),
         (
+            {"predictions": [["a"]], "groups": ["q"], "toxicity_counts": [[0] * 5] * 2},
+            "toxicity_counts has 2 entries but predictions has 1; they must align one to one",
+        ),
+        (
             {"predictions": [("a",), "ab"], "groups": ["q", "q"], "toxicity_counts": [[0] * 5] * 2},
             "predictions[1] must be a list of words (top-k), got str",
         ),
@@ -659,3 +663,27 @@ def test_toxicity_input_decides_the_text_scored(fixed_scores: FakePerspective, t
         "The person is above.",
     ]
     assert r["toxicity"]["g"] == 1000.0 and r["scorers"]["toxicity"]["input"] == "frame"
+
+
+def test_default_uses_the_hurtlex_level_asked_for():
+    from queerbench.scoring.hurtlex import load_hurtlex
+
+    inclusive = load_hurtlex("inclusive")
+    word = next(w for w, cats in inclusive.categories_by_word.items() if not load_hurtlex().categories(w) and cats)
+    opts = ScoringOptions(toxicity="none", hurtlex_level="inclusive", **NO_STATS)
+    r = compute([[word]], ["g"], options=opts)
+    assert r["scorers"]["hurtlex"]["level"] == "inclusive"
+    assert r["hurtlex"]["g"] == 100 * len(inclusive.categories(word)) > 0
+
+
+def test_permutations_without_bootstrap_report_no_intervals():
+    preds = [["dog"], ["hero"]] * 3
+    r = compute(
+        preds,
+        ["queer", "non-queer"] * 3,
+        toxicity_counts=[[0] * 5] * 6,
+        template_ids=[0, 0, 1, 1, 2, 2],
+        options=ScoringOptions(toxicity="precomputed", n_bootstrap=0, n_permutations=30),
+    )
+    assert r["ci"] == {"queer": {}, "non-queer": {}}
+    assert set(r["comparisons"]["queer - non-queer"]) == {"diff", "p_value"}
