@@ -16,6 +16,7 @@ def test_afinn_words_and_mean():
     assert afinn_word_score("slave") == -3.0 and afinn_word_score("outstanding") == 5.0
     assert afinn_word_score("nurse") == 0.0 and afinn_word_score("##ing") == 0.0
     assert afinn_sentence_mean(["outstanding", "slave", "nurse", "doctor"]) == pytest.approx(0.5)
+    assert afinn_sentence_mean([]) == 0.0
 
 
 def test_hurtlex_default_counts_every_category_and_paper_the_first_row():
