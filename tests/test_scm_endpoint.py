@@ -41,7 +41,11 @@ def test_retries_then_everything_arrives_and_rerun_makes_no_calls(tmp_path, monk
         assert server.calls == 8 + 4  # 8 replies, the first one needed 4 extra attempts
         assert (frame["status"] == "ok").all() and len(frame) == 8
         assert set(frame["id"]) == set(rows["id"])
-        assert len(sleeps) >= 4 and all(s >= 0 for s in sleeps)  # backoff happened (sleep injected)
+        # the first reply's four failed attempts back off 1, 2, 4, 8 s (base 1 s doubling; 429's Retry-After: 0 is
+        # shorter); the other sleeps are the rate limiter's waits of at most 10 ms (6,000 requests per minute)
+        assert [s for s in sleeps if s > 0.01] == [1.0, 2.0, 4.0, 8.0] and all(
+            0 <= s <= 0.01 for s in sleeps if s <= 0.01
+        )
         assert set(server.auth_headers) == {f"Bearer {KEY}"}
         assert {b["seed"] for b in server.bodies} and server.bodies[-1]["temperature"] == 0.9
         again = collect(runner, rows, settings, cache)
