@@ -194,6 +194,8 @@ class _Vocabulary:
         (["##a", "##b", "##c", "Ġx", "Ġy", "▁z"], "wordpiece"),  # the most common marker wins
         (["##a", "Ġx", "Ġy", "▁z"], "bpe"),
         (["##a", "Ġx", "▁y", "▁z", "▁w"], "sentencepiece"),
+        (["##a", "##b", "##c", "▁y", "▁z"], "wordpiece"),
+        (["Ġa", "Ġb", "Ġc", "▁y", "▁z"], "bpe"),
         (["##a"], "wordpiece"),  # one marker is enough
         (["Ġa"], "bpe"),
         (["▁a"], "sentencepiece"),
