@@ -126,6 +126,7 @@ def test_bad_retry_settings_fail_at_construction(fake: FakePerspective, tmp_path
 # ------------------------------------------------------------------------------------------ what the client reports
 def test_defaults_are_the_documented_ones(fake: FakePerspective, tmp_path: Path):
     scorer = PerspectiveScorer(cache_dir=tmp_path)
+    assert scorer._sleep is time.sleep  # the injection point these tests replace
     assert (scorer.qps, scorer.max_retries, scorer.backoff_base, scorer.backoff_max) == (1.0, 6, 1.0, 64.0)
     assert (scorer.timeout, scorer.max_text_bytes) == (30.0, 3000)
     assert scorer.describe() == {
@@ -238,7 +239,9 @@ def test_connection_and_request_errors_name_their_kind_without_the_key(
     with pytest.raises(PerspectiveError) as info:
         scorer.score(["x y"])
     message = str(info.value)
-    assert "last error: connection error (ConnectionError: " in message and "key=***" in message
+    assert (
+        "last error: connection error (ConnectionError: " in message and "comments:analyze?key=*** (Caused" in message
+    )
     assert KEY not in message
     debug = [r.getMessage() for r in caplog.records if r.name == "urllib3.connectionpool"]
     assert debug and all(KEY not in m for m in debug)
@@ -246,7 +249,10 @@ def test_connection_and_request_errors_name_their_kind_without_the_key(
     scorer, _ = client(tmp_path)
     with pytest.raises(PerspectiveError) as info:
         scorer.score(["x y"])
-    assert str(info.value).startswith("Perspective API failed on text #0 ('x y'): request failed (InvalidSchema: ")
+    assert str(info.value) == (
+        "Perspective API failed on text #0 ('x y'): request failed (InvalidSchema: No connection adapters were found "
+        "for 'ftp://127.0.0.1/v1alpha1/comments:analyze')"
+    )
 
 
 def test_setup_errors_word_for_word(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
@@ -266,3 +272,38 @@ def test_setup_errors_word_for_word(monkeypatch: pytest.MonkeyPatch, tmp_path: P
     with pytest.raises(ValueError) as info:
         PerspectiveScorer(cache_dir=tmp_path, timeout=0)
     assert str(info.value) == "timeout must be > 0 and backoff_base/backoff_max >= 0"
+
+
+def test_long_texts_are_quoted_to_60_characters(fake: FakePerspective, tmp_path: Path):
+    text = "The person is " + "very " * 20 + "kind."
+    fake.script = ["400"]
+    scorer, _ = client(tmp_path, max_text_bytes=50)
+    with pytest.raises(ValueError) as info:
+        scorer.score([text])
+    assert f"limit of 50 bytes {text[:60]!r}…; shorten it" in str(info.value) and text[:61] not in str(info.value)
+    scorer, _ = client(tmp_path)
+    with pytest.raises(PerspectiveError) as info:
+        scorer.score([text])
+    assert str(info.value).startswith(f"Perspective API failed on text #0 ({text[:60]!r}): HTTP 400")
+    fake.script = ["503"]
+    scorer, _ = client(tmp_path / "again", max_retries=0)
+    with pytest.raises(PerspectiveError) as info:
+        scorer.score([text])
+    assert str(info.value).startswith(f"Perspective API failed on text #0 ({text[:60]!r}) after 1 attempts")
+
+
+def test_key_is_masked_in_the_http_debug_log(fake: FakePerspective, tmp_path: Path, caplog: pytest.LogCaptureFixture):
+    caplog.set_level("DEBUG", logger="urllib3.connectionpool")
+    scorer, _ = client(tmp_path)
+    scorer.score(["x y"])
+    lines = [r.getMessage() for r in caplog.records if r.name == "urllib3.connectionpool"]
+    assert any('"POST /v1alpha1/comments:analyze?key=*** HTTP/1.1" 200' in line for line in lines), lines
+    assert all(KEY not in line for line in lines)
+
+
+def test_progress_bar_only_when_asked(fake: FakePerspective, tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    scorer, _ = client(tmp_path)
+    scorer.score(["a b"])
+    assert capsys.readouterr().err == ""
+    scorer.score(["c d"], progress=True)
+    assert "perspective: 100%" in capsys.readouterr().err
