@@ -100,6 +100,18 @@ def test_default_out_dirs_differ_in_every_key_field():
     ]
     assert len({default_out_dir(v) for v in variants}) == len(variants)
     assert default_out_dir(replace(base, seed=9, n_bootstrap=5)) == default_out_dir(base)
+    # the names the README documents: runs/<model>-<config>-k<k>, plus -limit<N>, -rev<revision>, -<dtype>
+    assert [default_out_dir(v).as_posix() for v in variants] == [
+        "runs/org_m-default-k5",
+        "runs/org_m-default-k3",
+        "runs/org_m-paper-k5",
+        "runs/org_m-default-k5-bfloat16",
+        "runs/org_m-default-k5-revv1",
+        "runs/org_m-default-k5-limit10",
+        "runs/org_other-default-k5",
+    ]
+    every = replace(base, limit=2, revision="main", dtype="float16")
+    assert default_out_dir(every).as_posix() == "runs/org_m-default-k5-limit2-revmain-float16"
 
 
 def _interrupted(options: RunOptions, out: Path, monkeypatch: pytest.MonkeyPatch, after_chunks: int = 1) -> None:
@@ -143,7 +155,9 @@ def test_a_resume_is_pinned_to_the_commit_of_its_first_chunks(bert: str, tmp_pat
     options = RunOptions(model=bert, limit=1, **FAST)  # no --revision: the first load resolves one
     _interrupted(options, tmp_path / "r", monkeypatch)
     assert calls[0].get("revision") is None
-    result = run_benchmark(options, tmp_path / "r", log=quiet)
+    seen: list[tuple[int, int]] = []
+    result = run_benchmark(options, tmp_path / "r", log=quiet, progress=lambda done, total: seen.append((done, total)))
+    assert seen[-1] == (N_SENTENCES_PER_TEMPLATE, N_SENTENCES_PER_TEMPLATE) and seen[0][0] > 40  # counts the saved 40
     assert calls[1].get("revision") == first  # the resume asks for the very commit of the saved chunks
     assert result.n_predicted == N_SENTENCES_PER_TEMPLATE - 40
     assert result.scores["run"]["revision"] == first
@@ -168,3 +182,12 @@ def test_a_resume_never_mixes_chunks_of_other_sentences(bert: str, tmp_path: Pat
     with pytest.raises(RuntimeError, match="do not match this run's sentences"):
         run_benchmark(options, tmp_path / "r", log=quiet)
     assert not (tmp_path / "r/predictions.parquet").exists()
+
+
+@pytest.mark.parametrize("chunk", [38, 77, 100])
+def test_every_sentence_lands_in_exactly_one_chunk(bert: str, tmp_path: Path, monkeypatch, chunk: int):
+    """77 sentences in chunks of 38 (the last holds one), 77 (exactly one) or 100 (one, partly filled)."""
+    monkeypatch.setattr(run_module, "CHUNK_SIZE", chunk)
+    result = run_benchmark(RunOptions(model=bert, limit=1, **FAST), tmp_path / "r", log=quiet)
+    preds = pd.read_parquet(tmp_path / "r/predictions.parquet")
+    assert result.n_predicted == N_SENTENCES_PER_TEMPLATE == len(preds) == preds["id"].nunique()
