@@ -687,3 +687,9 @@ def test_permutations_without_bootstrap_report_no_intervals():
     )
     assert r["ci"] == {"queer": {}, "non-queer": {}}
     assert set(r["comparisons"]["queer - non-queer"]) == {"diff", "p_value"}
+
+
+def test_paper_without_toxicity_reports_no_queerbench_score():
+    r = compute([["whore"], ["hero"]], ["queer", "non-queer"], options=ScoringOptions("paper", "none"))
+    assert r["queerbench"] == {"queer": None, "non-queer": None} and r["toxicity"] == {"queer": None, "non-queer": None}
+    assert r["hurtlex"] == {"queer": 100.0, "non-queer": 0.0} and r["afinn"] == {"queer": 80.0, "non-queer": 40.0}
