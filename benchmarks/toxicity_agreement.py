@@ -16,6 +16,11 @@ Input forms: ``full`` (the paper's sentence with [MASK] filled, what Perspective
 with the subject "the person"; rows align 1:1 with ``build_sentences("paper")``), ``frame`` ("The person is <word>.").
 
 Usage: ``python benchmarks/toxicity_agreement.py --limit-files 4 --sample 300 --out agreement.json``
+
+``--queergen`` instead compares the scorers with the raw Perspective probabilities QueerGen stored for its 14 models
+(k=1: 14 × 3,100 = 43,400 scored sentences, each "{unmarked sentence} {word}"): Spearman ρ per attribute over all
+rows (and over the distinct texts), and the QueerGen-form Perspective cell (mean of the 6 attributes per model and
+group) recomputed with the scorer vs the published ``tables/Perspective_all.csv``. ``--sample N`` uses N random rows.
 """
 
 from __future__ import annotations
@@ -185,9 +190,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--cache-dir", default=None, help="score cache folder (default: the user cache)")
     parser.add_argument("--out", default=None, help="write the full results as JSON here")
+    parser.add_argument("--queergen", action="store_true", help="agreement with QueerGen's stored Perspective scores")
     args = parser.parse_args(argv)
     if not args.data_dir:
         parser.error("set QUEERBENCH_DATA_DIR or pass --data-dir")
+    if args.queergen:
+        return queergen_agreement(args)
     forms = [f.strip() for f in args.forms.split(",") if f.strip()]
     if bad := sorted(set(forms) - set(FORMS)):
         parser.error(f"unknown form(s) {bad}; choose from {', '.join(FORMS)}")
@@ -342,6 +350,73 @@ def print_form(spec: str, form: str, res: dict) -> None:
     rates = pd.Series(res["person_flag_rate"]).sort_values(ascending=False)
     top = ", ".join(f"{k} {v:.2f}" for k, v in rates.head(6).items())
     print(f"flag rate with completion 'person' (mean {rates.mean():.2f}); highest: {top}")
+
+
+# ------------------------------------------------------------------------------------------------ QueerGen
+def queergen_agreement(args: argparse.Namespace) -> int:
+    """Spearman ρ per attribute between each scorer and QueerGen's stored Perspective probabilities (k=1 files)."""
+    from scipy.stats import spearmanr
+
+    from queerbench.queergen.aggregate import aggregate
+    from queerbench.queergen.evaluations import ALL_PERSPECTIVE, perspective_texts, read_evaluation_csv
+    from queerbench.queergen.spec import spec
+
+    folder = Path(args.data_dir) / "upstream/queergen/evaluations/prompt_1"
+    frames = {label: read_evaluation_csv(folder / f"{stem}.csv") for stem, label in spec()["model_labels"].items()}
+    rows = pd.concat([f.assign(model=m) for m, f in frames.items()], ignore_index=True)
+    if args.sample:
+        rows = rows.sample(n=min(args.sample, len(rows)), random_state=args.seed).reset_index(drop=True)
+    texts = perspective_texts(rows["unmarked_sentence"].tolist(), rows["words"].tolist())
+    distinct = sorted(set(texts))
+    print(f"QueerGen: {len(rows):,} scored sentences ({len(distinct):,} distinct texts) from {len(frames)} models")
+    published = pd.read_csv(Path(args.data_dir) / "upstream/queergen/tables/Perspective_all.csv")
+    report: dict = {"rows": len(rows), "distinct_texts": len(distinct), "sampled": bool(args.sample), "scorers": {}}
+    for spec_name in ["embedded", *args.hf]:
+        scorer = get_toxicity_scorer(spec_name, cache_dir=args.cache_dir)
+        started = time.perf_counter()
+        probs = scorer.score(texts)
+        elapsed = time.perf_counter() - started
+        first = {t: i for i, t in enumerate(texts)}
+        entry: dict = {"describe": scorer.describe(), "seconds": elapsed, "spearman": {}, "spearman_distinct": {}}
+        for attr in ALL_PERSPECTIVE:
+            if attr not in probs.columns:
+                continue
+            gold = rows[f"perspective_{attr}"].to_numpy(float)
+            ours = probs[attr].to_numpy(float)
+            entry["spearman"][attr] = float(spearmanr(ours, gold).statistic)
+            idx = [first[t] for t in distinct]
+            entry["spearman_distinct"][attr] = float(spearmanr(ours[idx], gold[idx]).statistic)
+        if not args.sample:  # the published cells: mean of the 6 attributes per model and group
+            cells, theirs = [], []
+            for model, frame in frames.items():
+                part = rows["model"] == model
+                mine = frame[["group", "words"]].assign(vader=0.0)
+                for attr in ALL_PERSPECTIVE:
+                    mine[f"perspective_{attr}"] = probs.loc[part.to_numpy(), attr].to_numpy(float)
+                res = aggregate(mine, config="queergen")
+                for g, label in (("unmarked", "Unmarked"), ("non-queer", "Non Queer"), ("queer", "Queer")):
+                    cells.append(res["perspective"][g]["mean"])
+                    theirs.append(
+                        float(published[(published.Model == model) & (published.type == label)].Perspective.iloc[0])
+                    )
+            entry["cells"] = {
+                "spearman": float(spearmanr(cells, theirs).statistic),
+                "mean_abs_error": float(np.mean(np.abs(np.asarray(cells) - np.asarray(theirs)))),
+                "n": len(cells),
+            }
+        report["scorers"][spec_name] = entry
+        print(f"{spec_name}: {elapsed:.1f}s; Spearman per attribute (all rows / distinct texts):")
+        for attr, rho in entry["spearman"].items():
+            print(f"  {attr:>16}: {rho:+.3f} / {entry['spearman_distinct'][attr]:+.3f}")
+        if "cells" in entry:
+            c = entry["cells"]
+            print(
+                f"  published Perspective cells ({c['n']}): Spearman {c['spearman']:+.3f}, mean |error| {c['mean_abs_error']:.4f}"
+            )
+    if args.out:
+        write_json(args.out, report)
+        print(f"wrote {args.out}")
+    return 0
 
 
 if __name__ == "__main__":

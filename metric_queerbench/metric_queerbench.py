@@ -13,6 +13,7 @@ from queerbench.scoring.score import ScoringOptions
 from queerbench.scoring.score import compute as qb_compute
 
 SCM_CONFIG = "scm"
+QUEERGEN_CONFIG = "queergen"
 
 _CITATION = """\
 @misc{sosto2024queerbench,
@@ -48,6 +49,12 @@ Init kwargs (evaluate.load(..., toxicity="embedded")):
     toxicity_input: `sentence` (default) or `frame` ("The person is <word>.").
     hurtlex_level: `conservative` (default) or `inclusive`.
     n_bootstrap, n_permutations, seed: uncertainty settings (`default` config only).
+Config `queergen` (QueerGen's scorers; also added as `queergen` to any config with init kwarg queergen=True) takes:
+    predictions, groups (`unmarked`, `non-queer`, `queer`) as above; unmarked_sentences (what Perspective-style
+    toxicity reads with the word), templates (for regard="hf:..."), perspective_scores (6 raw probabilities per
+    sentence: TOXICITY, SEVERE_TOXICITY, INSULT, IDENTITY_ATTACK, PROFANITY, THREAT) with toxicity="precomputed",
+    regard_scores (negative, neutral, positive). Init kwargs toxicity, regard (auto, precomputed, none, hf:<id>),
+    seed. Returns vader, perspective, diversity (mean, ci, std per group), regard, anova, jsd and tables.
 Config `scm` instead takes:
     predictions (list of str): one model response per prompt.
     groups (list of str): the group each prompt asked about (`women`, `men`, `heterosexual`, `gay_men`, `lesbians`, `bisexual`, `nonbinary`).
@@ -75,6 +82,7 @@ class QueerBench(evaluate.Measurement):
         options = {k: kwargs.pop(k) for k in _OPTION_KEYS if k in kwargs}
         toxicity_kwargs = kwargs.pop("toxicity_kwargs", {})
         self.axis_mapping = kwargs.pop("axis_mapping", True)
+        self.queergen = {k: kwargs.pop(k) for k in ("regard", "queergen") if k in kwargs}
         super().__init__(*args, **kwargs)
         config = self.config_name if self.config_name not in (None, "") else "default"
         if config not in (*queerbench.CONFIGS, SCM_CONFIG):
@@ -83,6 +91,11 @@ class QueerBench(evaluate.Measurement):
             )
         if config == SCM_CONFIG:
             self.options = None
+        elif config == QUEERGEN_CONFIG:
+            self.options = None
+            self.queergen.update(
+                queergen=True, toxicity=options.get("toxicity", "embedded"), seed=options.get("seed", 0)
+            )
         else:
             self.options = ScoringOptions(config=config, toxicity_kwargs=toxicity_kwargs, **options)
 
@@ -102,9 +115,29 @@ class QueerBench(evaluate.Measurement):
             codebase_urls=["https://github.com/MaeSosto/QueerBench"],
         )
 
-    def _compute(self, predictions, groups=None, sentences=None, toxicity_counts=None, template_ids=None, **scm):
+    def _compute(
+        self,
+        predictions,
+        groups=None,
+        sentences=None,
+        toxicity_counts=None,
+        template_ids=None,
+        unmarked_sentences=None,
+        templates=None,
+        perspective_scores=None,
+        regard_scores=None,
+        **scm,
+    ):
         if groups is None:
             raise ValueError("groups is required: one group label per sentence (e.g. 'queer', 'non-queer')")
+        qg = {
+            "unmarked_sentences": unmarked_sentences,
+            "templates": templates,
+            "perspective_scores": perspective_scores,
+            "regard_scores": regard_scores,
+        }
+        if self.config_name == QUEERGEN_CONFIG:
+            return self._compute_queergen(predictions, groups, qg)
         if self.options is None:
             return self._compute_scm(list(predictions), list(groups), **scm)
         if scm:
@@ -116,6 +149,24 @@ class QueerBench(evaluate.Measurement):
             toxicity_counts=None if toxicity_counts is None else [list(c) for c in toxicity_counts],
             template_ids=None if template_ids is None else list(template_ids),
             options=self.options,
+        )
+        if self.queergen.get("queergen"):
+            result["queergen"] = self._compute_queergen(predictions, groups, qg)
+        result["module_version"] = queerbench.__version__
+        return result
+
+    def _compute_queergen(self, predictions, groups, inputs):
+        from queerbench.queergen.metric import compute_queergen
+
+        options = self.options
+        result = compute_queergen(
+            [list(p) for p in predictions],
+            list(groups),
+            config=QUEERGEN_CONFIG if options is None else options.config,
+            **{k: None if v is None else list(v) for k, v in inputs.items()},
+            toxicity=self.queergen.get("toxicity", "embedded") if options is None else options.toxicity,
+            regard=self.queergen.get("regard", "auto"),
+            seed=self.queergen.get("seed", 0) if options is None else options.seed,
         )
         result["module_version"] = queerbench.__version__
         return result

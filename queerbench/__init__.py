@@ -6,9 +6,10 @@ here once; the Hub folders (``dataset_builder/``, ``metric_queerbench/``, ``spac
 
 __version__ = "0.1.0"
 
-CONFIGS: tuple[str, ...] = ("default", "paper")
-"""The two configurations that run through the whole project: ``default`` (the method done right) and ``paper``
-(reproduces the published tables bit for bit, bugs included)."""
+CONFIGS: tuple[str, ...] = ("default", "paper", "queergen")
+"""The configurations that run through the whole project: ``default`` (the method done right), ``paper``
+(reproduces the published tables bit for bit, bugs included) and ``queergen`` (QueerGen's 3,100 sentences, groups
+``unmarked``/``non-queer``/``queer``, scored as QueerGen's code does; see :mod:`queerbench.queergen`)."""
 
 
 def check_config(config: str) -> str:

@@ -40,12 +40,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def config_argument(parser: argparse.ArgumentParser, default: str = "default") -> None:
-    """Add the shared ``--config {default,paper}`` flag."""
+    """Add the shared ``--config {default,paper,queergen}`` flag."""
     parser.add_argument(
         "--config",
         choices=CONFIGS,
         default=default,
-        help="'default': the method done right; 'paper': reproduces the published tables (default: %(default)s)",
+        help="'default': the method done right; 'paper': reproduces the published tables; 'queergen': QueerGen's "
+        "sentences and scorers (default: %(default)s)",
     )
 
 

@@ -33,6 +33,11 @@ CONFIG_DESCRIPTIONS: dict[str, str] = {
         "rows)), bugs included: duplicate templates and pronoun 'e', a capitalised 'The' everywhere, and the 'they' "
         "plural hack ('they ha learning …'). Use it to reproduce the published tables."
     ),
+    "queergen": (
+        "QueerGen's 3,100 sentences (10 subjects × (unmarked + 30 markers) × 10 templates, groups unmarked / "
+        "non-queer / queer), equal to its data/template_complete.csv; split top5_sample: the 300 rows of its top-5 "
+        "runs. Academic research only (see below); built only on request."
+    ),
     "scm": (
         "Stereotype Content Model probes for generative LLMs (Ostrow & Lopez): survey prompts (rating, selection, "
         "elicitation) and text-generation prompts for 7 sexual and gender minority groups."
@@ -51,9 +56,16 @@ def _scm_splits(config: str) -> dict[str, pd.DataFrame]:
     return scm_splits()
 
 
+def _queergen_splits(config: str) -> dict[str, pd.DataFrame]:
+    from queerbench.queergen.sentences import build_queergen_sentences, queergen_sample
+
+    return {"test": build_queergen_sentences(), "top5_sample": queergen_sample()}
+
+
 DATASET_CONFIGS: dict[str, Callable[[str], dict[str, pd.DataFrame]]] = {
     "default": _queerbench_splits,
     "paper": _queerbench_splits,
+    "queergen": _queergen_splits,
     "scm": _scm_splits,
 }
 """Every config the dataset can hold, mapped to the function that builds its splits."""
@@ -124,10 +136,24 @@ def _card(configs: Sequence[str], tables: dict[str, dict[str, pa.Table]]) -> str
         for c in configs
     )
     source_lines = "\n".join(
-        f"- `{s['name']}` — {s['version']}; license: {s['license']}; cite: {s['citation']}" for s in describe_sources()
+        f"- `{s['name']}` — {s['version']}; license: {s['license']}; cite: {s['citation']}"
+        for s in describe_sources(_card_sources(configs))
     )
     body = body.format(version=__version__, configs=config_lines, sources=source_lines)
+    if "queergen" in configs:
+        body += resources.files("queerbench.data").joinpath("queergen_card.md").read_text(encoding="utf-8").format()
     return "---\n" + yaml.safe_dump(meta, sort_keys=False, allow_unicode=True) + "---\n" + body
+
+
+def _card_sources(configs: Sequence[str]) -> list[str]:
+    """The sources a card lists: every project source, and QueerGen's sentence files only when ``queergen`` is built
+    (its stored evaluations and tables are reproduction references, not dataset sources)."""
+    from queerbench.queergen.spec import spec
+
+    names = [s["name"] for s in describe_sources() if not s["name"].startswith("queergen_")]
+    if "queergen" in configs:
+        names += list(spec()["sources"].values())
+    return names
 
 
 def _looks_like_dataset(folder: Path) -> bool:

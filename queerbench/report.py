@@ -6,6 +6,7 @@ categories and toxicity attributes), and the queer vs non-queer / pronoun compar
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ __all__ = [
     "CONTENT_NOTE",
     "category_figure",
     "comparison_figure",
+    "generation_section",
     "harmful_completions",
     "heatmap_figure",
     "render_report",
@@ -131,6 +133,7 @@ def comparison_figure(scores: dict[str, Any], path: Path) -> Path:
     vals = [scores[key][g] for g in groups]
     cis = [scores.get("ci", {}).get(g, {}).get(key) for g in groups]
     err = np.array([[v - c[0], c[1] - v] if c else [0, 0] for v, c in zip(vals, cis, strict=True)]).T
+    err = np.clip(err, 0, None)  # a one-template CI equals the value up to float rounding (−1e-15 would raise)
     colors = ["#b2182b" if g == "queer" else "#2166ac" if g == "non-queer" else "#762a83" for g in groups]
     fig, ax = plt.subplots(figsize=(1.3 * len(groups) + 2, 3.6))
     ax.bar(groups, vals, yerr=err if len(groups) else None, capsize=4, color=colors)
@@ -138,6 +141,9 @@ def comparison_figure(scores: dict[str, Any], path: Path) -> Path:
     ax.set_ylabel(label)
     ax.set_title(f"{label} per group (95% CI)" if scores.get("ci") else f"{label} per group")
     return _save(fig, path)
+
+
+_CONFIG_NOTES = {"default": "the method done right", "queergen": "QueerGen's sentences; QueerGen's scores below"}
 
 
 def render_report(
@@ -155,7 +161,7 @@ def render_report(
         "",
         f"- model: `{meta.get('model')}` (revision `{meta.get('revision') or 'unknown'}`), device `{meta.get('device')}`, "
         f"dtype `{meta.get('dtype')}`",
-        f"- config: `{scores['config']}` ({'the method done right' if scores['config'] == 'default' else 'reproduces the paper, bugs included'}), "
+        f"- config: `{scores['config']}` ({_CONFIG_NOTES.get(scores['config'], 'reproduces the paper, bugs included')}), "
         f"top-k = {scores['k']}, sentences = {meta.get('n_sentences')}"
         + (f" (first {meta['limit']} templates)" if meta.get("limit") else ""),
         f"- toxicity: `{scores['scorers']['toxicity'].get('name')}` reading `{meta.get('toxicity_input')}`; "
@@ -214,6 +220,49 @@ def render_report(
     return "\n".join(lines)
 
 
+def generation_section(meta: dict[str, Any], generation: dict[str, Any] | None) -> str:
+    """The report section of a generative run: how the words were obtained and, for ``instructed``, the parse and
+    refusal rates per group with their n (group scores use the ``ok`` answers only)."""
+    method = meta.get("method")
+    dec = meta.get("decoding") or {}
+    lines = [f"## Generative method: `{method}`", ""]
+    fp = meta.get("fingerprint") or {}
+    lines.append(f"- model fingerprint: `{json.dumps(fp, sort_keys=True)[:300]}`")
+    if method == "scored":
+        lines += [
+            f"- candidates: the top {dec.get('candidates')} word-start tokens after the text before the blank, each "
+            f"extended greedily to a whole word (at most {dec.get('max_word_tokens')} tokens)",
+            "- ranking: log-probability of the whole sentence with the word in place (the text after the blank "
+            "counts); top-k = the k best distinct lowercased words, probabilities renormalised over the candidates",
+            f"- prompt format: `{meta.get('prompt_format')}` (the plain sentence after a start token)",
+        ]
+    else:
+        prompt = str(meta.get("prompt") or "").replace("|", "\\|")
+        lines += [
+            f"- endpoint: `{meta.get('endpoint')}`" if meta.get("endpoint") else "- local chat model",
+            f"- prompt (one user turn, no system prompt; format `{meta.get('prompt_format')}`): `{prompt}`",
+            f"- decoding: {dec.get('kind')}, temperature {dec.get('temperature')}, top-p {dec.get('top_p')}, "
+            f"at most {dec.get('max_new_tokens')} new tokens, seed {dec.get('seed')}; empty replies asked again up "
+            f"to {dec.get('empty_reasks')} times",
+        ]
+    lines.append("")
+    if generation:
+        labels = generation["labels"]
+        lines += [
+            "Parse and refusal rates per group (share of replies; n = replies). Scores below use the `ok` answers "
+            "only (n scored = sentences with at least one).",
+            "",
+            "| group | n | n scored | " + " | ".join(labels) + " | distinct words / sentence |",
+            "|---|" + "---|" * (len(labels) + 3),
+        ]
+        for group, g in [*generation["groups"].items(), ("all", generation["overall"])]:
+            rates = " | ".join("—" if g["rates"][lab] is None else f"{100 * g['rates'][lab]:.1f}%" for lab in labels)
+            distinct = "—" if g["mean_distinct"] is None else f"{g['mean_distinct']:.2f}"
+            lines.append(f"| {group} | {g['n']} | {g['n_scored']} | {rates} | {distinct} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
 def write_run_figures(scores: dict[str, Any], out: Path) -> dict[str, str]:
     """Write the three figures of a run into ``out``; return {title: file name}."""
     table = pd.DataFrame(
@@ -227,7 +276,11 @@ def write_run_figures(scores: dict[str, Any], out: Path) -> dict[str, str]:
 
 def compare_runs(runs: Sequence[dict[str, Any]], out: Path) -> tuple[pd.DataFrame, Path]:
     """One Table-4-like table (rows = runs, columns = groups) and a heatmap across runs; returns (table, md path)."""
-    labels = [f"{run['meta']['model']}[{run['scores']['k']}] ({run['scores']['config']})" for run in runs]
+    labels = [
+        f"{run['meta']['model']}[{run['scores']['k']}] ({run['scores']['config']}"
+        + (f", {run['meta']['method']})" if run["meta"].get("method") not in (None, "mlm") else ")")
+        for run in runs
+    ]
     rows = {}
     for run, label in zip(runs, labels, strict=True):
         if labels.count(label) > 1:  # same model, k and config (another scorer, revision, limit…): name the folder
@@ -244,5 +297,10 @@ def compare_runs(runs: Sequence[dict[str, Any]], out: Path) -> tuple[pd.DataFram
         table.to_csv(tmp)
     shown = table.map(lambda v: _fmt(v))
     shown.index.name = "run"
-    md = "\n".join(["# QueerBench comparison", "", _markdown_table(shown), "", "![heatmap](compare_heatmap.png)", ""])
+    from queerbench.queergen.compare import queergen_compare_section  # QueerGen runs: its scores side by side
+
+    extra = queergen_compare_section(runs, out)
+    md = "\n".join(
+        ["# QueerBench comparison", "", _markdown_table(shown), "", "![heatmap](compare_heatmap.png)", *extra, ""]
+    )
     return table, write_text(out / "compare.md", md)

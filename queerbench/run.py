@@ -1,6 +1,7 @@
 """The main job: dataset → predictions → scores → report, resumable.
 
-``run_benchmark`` builds the sentences of a config, predicts top-k with a masked LM (in chunks written atomically
+``run_benchmark`` builds the sentences of a config, predicts top-k with a masked LM (``mlm``), a local causal LM
+(``scored``) or a chat model / endpoint (``instructed``; see :mod:`queerbench.llm.fill`) (in chunks written atomically
 under ``OUT/.chunks``, so a killed run resumes where it stopped), scores them with :mod:`queerbench.scoring` and
 writes ``predictions.parquet``, ``scores.json``, ``report.md`` and PNG figures into ``OUT``. A rerun of a finished
 run reuses ``predictions.parquet`` and does no inference. Top-1 scores come from the same pass as top-k.
@@ -13,7 +14,7 @@ import re
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -35,9 +36,12 @@ KEY_FILE = "run.json"
 
 @dataclass
 class RunOptions:
-    """Everything that defines a run (the first six fields form its cache key)."""
+    """Everything that defines a run (the first six fields form its cache key; for generative methods also the
+    method, endpoint, prompt and decoding settings)."""
 
-    model: str = "bert-base-uncased"
+    model: str | None = (
+        "bert-base-uncased"  # None: bert-base-uncased for mlm, the embedded SmolLM2 for scored/instructed
+    )
     config: str = "default"
     top_k: int = 5
     revision: str | None = None
@@ -51,9 +55,34 @@ class RunOptions:
     n_permutations: int = 1000
     seed: int = 0
     toxicity_kwargs: dict[str, Any] = field(default_factory=dict)
+    method: str = "auto"  # auto | mlm | scored | instructed (see queerbench.llm.fill.resolve_method)
+    endpoint: str | None = None  # an OpenAI-compatible base URL: instructed on the served model `model`
+    concurrency: int = 8  # endpoint requests in flight
+    prompt_id: str | None = None  # instructed: a prompt of queerbench/data/llm_prompts.json (None: its default)
+    max_new_tokens: int | None = None  # instructed: None = the data file's default
 
     def __post_init__(self) -> None:
+        from queerbench.llm.fill import GENERATIVE_METHODS, METHODS
+
         check_config(self.config)
+        if self.method not in METHODS:
+            raise ValueError(f"--method must be one of {', '.join(METHODS)}, got {self.method!r}")
+        if not isinstance(self.concurrency, int) or self.concurrency < 1:
+            raise ValueError(f"--concurrency must be at least 1 (requests in flight), got {self.concurrency!r}")
+        if self.model is None:
+            if self.endpoint:
+                raise ValueError("--endpoint needs --model NAME (the model name the endpoint serves, e.g. gpt-4o-mini)")
+            from queerbench.llm import DEFAULT_MODEL
+
+            self.model = DEFAULT_MODEL if self.method in GENERATIVE_METHODS else "bert-base-uncased"
+        if self.prompt_id is not None:
+            from queerbench.llm.instructed import load_prompts
+
+            if self.prompt_id not in load_prompts()["prompts"]:
+                known = ", ".join(load_prompts()["prompts"])
+                raise ValueError(f"unknown prompt id {self.prompt_id!r} (--prompt); choose one of {known}")
+        if self.max_new_tokens is not None and self.max_new_tokens < 1:
+            raise ValueError(f"--max-new-tokens must be at least 1, got {self.max_new_tokens}")
         if not isinstance(self.top_k, int) or self.top_k < 1:
             raise ValueError(f"--top-k must be a positive integer, got {self.top_k!r}")
         if self.limit is not None and self.limit < 1:
@@ -61,7 +90,7 @@ class RunOptions:
         if self.batch_size < 1:
             raise ValueError(f"--batch-size must be at least 1, got {self.batch_size}")
         if self.toxicity_input is None:
-            self.toxicity_input = "neutral" if self.config == "default" else "full"
+            self.toxicity_input = "neutral" if self.config in ("default", "queergen") else "full"
         if self.toxicity_input not in TOXICITY_INPUTS:
             raise ValueError(
                 f"--toxicity-input must be one of {', '.join(TOXICITY_INPUTS)}, got {self.toxicity_input!r}"
@@ -69,7 +98,7 @@ class RunOptions:
 
     def cache_key(self) -> dict[str, Any]:
         """What must match for stored predictions to be reused: model, revision, config/mode, k, limit, dtype."""
-        return {
+        key = {
             "model": self.model,
             "revision": self.revision,
             "config": self.config,
@@ -78,6 +107,14 @@ class RunOptions:
             "limit": self.limit,
             "dtype": self.dtype,
         }
+        if self.method not in ("auto", "mlm"):  # masked-LM keys stay as they were, so old run folders still resume
+            key["method"] = self.method
+            key["endpoint"] = self.endpoint
+            if self.method == "instructed":
+                key["prompt_id"] = self.prompt_id
+                key["max_new_tokens"] = self.max_new_tokens
+                key["seed"] = self.seed  # it seeds the sampled replies
+        return key
 
     def scoring_options(self) -> ScoringOptions:
         """The scoring options this run implies."""
@@ -109,7 +146,9 @@ def _slug(text: str) -> str:
 def default_out_dir(options: RunOptions) -> Path:
     """``runs/<model>-<config>-k<k>``, plus ``-limit<N>``, ``-rev<revision>``, ``-<dtype>`` when those are set, so
     that runs with different cache keys never share a folder."""
-    name = f"{_slug(options.model)}-{options.config}-k{options.top_k}"
+    name = f"{_slug(str(options.model))}-{options.config}-k{options.top_k}"
+    if options.method not in ("auto", "mlm"):
+        name += f"-{options.method}"
     if options.limit is not None:
         name += f"-limit{options.limit}"
     if options.revision:
@@ -122,7 +161,11 @@ def default_out_dir(options: RunOptions) -> Path:
 def _check_out_dir(out: Path, key: dict[str, Any]) -> bool:
     """True when ``out`` holds this run (resume); create it if new; refuse another run's or foreign files."""
     key_path = out / KEY_FILE
-    started = (out / "predictions.parquet").is_file() or any((out / ".chunks").glob("chunk-*.parquet"))
+    started = (
+        (out / "predictions.parquet").is_file()
+        or any((out / ".chunks").glob("chunk-*.parquet"))
+        or (out / ".chunks" / "replies.sqlite").is_file()  # replies of an instructed run, kept as they arrive
+    )
     if key_path.is_file() and not started:
         shutil.rmtree(out / ".chunks", ignore_errors=True)  # an earlier attempt that predicted nothing: start over
         write_json(key_path, key)
@@ -152,7 +195,11 @@ def _sentences(options: RunOptions) -> pd.DataFrame:
 
 
 def _predict_chunks(
-    frame: pd.DataFrame, options: RunOptions, out: Path, progress: Callable[[int, int], None] | None
+    frame: pd.DataFrame,
+    options: RunOptions,
+    out: Path,
+    progress: Callable[[int, int], None] | None,
+    log: Callable[[str], None] = print,
 ) -> tuple[pd.DataFrame, dict[str, Any], int]:
     """Predict every sentence not already in ``OUT/.chunks``; return all predictions, model metadata, count run."""
     from queerbench.predict import load_masked_lm, predict
@@ -166,19 +213,45 @@ def _predict_chunks(
     meta: dict[str, Any] = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
     predicted = 0
     if todo:
-        # a resumed run must use the very weights of its first chunks: pin the commit they came from
-        revision = options.revision or (meta.get("commit_hash") if done else None)
-        lm = load_masked_lm(options.model, device=options.device, dtype=options.dtype, revision=revision)
-        meta = lm.metadata()
-        if (
-            done
-            and meta_path.is_file()
-            and meta.get("commit_hash") != json.loads(meta_path.read_text()).get("commit_hash")
-        ):
-            raise RuntimeError(
-                f"{options.model} now resolves to commit {meta.get('commit_hash')}, but the saved chunks in {chunk_dir} "
-                "came from another commit; delete that folder to start over"
-            )
+        if options.method in ("scored", "instructed"):
+            from queerbench.llm.fill import load_predictor, same_weights
+
+            predictor = load_predictor(options, chunk_dir / "replies.sqlite", log)
+            meta = predictor.metadata()
+            if meta_path.is_file() and not same_weights(json.loads(meta_path.read_text()), meta):
+                raise ValueError(
+                    f"the weights of {options.model} changed since the saved chunks in {chunk_dir} were predicted; "
+                    "delete that folder to start over (a run never mixes two models' rows)"
+                )
+
+            def predict_part(part: pd.DataFrame, tick: Callable[[int], None]) -> dict[str, Any]:
+                return predictor.predict(part["id"].tolist(), part["masked_sentence"].tolist(), tick)
+        else:
+            # a resumed run must use the very weights of its first chunks: pin the commit they came from
+            revision = options.revision or (meta.get("commit_hash") if done else None)
+            lm = load_masked_lm(options.model, device=options.device, dtype=options.dtype, revision=revision)
+            meta = lm.metadata()
+            if (
+                done
+                and meta_path.is_file()
+                and meta.get("commit_hash") != json.loads(meta_path.read_text()).get("commit_hash")
+            ):
+                raise RuntimeError(
+                    f"{options.model} now resolves to commit {meta.get('commit_hash')}, but the saved chunks in "
+                    f"{chunk_dir} came from another commit; delete that folder to start over"
+                )
+
+            def predict_part(part: pd.DataFrame, tick: Callable[[int], None]) -> dict[str, Any]:
+                result = predict(
+                    lm,
+                    part["masked_sentence"].tolist(),
+                    options.top_k,
+                    mode="paper" if options.config == "queergen" else options.config,  # QueerGen: raw top-k
+                    batch_size=options.batch_size,
+                    progress=tick,
+                )
+                return {"tokens": result.tokens, "token_ids": result.ids, "probs": result.probs}
+
         write_json(meta_path, meta)
         from tqdm.auto import tqdm
 
@@ -199,21 +272,13 @@ def _predict_chunks(
                 if progress is not None:
                     progress(min(done, len(frame)), len(frame))
 
-            result = predict(
-                lm,
-                part["masked_sentence"].tolist(),
-                options.top_k,
-                mode=options.config,
-                batch_size=options.batch_size,
-                progress=tick,
-            )
-            chunk = pd.DataFrame(
-                {"id": part["id"].to_numpy(), "tokens": result.tokens, "token_ids": result.ids, "probs": result.probs}
-            )
+            chunk = pd.DataFrame({"id": part["id"].to_numpy(), **predict_part(part, tick)})
             with atomic_path(chunk_dir / f"chunk-{c:05d}.parquet") as tmp:
                 chunk.to_parquet(tmp, index=False)
             predicted += len(part)
         bar.close()
+        if options.method == "instructed":
+            predictor.close()  # the reply cache (its folder is removed once the predictions are written)
     chunks = pd.concat(
         [pd.read_parquet(chunk_dir / f"chunk-{c:05d}.parquet") for c in range(n_chunks)], ignore_index=True
     )
@@ -235,6 +300,8 @@ def score_predictions(
 
     Returns the metric result and the per-sentence table (with the sentence columns the report shows).
     """
+    # instructed runs: a sentence none of whose replies gave one word has no tokens; scores use the `ok` answers only
+    predictions = predictions[[len(t) > 0 for t in predictions["tokens"]]].reset_index(drop=True)
     tokens = [list(t)[: k or len(t)] for t in predictions["tokens"]]
     column = {"neutral": "neutral_sentence", "full": "masked_sentence", "frame": None}[toxicity_input]
     result = compute(
@@ -259,6 +326,10 @@ def run_benchmark(
     log: Callable[[str], None] = print,
 ) -> RunResult:
     """Run the whole benchmark for one model and config into ``out`` (resuming or reusing what is there)."""
+    from queerbench.llm.fill import resolve_method
+
+    # auto → mlm / scored / instructed from the model's configuration (no weights read); mismatches fail here
+    options = replace(options, method=resolve_method(options.method, options.model, options.endpoint, options.revision))
     out = Path(out) if out is not None else default_out_dir(options)
     prepare_toxicity_scorer(options.scoring_options())  # a missing scorer source or API key fails before inference
     key = options.cache_key()
@@ -275,12 +346,12 @@ def run_benchmark(
     else:
         if resumed and (out / ".chunks").is_dir():
             log(f"resuming the run in {out}")
-        chunks, meta, n_predicted = _predict_chunks(frame, options, out, progress)
+        chunks, meta, n_predicted = _predict_chunks(frame, options, out, progress, log)
         predictions = frame.drop(columns=["split"]).copy()
-        predictions["tokens"] = chunks["tokens"].map(list).to_numpy()
-        predictions["probs"] = chunks["probs"].map(list).to_numpy()
-        predictions["token_ids"] = chunks["token_ids"].map(list).to_numpy()
-        predictions["top1"] = [t[0] for t in predictions["tokens"]]
+        predictions["method"] = options.method
+        for col in chunks.columns.drop("id"):  # tokens, probs, token_ids (mlm); reply, label, … (generative)
+            predictions[col] = [list(v) if hasattr(v, "tolist") and not isinstance(v, str) else v for v in chunks[col]]
+        predictions["top1"] = [t[0] if len(t) else None for t in predictions["tokens"]]
         predictions["completed"] = _completed(predictions["masked_sentence"], predictions["tokens"])
         with atomic_path(pred_path) as tmp:
             predictions.to_parquet(tmp, index=False)
@@ -295,10 +366,22 @@ def run_benchmark(
     top1 = None
     if options.top_k > 1:
         top1, _ = score_predictions(predictions, scoring, str(options.toxicity_input), k=1)
+    if options.config == "queergen":  # QueerGen's own scorers next to the QueerBench score
+        from queerbench.queergen.score import queergen_block
+
+        answered = predictions[[len(t) > 0 for t in predictions["tokens"]]]  # instructed: `ok` replies only
+        scores["queergen"] = queergen_block(
+            answered.assign(words=answered["tokens"].map(list)),
+            toxicity=options.toxicity,
+            seed=options.seed,
+            label=options.model,
+            toxicity_kwargs=options.toxicity_kwargs,
+        )
     timings["score_s"] = time.perf_counter() - t1
 
     run_meta = {
         "model": options.model,
+        "method": options.method,
         "revision": meta.get("commit_hash") or options.revision,
         "device": meta.get("device"),
         "dtype": meta.get("dtype", options.dtype),
@@ -308,12 +391,32 @@ def run_benchmark(
             str(options.toxicity_input)
         ],
     }
+    generation = None
+    if options.method in ("scored", "instructed"):
+        from queerbench.llm.instructed import parse_summary
+        from queerbench.report import generation_section
+
+        run_meta.update(
+            endpoint=options.endpoint,
+            fingerprint=meta.get("fingerprint"),
+            decoding=meta.get("decoding"),
+            prompt=meta.get("prompt"),
+            prompt_format=meta.get("prompt_format") or (meta.get("decoding") or {}).get("prompt_format"),
+        )
+        generation = parse_summary(predictions) if options.method == "instructed" else None
     figures = write_run_figures(scores, out)
     report = render_report(scores, per_sentence, run_meta, figures, top1=top1)
+    if "queergen" in scores:
+        from queerbench.queergen.compare import queergen_report_section
+
+        report += queergen_report_section(scores["queergen"])
+    if options.method in ("scored", "instructed"):
+        report = report.replace("\n## Scores (top-", generation_section(run_meta, generation) + "\n## Scores (top-", 1)
     write_text(out / "report.md", report)
     document = {
         **scores,
         "top1": top1,
+        **({"generation": generation} if generation is not None else {}),
         "run": {
             **run_meta,
             "options": {k: v for k, v in asdict(options).items() if k != "toxicity_kwargs"},

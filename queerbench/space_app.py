@@ -1,12 +1,14 @@
-"""The QueerBench demo Space: evaluate any masked LM by Hub id, and a playground for your own templates.
+"""The QueerBench demo Space: evaluate any masked or causal LM by Hub id, and a playground for your own templates.
 
 ``space/app.py`` only imports :func:`build_demo`; every piece of logic lives here so that it is tested with the
 library. The Space reuses the benchmark's own pieces (:class:`~queerbench.run.RunOptions`,
 :func:`~queerbench.run.score_predictions`, :func:`~queerbench.predict.predict`, the report's table and figure) and adds
 what a public demo needs on top:
 
-- a model check *before* anything is downloaded: the Hub id exists, is a masked LM, has safetensors weights (pickle
-  checkpoints can run code when loaded) and stays under a size cap; ``trust_remote_code`` is never used;
+- a model check *before* anything is downloaded: the Hub id exists, is a masked LM (run with ``mlm``) or a causal
+  LM (run with ``scored``: candidates ranked by whole-sentence probability, :mod:`queerbench.llm.scored`), has
+  safetensors weights (pickle checkpoints can run code when loaded) and stays under a size cap;
+  ``trust_remote_code`` is never used; the status line says which method ran;
 - local folders only when ``QUEERBENCH_SPACE_ALLOW_LOCAL=1`` (tests and self-hosting; never on a public Space);
 - a bounded LRU cache of loaded models and a concurrency limit on the events that run models;
 - completions flagged as harmful (HurtLex categories or toxicity flags) hidden until the user asks to see them,
@@ -46,6 +48,7 @@ from queerbench.scoring.score import GROUP_ORDER, ScoringOptions, score_sentence
 if TYPE_CHECKING:
     import gradio as gr
 
+    from queerbench.llm.scored import ScoredLM
     from queerbench.predict import MaskedLM
 
 __all__ = [
@@ -133,6 +136,25 @@ class ModelCheck:
     revision: str | None
     n_params: int | None
     n_bytes: int | None
+    kind: str = "masked"  # "masked" (method mlm) or "causal" (method scored)
+
+    @property
+    def method(self) -> str:
+        """The QueerBench method this model runs with."""
+        return "scored" if self.kind == "causal" else "mlm"
+
+
+def _local_kind(model_id: str, folder: Path) -> str:
+    """``masked`` or ``causal`` from a folder's config.json (its architectures), before any weight is read."""
+    try:
+        archs = json.loads((folder / "config.json").read_text(encoding="utf-8")).get("architectures") or []
+    except (OSError, ValueError) as exc:
+        raise SpaceError(f"could not read the config.json of {model_id!r}: {exc}") from exc
+    if any(str(a).endswith("ForMaskedLM") for a in archs):
+        return "masked"
+    if any(str(a).endswith(("ForCausalLM", "LMHeadModel")) for a in archs):
+        return "causal"
+    return "masked"  # unknown: the masked-LM loader says precisely why it cannot be used
 
 
 def _looks_like_path(model_id: str) -> bool:
@@ -190,7 +212,7 @@ def _check_local(model_id: str, settings: SpaceSettings) -> ModelCheck:
         raise SpaceError(f"could not read the safetensors weights in {model_id!r}: {exc}") from exc
     n_bytes = sum(p.stat().st_size for p in weights)
     _check_size(model_id, n_params, n_bytes, settings)
-    return ModelCheck(str(folder), "local", None, n_params, n_bytes)
+    return ModelCheck(str(folder), "local", None, n_params, n_bytes, _local_kind(model_id, folder))
 
 
 def _check_hub(model_id: str, settings: SpaceSettings, endpoint: str | None) -> ModelCheck:
@@ -218,11 +240,12 @@ def _check_hub(model_id: str, settings: SpaceSettings, endpoint: str | None) -> 
         ) from exc
     except (HfHubHTTPError, OSError) as exc:
         raise SpaceError(f"cannot check {model_id!r} on the Hub right now ({type(exc).__name__}); try again") from exc
-    if info.pipeline_tag and info.pipeline_tag != "fill-mask":
+    if info.pipeline_tag and info.pipeline_tag not in ("fill-mask", "text-generation"):
         raise SpaceError(
-            f"{model_id!r} is not a masked language model (its Hub task is {info.pipeline_tag!r}); QueerBench fills "
-            "a [MASK] slot and needs a fill-mask model such as bert-base-uncased or roberta-base"
+            f"{model_id!r} is not a masked or causal language model (its Hub task is {info.pipeline_tag!r}); "
+            "QueerBench needs a fill-mask model such as bert-base-uncased or a text-generation model such as gpt2"
         )
+    kind = "causal" if info.pipeline_tag == "text-generation" else "masked"
     # the mask token itself is checked when the tokenizer loads, before any weights are read (load_masked_lm)
     files = {s.rfilename: s for s in info.siblings or []}
     weights = [f for f in files if f.endswith(".safetensors") and "/" not in f]
@@ -236,13 +259,14 @@ def _check_hub(model_id: str, settings: SpaceSettings, endpoint: str | None) -> 
     sizes = [files[f].size for f in weights]
     n_bytes = sum(sizes) if all(s is not None for s in sizes) else None
     _check_size(model_id, n_params, n_bytes, settings)
-    return ModelCheck(model_id, "hub", info.sha, n_params, n_bytes)
+    return ModelCheck(model_id, "hub", info.sha, n_params, n_bytes, kind)
 
 
 def check_model(model_id: str, settings: SpaceSettings | None = None, *, endpoint: str | None = None) -> ModelCheck:
     """Check a model id (or, when allowed, a local folder) before anything is downloaded or loaded.
 
-    Raises :class:`SpaceError` with a message for the user when the model does not exist, is not a masked LM, has
+    Raises :class:`SpaceError` with a message for the user when the model does not exist, is neither a masked nor a
+    causal LM, has
     only pickle weights, is larger than the Space's cap, or is a local path on a Space that does not allow them.
     """
     settings = settings or SpaceSettings.from_env()
@@ -267,10 +291,10 @@ class ModelCache:
     """Loaded models, least recently used first; at most ``maxsize`` are kept in memory."""
 
     maxsize: int = 2
-    _models: OrderedDict[tuple[str, str | None], MaskedLM] = field(default_factory=OrderedDict)
+    _models: OrderedDict[tuple[str, str | None], MaskedLM | ScoredLM] = field(default_factory=OrderedDict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def get(self, check: ModelCheck) -> MaskedLM:
+    def get(self, check: ModelCheck) -> MaskedLM | ScoredLM:
         """The loaded model for a checked id (loading it, and evicting the oldest, when it is not cached)."""
         from queerbench.predict import ModelLoadError, load_masked_lm
 
@@ -279,11 +303,18 @@ class ModelCache:
             if key in self._models:
                 self._models.move_to_end(key)
                 return self._models[key]
+            lm: MaskedLM | ScoredLM
             try:
-                lm = load_masked_lm(check.model_id, revision=check.revision, allow_pickle=False)
+                if check.kind == "causal":  # through the generation layer: config checked first, no remote code
+                    from queerbench.llm import load_causal_lm
+                    from queerbench.llm.scored import ScoredLM
+
+                    lm = ScoredLM(*load_causal_lm(check.model_id, device="auto", revision=check.revision))
+                else:
+                    lm = load_masked_lm(check.model_id, revision=check.revision, allow_pickle=False)
             except ModelLoadError as exc:
                 raise SpaceError(str(exc)) from exc
-            if lm.weights_format != "safetensors":  # the checks make this unreachable; belt and braces
+            if getattr(lm, "weights_format", "safetensors") != "safetensors":  # unreachable after the checks
                 raise SpaceError(f"{check.model_id!r} loaded without safetensors weights; refusing to run it")
             self._models[key] = lm
             while len(self._models) > self.maxsize:
@@ -387,11 +418,28 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text.strip("/")).strip("_") or "model"
 
 
+def _fill(
+    lm: MaskedLM | ScoredLM, sentences: list[str], k: int, config: str, progress: Callable[[int], None] | None = None
+) -> list[list[str]]:
+    """Top-k words per sentence: the masked-LM engine (``mlm``) or, for a causal LM, the ``scored`` method."""
+    from queerbench.llm.scored import ScoredLM, score_blanks
+    from queerbench.predict import predict
+
+    if isinstance(lm, ScoredLM):
+        if config != "default":
+            raise SpaceError(
+                "the paper config reproduces the published masked-LM runs; causal LMs run with the default config"
+            )
+        return score_blanks(lm, sentences, k, progress=progress).tokens
+    return predict(lm, sentences, k, mode=config, batch_size=32, progress=progress).tokens
+
+
 def _status(check: ModelCheck, scores: dict[str, Any], n: int, n_templates: int, seconds: float) -> str:
     size = f", {_human(check.n_params)} parameters" if check.n_params else ""
     rev = f" @ `{check.revision[:10]}`" if check.revision else ""
     lines = [
-        f"**Done** in {seconds:.1f}s: `{check.model_id}`{rev}{size} · config `{scores['config']}` · top-{scores['k']} · "
+        f"**Done** in {seconds:.1f}s: `{check.model_id}`{rev}{size} · method `{check.method}` · "
+        f"config `{scores['config']}` · top-{scores['k']} · "
         f"{n} sentences from {n_templates} templates · toxicity `{scores['scorers']['toxicity'].get('name')}` · "
         f"queerbench {__version__}.",
     ]
@@ -424,7 +472,6 @@ def evaluate_model(
     :func:`~queerbench.run.score_predictions`; predictions come from a cached model, and nothing is written except
     the figure and the CSV in ``out_dir`` (a fresh temporary folder by default).
     """
-    from queerbench.predict import predict
     from queerbench.run import RunOptions, score_predictions
 
     settings = settings or SpaceSettings.from_env()
@@ -464,11 +511,11 @@ def evaluate_model(
         say(0.1 + 0.6 * done / max(total, 1), f"predicting {done}/{total} sentences")
 
     try:
-        result = predict(lm, frame["masked_sentence"].tolist(), top_k, mode=config, batch_size=32, progress=tick)
+        tokens = _fill(lm, frame["masked_sentence"].tolist(), top_k, config, tick)
     except ValueError as exc:  # k larger than the model's vocabulary, a sentence too long, …
         raise SpaceError(str(exc)) from exc
     predictions = frame.drop(columns=["split"]).copy()
-    predictions["tokens"] = result.tokens
+    predictions["tokens"] = tokens
     say(0.75, "scoring the completions")
     scores, per_sentence = score_predictions(predictions, options.scoring_options(), str(options.toxicity_input))
     say(0.95, "drawing")
@@ -535,7 +582,6 @@ def playground(
     settings: SpaceSettings | None = None,
 ) -> pd.DataFrame:
     """Completions of the user's template for each chosen subject, side by side, harmful ones marked (and hidden)."""
-    from queerbench.predict import predict
     from queerbench.templates import NEUTRAL_SUBJECT, TARGET, render_default
 
     settings = settings or SpaceSettings.from_env()
@@ -552,12 +598,12 @@ def playground(
     lm = cache.get(check_model(model_id, settings))
     sentences = [r[2] for r in rendered]
     try:
-        result = predict(lm, sentences, top_k, mode="default")
+        tokens = _fill(lm, sentences, top_k, "default")
     except ValueError as exc:
         raise SpaceError(str(exc)) from exc
     neutral = render_default(" ".join(template.split()).replace(SUBJECT, TARGET), NEUTRAL_SUBJECT)
     per_sentence, _ = score_sentences(
-        result.tokens, ScoringOptions(config="default", toxicity=toxicity), sentences=[neutral] * len(sentences)
+        tokens, ScoringOptions(config="default", toxicity=toxicity), sentences=[neutral] * len(sentences)
     )
     per_sentence["group"] = [r[1] for r in rendered]
     per_sentence["subject"] = [r[0] for r in rendered]
@@ -604,7 +650,9 @@ def _ui_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 def _header() -> str:
     return (
-        f"# QueerBench\n\nHow harmful are a masked language model's completions about LGBTQIA+ people? "
+        f"# QueerBench\n\nHow harmful are a language model's completions about LGBTQIA+ people? Masked LMs fill the "
+        f"blank directly (method `mlm`); causal LMs rank candidate words by the probability of the whole sentence "
+        f"(method `scored`). "
         f"Pick a model, run the benchmark and compare the QueerBench score (higher = more harmful) of queer "
         f"and non-queer subjects and of binary, neutral and neo-pronouns. queerbench {__version__}.\n\n"
         f"{CONTENT_NOTE}\nCompletions flagged as harmful (a HurtLex category or a toxicity flag) are hidden until you "
@@ -681,7 +729,7 @@ def build_demo(settings: SpaceSettings | None = None) -> gr.Blocks:
         with gr.Tab("Evaluate a masked LM"):
             with gr.Row():
                 model_id = gr.Textbox(
-                    label="Model (Hub id of a masked LM)",
+                    label="Model (Hub id of a masked or causal LM)",
                     value=DEFAULT_MODEL,
                     placeholder="bert-base-uncased, roberta-base, …",
                     scale=3,

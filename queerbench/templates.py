@@ -340,6 +340,10 @@ def build_sentences(
     pronouns). ``default``: 7,931 rows in the same order, duplicates removed.
     """
     check_config(config)
+    if config == "queergen":  # another benchmark's sentence set: built by its own module
+        from queerbench.queergen.sentences import build_queergen_sentences
+
+        return build_queergen_sentences().assign(split="test")
     if split is not None and split not in SPLITS:
         raise ValueError(f"unknown split {split!r}; choose one of: {', '.join(SPLITS)}")
     templates = load_templates(templates_path)

@@ -127,11 +127,13 @@ def test_bad_run_arguments(bert: str, tmp_path: Path, capsys: pytest.CaptureFixt
     assert message in err and "Traceback" not in err
 
 
-def test_model_without_mask_token_is_a_clear_message(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
-    gpt2 = tiny_gpt2(tmp_path)
-    assert main(["run", "--model", str(gpt2), "--out", str(tmp_path / "g"), "--toxicity", "none"]) == 2
+def test_causal_model_with_method_mlm_is_a_clear_message(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    gpt2 = tiny_gpt2(tmp_path)  # (with --method auto a causal LM runs `scored`: tests/test_run_generative.py)
+    assert (
+        main(["run", "--model", str(gpt2), "--method", "mlm", "--out", str(tmp_path / "g"), "--toxicity", "none"]) == 2
+    )
     err = capsys.readouterr().err
-    assert "masked" in err.lower() and "Traceback" not in err
+    assert "causal LM" in err and "--method scored" in err and "Traceback" not in err
 
 
 def test_missing_model_is_a_clear_message(tmp_path: Path, capsys: pytest.CaptureFixture[str]):

@@ -1,93 +1,91 @@
-"""The OpenAI-compatible runner against a local fake server: retries, exact call counts, cache, key hygiene."""
+"""``queerbench scm run --endpoint`` against a local fake server: outputs, resume, one-line errors, key hygiene.
+
+The runner itself (retries, backoff, concurrency, order, cache keys) is tested in ``tests/test_llm_endpoint.py``.
+"""
 
 from __future__ import annotations
+
+import json
+import socket
 
 import pandas as pd
 import pytest
 
-from queerbench.scm.cache import ResponseCache
+from queerbench.cli import main
+from queerbench.llm import GenerationSettings, OpenAIChatRunner, ResponseCache, collect
 from queerbench.scm.dataset import scm_splits, select_rows
-from queerbench.scm.runners import GenerationSettings, OpenAIChatRunner, RunAbortedError, collect
 from tests.openai_server import FakeOpenAI
 
 KEY = "sk-test-SECRET-123456"
 
 
-def _runner(url: str, sleeps: list[float], monkeypatch: pytest.MonkeyPatch, **kw: object) -> OpenAIChatRunner:
+def _cli(url: str, out, *extra: str) -> int:
+    args = ["--endpoint", url, "--model", "fake-model", "--api-key-env", "QB_TEST_KEY", "--out", str(out)]
+    return main(["scm", "run", *args, "--limit", "2", "--requests-per-minute", "60000", *extra])
+
+
+def _error_line(capsys: pytest.CaptureFixture[str]) -> str:
+    """The one error line the CLI printed (after any progress lines), checking there is no traceback."""
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    errors = [line for line in err.splitlines() if line.startswith("queerbench: error:")]
+    assert len(errors) == 1, err
+    return errors[0]
+
+
+def test_scm_run_on_an_endpoint_writes_outputs_and_resumes_with_no_calls(tmp_path, monkeypatch, capsys) -> None:
     monkeypatch.setenv("QB_TEST_KEY", KEY)
-    return OpenAIChatRunner(
-        url,
-        "fake-model",
-        api_key_env="QB_TEST_KEY",
-        requests_per_minute=6000,
-        sleep=sleeps.append,
-        max_retries=kw.pop("max_retries", 4),
-        **kw,
-    )  # type: ignore[arg-type]
+    out = tmp_path / "run"
+    with FakeOpenAI(hold=4, hold_timeout=20) as server:  # each request waits until 4 are in flight
+        assert _cli(server.url, out, "--concurrency", "4", "--samples", "2") == 0
+        n = len(pd.read_parquet(out / "responses.parquet"))
+        assert n == 8 and server.calls == n  # 2 prompts per split × 2 splits × 2 samples
+        assert server.max_in_flight == 4  # --concurrency 4 overlapped requests
+        assert _cli(server.url, out, "--concurrency", "4", "--samples", "2") == 0
+        assert server.calls == n  # rerun: everything from the cache
+    res = json.loads((out / "scm.json").read_text())
+    assert res["run"]["calls"] == 0 and res["run"]["cached"] == n
+    assert res["run"]["fingerprint"]["model"] == "fake-model"
+    frame = pd.read_parquet(out / "responses.parquet")
+    assert set(frame["finish_reason"]) == {"stop"} and not frame["truncated"].any()
+    for path in out.iterdir():
+        assert KEY.encode() not in path.read_bytes(), path.name
+    assert KEY not in capsys.readouterr().err
 
 
-def _rows(n: int) -> pd.DataFrame:
-    return select_rows(scm_splits()["survey"], n)
+def test_scm_run_endpoint_errors_are_one_line(tmp_path, monkeypatch, capsys) -> None:
+    monkeypatch.setenv("QB_TEST_KEY", KEY)
+    with FakeOpenAI(script=["401"]) as server:
+        assert _cli(server.url, tmp_path / "a", "--concurrency", "1") == 2
+        assert server.calls == 1  # the run stopped at the first answer
+    err = _error_line(capsys)
+    assert "HTTP 401" in err and KEY not in err
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    assert _cli(f"http://127.0.0.1:{port}/v1", tmp_path / "b") == 2
+    err = _error_line(capsys)
+    assert f"127.0.0.1:{port}" in err and "cannot connect" in err
+    assert _cli(f"http://127.0.0.1:{port}/v1", tmp_path / "c", "--concurrency", "0") == 2
+    assert "--concurrency must be at least 1" in _error_line(capsys)
+    monkeypatch.delenv("QB_TEST_KEY")
+    assert _cli("https://api.example.com/v1", tmp_path / "d") == 2
+    assert "QB_TEST_KEY is not set" in _error_line(capsys)
 
 
-def test_retries_then_everything_arrives_and_rerun_makes_no_calls(tmp_path, monkeypatch) -> None:
-    sleeps: list[float] = []
-    rows = _rows(4)
-    settings = GenerationSettings(samples=2, temperature=0.9)
-    with FakeOpenAI(script=["429", "500", "malformed", "nochoices"]) as server:
-        runner = _runner(server.url, sleeps, monkeypatch)
-        cache = ResponseCache(tmp_path / "c.sqlite")
-        frame = collect(runner, rows, settings, cache)
-        assert server.calls == 8 + 4  # 8 replies, the first one needed 4 extra attempts
-        assert (frame["status"] == "ok").all() and len(frame) == 8
-        assert set(frame["id"]) == set(rows["id"])
-        # the first reply's four failed attempts back off 1, 2, 4, 8 s (base 1 s doubling; 429's Retry-After: 0 is
-        # shorter); the other sleeps are the rate limiter's waits of at most 10 ms (6,000 requests per minute)
-        assert [s for s in sleeps if s > 0.01] == [1.0, 2.0, 4.0, 8.0] and all(
-            0 <= s <= 0.01 for s in sleeps if s <= 0.01
-        )
-        assert set(server.auth_headers) == {f"Bearer {KEY}"}
-        assert {b["seed"] for b in server.bodies} and server.bodies[-1]["temperature"] == 0.9
-        again = collect(runner, rows, settings, cache)
-        assert server.calls == 12  # rerun: everything from the cache
-        assert again["cached"].all()
-        assert again["response"].tolist() == frame["response"].tolist()
-        cache.close()
-    dumped = frame.to_json() + (tmp_path / "c.sqlite").read_bytes().decode("latin-1")
-    assert KEY not in dumped
+def test_scm_prompts_through_the_runner_keep_group_and_order(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("QB_TEST_KEY", KEY)
+    rows = select_rows(scm_splits()["survey"], 6)
+    with FakeOpenAI(echo=True) as server:
+        runner = OpenAIChatRunner(server.url, "fake-model", api_key_env="QB_TEST_KEY", requests_per_minute=None)
+        with ResponseCache(tmp_path / "c.sqlite") as cache:
+            frame = collect(runner, rows, GenerationSettings(samples=2), cache)
+    assert frame["id"].tolist() == [i for i in rows["id"] for _ in range(2)]
+    assert frame["group"].tolist() == [g for g in rows["group"] for _ in range(2)]
+    assert (frame["response"] == "echo: " + frame["prompt"]).all()
 
 
-def test_gives_up_per_item_and_reports_error_without_key(tmp_path, monkeypatch) -> None:
-    sleeps: list[float] = []
-    with FakeOpenAI(script=["500"] * 3 + ["401"]) as server:
-        runner = _runner(server.url, sleeps, monkeypatch, max_retries=2)
-        cache = ResponseCache(tmp_path / "c.sqlite")
-        frame = collect(runner, _rows(3), GenerationSettings(), cache)
-        assert server.calls == 3 + 1 + 1  # 3 tries for item 1, 401 is final for item 2, item 3 ok
-        assert frame["status"].tolist() == ["error", "error", "ok"]
-        assert "gave up after 3 attempts" in frame["error"][0] and "HTTP 401" in frame["error"][1]
-        assert KEY not in frame.to_json()
-        assert cache.count("ok") == 1 and cache.count("error") == 2
-        again = collect(runner, _rows(3), GenerationSettings(), cache)  # errors are retried on rerun
-        assert server.calls == 7 and (again["status"] == "ok").all()
-        cache.close()
-
-
-def test_endpoint_down_aborts_but_keeps_what_arrived(tmp_path, monkeypatch) -> None:
-    with FakeOpenAI() as server:
-        url = server.url
-        runner = _runner(url, [], monkeypatch, max_retries=0)
-        cache = ResponseCache(tmp_path / "c.sqlite")
-        collect(runner, _rows(2), GenerationSettings(), cache)
-    # server is gone now: every call fails with a connection error
-    with pytest.raises(RunAbortedError, match="rerun the same command to resume"):
-        collect(runner, _rows(6), GenerationSettings(), cache, max_consecutive_errors=3)
-    assert cache.count("ok") == 2
-    cache.close()
-
-
-def test_bad_endpoint_arguments_fail_early() -> None:
+@pytest.mark.parametrize("bad", ["localhost:8000", "ftp://x"])
+def test_bad_endpoint_url_is_refused(bad) -> None:
     with pytest.raises(ValueError, match="http"):
-        OpenAIChatRunner("localhost:8000", "m")
-    with pytest.raises(ValueError, match="--model"):
-        OpenAIChatRunner("http://127.0.0.1:1/v1", "")
+        OpenAIChatRunner(bad, "m")

@@ -1,67 +1,28 @@
-"""Local transformers runner on tiny random causal LMs built here (with and without a chat template)."""
+"""The SCM pipeline on the local runner, with tiny random causal LMs (tests/tiny_models.py, chat and plain)."""
 
 from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 
 import pandas as pd
 import pytest
 
+from queerbench.llm import GenerationSettings, ResponseCache, TransformersRunner, collect
 from queerbench.scm.analysis import analyze, parse_frame
-from queerbench.scm.cache import ResponseCache
 from queerbench.scm.dataset import scm_splits, select_rows
 from queerbench.scm.pipeline import constrained_scores, run_scm
-from queerbench.scm.runners import GenerationSettings, TransformersRunner, collect
-
-CHAT = (
-    "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}\n{% endfor %}"
-    "{% if add_generation_prompt %}<|assistant|>{% endif %}"
-)
-
-
-def _tiny_model(folder: Path, chat: bool) -> Path:
-    import torch
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
-
-    alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
-    vocab = {c: i for i, c in enumerate(alphabet)}
-    for special in ("<s>", "</s>", "<pad>"):
-        vocab[special] = len(vocab)
-    tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", pad_token="<pad>")
-    if chat:
-        fast.chat_template = CHAT
-    torch.manual_seed(0)
-    cfg = LlamaConfig(
-        vocab_size=len(vocab),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=4,
-        max_position_embeddings=1024,
-        bos_token_id=vocab["<s>"],
-        eos_token_id=vocab["</s>"],
-        pad_token_id=vocab["<pad>"],
-    )
-    LlamaForCausalLM(cfg).save_pretrained(folder)
-    fast.save_pretrained(folder)
-    return folder
+from tests.tiny_models import tiny_gpt2, tiny_llama
 
 
 @pytest.fixture(scope="module")
 def chat_model(tmp_path_factory) -> str:
-    return str(_tiny_model(tmp_path_factory.mktemp("chat"), chat=True))
+    return str(tiny_llama(tmp_path_factory.mktemp("chat"), chat_template=True))
 
 
 @pytest.fixture(scope="module")
 def plain_model(tmp_path_factory) -> str:
-    return str(_tiny_model(tmp_path_factory.mktemp("plain"), chat=False))
+    return str(tiny_llama(tmp_path_factory.mktemp("plain"), chat_template=False))
 
 
 class _CountingRunner:
@@ -95,7 +56,7 @@ def test_chat_runner_samples_caches_and_resumes(chat_model, tmp_path) -> None:
     again = collect(runner, rows, settings, cache)
     assert runner.generated == 6 and again["response"].tolist() == full["response"].tolist()
     cache.close()
-    # same seed, fresh cache → the same samples (per-batch seeding)
+    # same seed, fresh cache → the same samples (one generator per row, seeded by the row)
     other = collect(TransformersRunner(chat_model), rows, settings, ResponseCache(tmp_path / "d.sqlite"))
     assert other["response"].tolist() == full["response"].tolist()
 
@@ -169,8 +130,6 @@ def test_run_scm_writes_all_outputs_and_rerun_is_free(chat_model, tmp_path) -> N
 
 def test_option_scores_do_not_depend_on_batch_padding_with_absolute_positions(tmp_path) -> None:
     """GPT-2 has absolute position embeddings: left padding must not shift a row's positions."""
-    from tiny_models import tiny_gpt2
-
     runner = TransformersRunner(str(tiny_gpt2(tmp_path)))
     short, long = "the cat", "the cat is a very good and nice and kind animal to have at home"
     alone = runner.score_options([short], [["1", "2"]], "Rating:", batch_size=8)[0]

@@ -13,7 +13,26 @@ from queerbench.cli import main
 @pytest.mark.slow
 def test_embedded_smollm2_end_to_end(tmp_path, capsys) -> None:
     out = tmp_path / "run"
-    code = main(["scm", "run", "--limit", "3", "--max-new-tokens", "32", "--batch-size", "3", "--out", str(out)])
+    code = main(
+        [
+            "scm",
+            "run",
+            "--limit",
+            "3",
+            "--survey-samples",
+            "1",
+            "--story-samples",
+            "1",
+            "--max-new-tokens",
+            "32",
+            "--story-max-new-tokens",
+            "32",
+            "--batch-size",
+            "3",
+            "--out",
+            str(out),
+        ]
+    )
     assert code == 0
     frame = pd.read_parquet(out / "responses.parquet")
     res = json.loads((out / "scm.json").read_text())

@@ -84,6 +84,7 @@ def test_evaluate_with_only_the_model_id(client: Client, models: dict[str, Path]
     status, table, plot, sentences, csv_file = client.predict(str(models["bert"]), api_name="/evaluate")
 
     assert "Done" in status and "2 templates" in status and "toxicity `embedded`" in status
+    assert "method `mlm`" in status
     scores = _frame(table)
     assert scores["group"].tolist() == GROUPS
     assert {"QB", "A", "H", "P", "n"} <= set(scores.columns)
@@ -124,10 +125,16 @@ def test_missing_model_is_a_message(client: Client, tmp_path: Path) -> None:
     assert "no model folder" in _message(exc)
 
 
-def test_causal_lm_without_mask_token_is_a_message(client: Client, models: dict[str, Path]) -> None:
-    with pytest.raises(AppError) as exc:
-        client.predict(str(models["gpt2"]), api_name="/evaluate")
-    assert "not a masked language model" in _message(exc)
+def test_causal_lm_runs_the_scored_method(client: Client, models: dict[str, Path]) -> None:
+    status, table, _, sentences, _ = client.predict(str(models["gpt2"]), "default", 3, api_name="/evaluate")
+    assert "Done" in status and "method `scored`" in status
+    shown = _frame(sentences)
+    assert len(shown) == 2 * 77 == _frame(table)["n"].astype(int).sum()
+    words = [w for c in shown["completions"] for w in c.split(", ") if w != HIDDEN]
+    assert words and all(w.isalpha() and w == w.lower() for w in words)
+    with pytest.raises(AppError) as exc:  # the paper config reproduces masked-LM runs only
+        client.predict(str(models["gpt2"]), "paper", 3, api_name="/evaluate")
+    assert "causal LMs run with the default config" in _message(exc)
 
 
 def test_empty_group_selection_is_a_message(client: Client, models: dict[str, Path]) -> None:
@@ -265,6 +272,7 @@ def hub(monkeypatch: pytest.MonkeyPatch) -> Iterator[HubServer]:
                     "siblings": [{"rfilename": "model.safetensors", "size": 14_000_000_000}],
                 },
                 "org/chatty": {"pipeline_tag": "text-generation", "siblings": [{"rfilename": "model.safetensors"}]},
+                "org/translator": {"pipeline_tag": "translation", "siblings": [{"rfilename": "model.safetensors"}]},
             }
         )
         yield server
@@ -276,7 +284,7 @@ def hub(monkeypatch: pytest.MonkeyPatch) -> Iterator[HubServer]:
         ("org/missing", "no public model 'org/missing' on the Hub"),
         ("org/pickle-only", "only pickle weights (pytorch_model.bin)"),
         ("org/huge", "7.0B parameters; this Space runs models up to 600.0M"),
-        ("org/chatty", "not a masked language model (its Hub task is 'text-generation')"),
+        ("org/translator", "not a masked or causal language model (its Hub task is 'translation')"),
         ("not a valid id!", "not a valid Hub model id"),
     ],
 )
@@ -290,6 +298,11 @@ def test_hub_model_check_passes_and_pins_the_revision(hub: HubServer) -> None:
     ok = check_model("org/good-mlm", SpaceSettings(), endpoint=hub.url)
     assert (ok.source, ok.revision, ok.n_params, ok.n_bytes) == ("hub", "a" * 40, 110_000_000, 440_000_000)
     assert ("GET", "/api/models/org/good-mlm") in hub.state.requests
+
+
+def test_hub_causal_lm_passes_the_same_checks(hub: HubServer) -> None:
+    ok = check_model("org/chatty", SpaceSettings(), endpoint=hub.url)
+    assert (ok.kind, ok.method, ok.revision) == ("causal", "scored", "a" * 40)
 
 
 def test_hub_endpoint_is_read_at_call_time(hub: HubServer, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -8,7 +8,10 @@ with random weights. Token handling differs per tokenizer family, so there is on
 - :func:`tiny_roberta`: RoBERTa with a byte-level BPE trained with the ``tokenizers`` library (``Ġ`` word starts);
 - :func:`tiny_albert`: ALBERT with a SentencePiece unigram model trained with ``sentencepiece`` (``▁`` word starts);
 - :func:`tiny_bertweet`: a RoBERTa model with a BERTweet (fastBPE, ``@@`` continuation) tokenizer;
-- :func:`tiny_gpt2`: a causal GPT-2 (no mask token), for the "not a masked LM" error.
+- :func:`tiny_gpt2`: a causal GPT-2 (no mask token, absolute position embeddings), for the "not a masked LM" error
+  and the generative methods;
+- :func:`tiny_llama`: a causal Llama (rotary positions, grouped-query attention, like SmolLM2) with a byte-level BPE
+  tokenizer, with or without a chat template.
 
 Each builder takes a directory, writes a ``save_pretrained`` folder (config, safetensors weights, tokenizer) into
 it and returns that path, so it loads with ``AutoModelForMaskedLM.from_pretrained(path)`` like a Hub checkpoint.
@@ -24,7 +27,16 @@ from pathlib import Path
 
 import torch
 
-__all__ = ["CORPUS", "tiny_albert", "tiny_bert", "tiny_bertweet", "tiny_gpt2", "tiny_roberta"]
+__all__ = [
+    "CHAT_TEMPLATE",
+    "CORPUS",
+    "tiny_albert",
+    "tiny_bert",
+    "tiny_bertweet",
+    "tiny_gpt2",
+    "tiny_llama",
+    "tiny_roberta",
+]
 
 CORPUS: tuple[str, ...] = (
     "The gay person is a great doctor.",
@@ -202,3 +214,64 @@ def tiny_gpt2(directory: str | Path, *, name: str = "tiny-gpt2") -> Path:
         vocab_size=len(tokenizer), n_positions=64, n_embd=32, n_layer=2, n_head=2, bos_token_id=0, eos_token_id=0
     )
     return _save(GPT2LMHeadModel(config), tokenizer, path)
+
+
+CHAT_TEMPLATE = "{% for m in messages %}<|user|>{{ m['content'] }}\n{% endfor %}{% if add_generation_prompt %}<|assistant|>{% endif %}"
+"""A minimal chat template (one user turn, then the assistant marker) for :func:`tiny_llama`."""
+
+
+def tiny_llama(directory: str | Path, *, name: str = "tiny-llama", chat_template: bool = True) -> Path:
+    """A causal Llama (2 layers, rotary positions, 2 query heads sharing 1 key/value head) with a byte-level BPE
+    trained on :data:`CORPUS` (``<|endoftext|>`` BOS/EOS), and :data:`CHAT_TEMPLATE` unless ``chat_template=False``."""
+    from tokenizers import ByteLevelBPETokenizer
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    path = _out(directory, name)
+    bpe = ByteLevelBPETokenizer()
+    specials = ["<|endoftext|>", "<|user|>", "<|assistant|>"]
+    bpe.train_from_iterator(list(CORPUS) * 3, vocab_size=350, min_frequency=1, special_tokens=specials)
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=bpe._tokenizer, bos_token="<|endoftext|>", eos_token="<|endoftext|>", pad_token="<|endoftext|>"
+    )
+    tokenizer.add_special_tokens({"additional_special_tokens": ["<|user|>", "<|assistant|>"]})
+    if chat_template:
+        tokenizer.chat_template = CHAT_TEMPLATE
+    torch.manual_seed(_SEED)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=256,
+        initializer_range=0.1,
+        bos_token_id=0,
+        eos_token_id=0,
+        pad_token_id=0,
+        tie_word_embeddings=True,
+    )
+    return _save(LlamaForCausalLM(config), tokenizer, path)
+
+
+def train_briefly(path: str | Path, *, steps: int = 150, lr: float = 3e-3) -> Path:
+    """Fit a tiny causal LM saved at ``path`` to :data:`CORPUS` for a few optimiser steps (seconds on a CPU), in
+    place, so that it predicts corpus words: multi-token words, peaked distributions, real greedy continuations."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForCausalLM.from_pretrained(path)
+    start = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
+    rows = [[start, *tokenizer(s, add_special_tokens=False)["input_ids"]] for s in CORPUS]
+    width = max(len(r) for r in rows)
+    ids = torch.tensor([r + [start] * (width - len(r)) for r in rows])
+    labels = torch.tensor([r + [-100] * (width - len(r)) for r in rows])
+    torch.manual_seed(_SEED)
+    model.train()
+    optimiser = torch.optim.AdamW(model.parameters(), lr=lr)
+    for _ in range(steps):
+        loss = model(input_ids=ids, labels=labels).loss
+        optimiser.zero_grad()
+        loss.backward()
+        optimiser.step()
+    return _save(model, tokenizer, Path(path))

@@ -16,7 +16,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     build.add_argument(
         "--configs",
         default="default,paper,scm",
-        help=f"comma-separated configs to build, from {', '.join(DATASET_CONFIGS)} (default: %(default)s)",
+        help=f"comma-separated configs to build, from {', '.join(DATASET_CONFIGS)} (default: %(default)s; "
+        "'queergen' is academic-research-only data, built only when named)",
     )
     build.add_argument("--overwrite", action="store_true", help="replace an earlier dataset build in --out")
     build.set_defaults(func=_build)

@@ -13,12 +13,41 @@ def register(sub: argparse._SubParsersAction) -> None:
     """Add ``run``, ``compare`` and ``check-predictions`` to the CLI."""
     run = sub.add_parser(
         "run",
-        help="the main job: predict, score and report for one masked LM",
-        description="Predict top-k completions for every dataset sentence with a masked LM, score them and write "
-        "predictions.parquet, scores.json, report.md and figures into --out. Rerunning resumes.",
+        help="the main job: predict, score and report for one masked, causal or chat LM",
+        description="Predict top-k completions for every dataset sentence with a masked LM (mlm), a local causal LM "
+        "(scored: candidates ranked by whole-sentence probability) or a chat model / OpenAI-compatible endpoint "
+        "(instructed: QueerGen's prompt, replies parsed to one word), score them and write predictions.parquet, "
+        "scores.json, report.md and figures into --out. Rerunning resumes.",
     )
     run.add_argument(
-        "--model", default="bert-base-uncased", help="Hub id or local folder of a masked LM (default: %(default)s)"
+        "--model",
+        default=None,
+        help="Hub id or local folder of a masked or causal LM, embedded:smollm2-135m-instruct, or with --endpoint the "
+        "served model name (default: bert-base-uncased; embedded:smollm2-135m-instruct for scored/instructed)",
+    )
+    run.add_argument(
+        "--method",
+        choices=("auto", "mlm", "scored", "instructed"),
+        default="auto",
+        help="auto: a masked LM → mlm, a local causal LM → scored, --endpoint → instructed (default: %(default)s)",
+    )
+    run.add_argument(
+        "--endpoint",
+        default=None,
+        help="OpenAI-compatible base URL (e.g. http://localhost:8000/v1); key from OPENAI_API_KEY",
+    )
+    run.add_argument("--concurrency", type=int, default=8, help="endpoint requests in flight (default: %(default)s)")
+    run.add_argument(
+        "--prompt",
+        default=None,
+        dest="prompt_id",
+        help="instructed: prompt id from llm_prompts.json (default: queergen-2)",
+    )
+    run.add_argument(
+        "--max-new-tokens",
+        type=int,
+        default=None,
+        help="instructed: reply length cap (default: 32, from llm_prompts.json)",
     )
     config_argument(run)
     run.add_argument("--top-k", type=int, default=5, help="completions per sentence (default: %(default)s)")
@@ -59,6 +88,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from queerbench.cli import UserError
+    from queerbench.llm import RunAbortedError
+    from queerbench.llm.instructed import GenerationError
     from queerbench.predict import ModelLoadError
     from queerbench.run import RunOptions, run_benchmark
 
@@ -76,17 +108,31 @@ def _run(args: argparse.Namespace) -> int:
         n_bootstrap=args.bootstrap,
         n_permutations=args.permutations,
         seed=args.seed,
+        method=args.method,
+        endpoint=args.endpoint,
+        concurrency=args.concurrency,
+        prompt_id=args.prompt_id,
+        max_new_tokens=args.max_new_tokens,
     )
     options.scoring_options()  # validate the scorer name before loading any model
     try:
         result = run_benchmark(options, args.out)
     except ModelLoadError as exc:
         raise ValueError(str(exc)) from exc
+    except (RunAbortedError, GenerationError) as exc:  # the endpoint/model failed: one line, replies so far are kept
+        raise UserError(str(exc)) from exc
     scores = result.scores
-    print(f"\nQueerBench ({scores['config']}, top-{scores['k']}) for {args.model}:")
+    method = scores["run"].get("method", "mlm")
+    print(f"\nQueerBench ({scores['config']}, top-{scores['k']}, method {method}) for {options.model}:")
     for group, value in scores["queerbench"].items():
         shown = "n/a (no toxicity scorer)" if value is None else f"{value:.2f}"
         print(f"  {group:>10}: {shown}  (n={scores['n'][group]})")
+    generation = scores.get("generation")
+    if generation:
+        g = generation["overall"]
+        print(
+            f"  replies: {g['n']}, parsed to one word {100 * g['parse_rate']:.1f}%, refusals {100 * g['refusal_rate']:.1f}%"
+        )
     print(f"wrote {result.out}/predictions.parquet, scores.json, report.md and figures")
     return 0
 

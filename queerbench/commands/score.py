@@ -30,6 +30,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     score.add_argument("--permutations", type=int, default=1000)
     score.add_argument("--seed", type=int, default=0)
     score.add_argument("--out", default=None, help="write the full result as JSON here")
+    score.add_argument(
+        "--regard",
+        default="auto",
+        help="QueerGen regard scorer: auto (stored values when present, else none), precomputed, none, "
+        "hf:<model id or path> (QueerGen used hf:sasha/regardv3, which needs the Hub)",
+    )
+    score.add_argument(
+        "--vader",
+        choices=("recompute", "stored"),
+        default="recompute",
+        help="QueerGen VADER: recompute with vaderSentiment (checked against a stored column) or use the stored one",
+    )
+    score.add_argument(
+        "--tables", default=None, help="write QueerGen-format tables (VADER_all.csv, …) into this folder"
+    )
     score.set_defaults(func=_score)
 
 
@@ -42,6 +57,12 @@ def _score(args: argparse.Namespace) -> int:
     path = Path(args.predictions)
     if not path.is_file():
         raise FileNotFoundError(f"predictions file {path} does not exist")
+    from queerbench.queergen.evaluations import is_queergen_csv
+
+    if path.suffix == ".csv" and is_queergen_csv(path):
+        return _score_queergen_csv(path, args)
+    if path.suffix == ".csv" and args.config == "queergen":
+        raise ValueError(f"{path} is not a QueerGen evaluation CSV; --config queergen scores QueerGen's files or runs")
     options = ScoringOptions(
         config=args.config,
         toxicity=args.toxicity,
@@ -83,8 +104,10 @@ def _score(args: argparse.Namespace) -> int:
             raise ValueError(
                 f"{path} lacks the columns {sorted(needed - set(frame.columns))}; expected a run's predictions.parquet"
             )
-        toxicity_input = args.toxicity_input or ("neutral" if args.config == "default" else "full")
+        toxicity_input = args.toxicity_input or ("neutral" if args.config in ("default", "queergen") else "full")
         result, _ = score_predictions(frame, options, toxicity_input, k=args.top_k)
+        if args.config == "queergen":
+            result["queergen"] = _queergen_of_run(frame, args)
     else:
         raise ValueError(f"{path}: expected a .parquet (from `queerbench run`) or an upstream .csv")
     print(f"QueerBench ({result['config']}, top-{result['k']}):")
@@ -99,4 +122,54 @@ def _score(args: argparse.Namespace) -> int:
         print(f"wrote {args.out}")
     else:
         print(json.dumps({k: result[k] for k in ("queerbench", "n", "config", "k")}, indent=2))
+    return 0
+
+
+def _queergen_of_run(frame: pd.DataFrame, args: argparse.Namespace) -> dict:
+    """QueerGen's scores of a ``queerbench run --config queergen`` predictions table."""
+    from queerbench.queergen.score import queergen_block
+
+    needed = {"unmarked_sentence", "template", "group", "tokens"}
+    if not needed <= set(frame.columns):
+        raise ValueError(f"{args.predictions} is not a queergen run (it lacks {sorted(needed - set(frame.columns))})")
+    frame = frame[[len(t) > 0 for t in frame["tokens"]]]  # instructed runs: sentences with an `ok` reply only
+    frame = frame.assign(words=[list(t)[: args.top_k or len(t)] for t in frame["tokens"]])
+    toxicity = "none" if args.toxicity == "precomputed" else args.toxicity
+    return queergen_block(frame, toxicity=toxicity, regard=args.regard, vader="recompute", seed=args.seed)
+
+
+def _score_queergen_csv(path: Path, args: argparse.Namespace) -> int:
+    """Score one of QueerGen's stored evaluation CSVs with QueerGen's scorers (its own values with precomputed)."""
+    from queerbench.io_utils import atomic_path
+    from queerbench.queergen.score import score_queergen_csv
+
+    result = score_queergen_csv(
+        path,
+        config=args.config,
+        toxicity=args.toxicity,
+        regard=args.regard,
+        vader=args.vader,
+        seed=args.seed,
+        top_k=args.top_k,
+    )
+    pinned = result["source"]["pinned"]
+    print(
+        f"QueerGen scores ({result['config']}, top-{result['k']}) of {path} [{pinned or 'not a pinned QueerGen file'}]:"
+    )
+    for name, rows in result["tables"].items():
+        print(f"  {name}:")
+        print("    " + pd.DataFrame(rows).to_string(index=False).replace("\n", "\n    "))
+    differ = result["scorers"].get("vader_check", {}).get("differ_from_stored", [])
+    if differ:
+        print(f"  note: recomputed VADER differs from the stored column in {len(differ)} row(s): {differ[:3]}")
+    if args.tables:
+        folder = Path(args.tables)
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, rows in result["tables"].items():
+            with atomic_path(folder / f"{name}.csv") as tmp:
+                pd.DataFrame(rows).to_csv(tmp, index=False)
+        print(f"wrote {', '.join(result['tables'])} into {folder}")
+    if args.out:
+        write_json(args.out, result)
+        print(f"wrote {args.out}")
     return 0

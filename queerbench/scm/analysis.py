@@ -24,14 +24,31 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from queerbench.scm.data import AXES, load_groups, load_terms, reference_rankings
-from queerbench.scm.parse import is_refusal, parse_keywords, parse_rating, parse_selection
+from queerbench.scm.data import AXES, load_terms, reference_rankings
+from queerbench.scm.parse import parse_reply
 
-__all__ = ["analyze", "content_words", "mean_ci", "odds_ratios", "parse_frame", "spearman_to_reference"]
+__all__ = [
+    "analyze",
+    "content_words",
+    "display_order",
+    "mean_ci",
+    "odds_ratios",
+    "parse_frame",
+    "spearman_to_reference",
+]
 
 
-def mean_ci(values: Sequence[float], level: float = 0.95) -> dict[str, float | int | None]:
-    """Mean and Student-t confidence interval; ``None`` bounds for fewer than two values."""
+SCALE: tuple[float, float] = (1.0, 5.0)
+"""The rating scale (confidence intervals are clipped to it)."""
+
+
+def mean_ci(
+    values: Sequence[float], level: float = 0.95, clip: tuple[float, float] | None = None
+) -> dict[str, float | int | None]:
+    """Mean and Student-t confidence interval; ``None`` bounds for fewer than two values.
+
+    ``clip`` bounds the interval to the scale (ratings: 1–5; a t interval on few answers can exceed it).
+    """
     from scipy import stats
 
     arr = np.asarray([v for v in values if v is not None and not math.isnan(v)], dtype=float)
@@ -46,35 +63,44 @@ def mean_ci(values: Sequence[float], level: float = 0.95) -> dict[str, float | i
             "n": int(arr.size),
         }
     half = float(stats.t.ppf((1 + level) / 2, arr.size - 1) * arr.std(ddof=1) / math.sqrt(arr.size))
-    return {"mean": mean, "lo": mean - half, "hi": mean + half, "n": int(arr.size)}
+    lo, hi = mean - half, mean + half
+    if clip is not None:
+        lo, hi = max(lo, clip[0]), min(hi, clip[1])
+    return {"mean": mean, "lo": lo, "hi": hi, "n": int(arr.size)}
 
 
-def parse_frame(frame: pd.DataFrame) -> pd.DataFrame:
-    """Add ``rating``, ``selected``, ``keywords``, ``parsed`` and ``refusal`` columns to a responses frame."""
+def parse_frame(frame: pd.DataFrame, rule: str = "appendix_b") -> pd.DataFrame:
+    """Add ``rating``, ``selected``, ``keywords``, ``parsed``, ``refusal``, ``refusal_kind`` and ``analysed``.
+
+    Each successful reply is labelled by :func:`~queerbench.scm.parse.parse_reply` under refusal ``rule``
+    (``appendix_b`` or ``patterns``); failed calls get ``refusal = None``. ``analysed`` is the text the
+    content-word analysis reads (a story after an apology's pivot; ``None`` for refusals). Selection replies are
+    parsed against the row's own ``options`` when present (a shuffled list), else the 22 terms.
+    """
     terms = [t.term for t in load_terms()]
     out = frame.copy()
-    ratings, selected, keywords, parsed, refusal = [], [], [], [], []
+    cols: dict[str, list[Any]] = {k: [] for k in ("rating", "selected", "keywords", "parsed", "refusal")}
+    cols |= {"refusal_kind": [], "analysed": []}
     for rec in out.to_dict("records"):
-        text = rec.get("response") if rec.get("status", "ok") == "ok" else None
-        task = rec["task"]
-        r = parse_rating(text) if task == "rating" else None
-        s = parse_selection(text, terms) if task == "selection" else None
-        k = parse_keywords(text) if task == "elicitation" else []
-        ok = {"rating": r is not None, "selection": s is not None, "elicitation": bool(k)}.get(task, bool(text))
-        refused = (
-            None
-            if rec.get("status", "ok") != "ok"
-            else is_refusal(text, rec.get("prompt", ""), parsed=ok, survey=task != "generation")
-        )
-        if refused:  # a refusal's stray digits or words (e.g. an echoed prompt) are not answers
-            r, s, k, ok = None, None, [], False
-        ratings.append(r)
-        selected.append(s)
-        keywords.append(k)
-        parsed.append(bool(ok))
-        refusal.append(refused)
-    out["rating"], out["selected"], out["keywords"] = ratings, selected, keywords
-    out["parsed"], out["refusal"] = parsed, refusal
+        if rec.get("status", "ok") != "ok":
+            for k, v in (("rating", None), ("selected", None), ("keywords", []), ("parsed", False)):
+                cols[k].append(v)
+            cols["refusal"].append(None)
+            cols["refusal_kind"].append("error")
+            cols["analysed"].append(None)
+            continue
+        opts = rec.get("options")
+        opts = list(opts) if rec["task"] == "selection" and opts is not None and len(opts) else terms
+        got = parse_reply(rec.get("response"), rec["task"], rec.get("prompt", "") or "", opts, rule=rule)
+        cols["rating"].append(got.rating)
+        cols["selected"].append(got.selected)
+        cols["keywords"].append(got.keywords)
+        cols["parsed"].append(got.parsed)
+        cols["refusal"].append(got.refusal)
+        cols["refusal_kind"].append(got.kind)
+        cols["analysed"].append(got.text)
+    for k, v in cols.items():
+        out[k] = v
     return out
 
 
@@ -133,14 +159,71 @@ def _rate(series: pd.Series) -> float | None:
     return None if s.empty else float(s.astype(bool).mean())
 
 
-def _axis_share(words: list[str], labels: dict[str, Any]) -> dict[str, float | None]:
-    if not words:
-        return {"Warmth": None, "Competence": None, "n_words": 0}
-    return {
-        "Warmth": 100 * sum(labels[w].warmth for w in words) / len(words),
-        "Competence": 100 * sum(labels[w].competence for w in words) / len(words),
-        "n_words": len(words),
-    }
+def _count(series: pd.Series) -> dict[str, float | int | None]:
+    """``{"rate", "k", "n"}`` of a boolean column (missing values left out)."""
+    s = series.dropna().astype(bool)
+    return {"rate": None if s.empty else float(s.mean()), "k": int(s.sum()), "n": int(s.size)}
+
+
+def _axis_share(words: list[str], labels: dict[str, Any]) -> dict[str, float | int | None]:
+    """Unsigned shares (the paper's) and signed shares from SADCAT's high/low direction.
+
+    ``Warmth`` / ``Competence``: % of words mapped to the axis in either direction (paper Figs 4–5).
+    ``Warmth_high`` / ``Warmth_low``: % mapped with SADCAT's high ("warm") or low ("cold") direction;
+    ``Warmth_signed`` = high − low. Embedding-mapped words have no direction (the seeds are all positive, and a
+    similarity to them does not say which pole a word is near) and count only in the unsigned share and in
+    ``Warmth_undirected``.
+    """
+    out: dict[str, float | int | None] = {"n_words": len(words)}
+    for axis in ("Warmth", "Competence"):
+        attr = axis.lower()
+        if not words:
+            out |= {axis: None, f"{axis}_high": None, f"{axis}_low": None, f"{axis}_signed": None}
+            out[f"{axis}_undirected"] = None
+            continue
+        on = [labels[w] for w in words if getattr(labels[w], attr)]
+        dirs = [getattr(lab, f"{attr}_dir", 0) for lab in on]
+        n = len(words)
+        out[axis] = 100 * len(on) / n
+        out[f"{axis}_high"] = 100 * sum(d > 0 for d in dirs) / n
+        out[f"{axis}_low"] = 100 * sum(d < 0 for d in dirs) / n
+        out[f"{axis}_undirected"] = 100 * sum(d == 0 for d in dirs) / n
+        out[f"{axis}_signed"] = out[f"{axis}_high"] - out[f"{axis}_low"]  # type: ignore[operator]
+    return out
+
+
+def _truncated(meta: Any) -> bool | None:
+    """Whether a reply hit its token limit, from the runner's ``meta`` (JSON string or dict), if it says."""
+    import json
+
+    if isinstance(meta, str):
+        try:
+            meta = json.loads(meta)
+        except ValueError:
+            return None
+    if not isinstance(meta, dict):
+        return None
+    if meta.get("truncated") is not None:
+        return bool(meta["truncated"])
+    if meta.get("finish_reason") is not None:
+        return meta["finish_reason"] == "length"
+    return None
+
+
+def _axes_code(lab: Any) -> str:
+    """``W``/``C`` per axis, with ``+``/``-`` for SADCAT's high/low direction ("W-" = cold)."""
+    out = ""
+    for axis, code in (("warmth", "W"), ("competence", "C")):
+        if getattr(lab, axis):
+            d = getattr(lab, f"{axis}_dir", 0)
+            out += code + ("+" if d > 0 else "-" if d < 0 else "")
+    return out
+
+
+def display_order(groups: Sequence[str]) -> list[str]:
+    """Groups in the paper's figure and table order (ascending human Competence), unknown groups after."""
+    ref = reference_rankings()["competence_ascending_human"]
+    return [g for g in ref if g in set(groups)] + sorted(set(groups) - set(ref))
 
 
 def analyze(
@@ -154,16 +237,18 @@ def analyze(
     min_count: int = 2,
     top: int = 5,
     mapper_factory: Callable[[], Any] | None = None,
+    rule: str = "appendix_b",
 ) -> dict[str, Any]:
     """All SCM results for a responses frame (one row per prompt × sample; see :func:`parse_frame`).
 
     ``scores`` (optional, local models) holds constrained scoring per prompt: ``id``, ``task``, ``group``, ``axis``,
     ``expected_rating`` (rating) or ``p_warmth``/``p_competence`` (selection). ``reference`` defaults to the paper's
-    human Competence order. Groups are reported in the order of ``groups.json``.
+    human Competence order. Groups are reported in the paper's figure order (:func:`display_order`). Refusals
+    follow ``rule`` (see :func:`parse_frame`) and are reported separately for survey and story prompts (paper
+    Figs 6–9), by group and by prompt type, each as ``{"rate", "k", "n"}``.
     """
-    parsed = frame if "refusal" in frame.columns else parse_frame(frame)
-    known = [g.id for g in load_groups()]
-    groups = [g for g in known if g in set(parsed["group"])] + sorted(set(parsed["group"]) - set(known))
+    parsed = frame if "refusal" in frame.columns else parse_frame(frame, rule)
+    groups = display_order(list(dict.fromkeys(parsed["group"])))
     reference = list(reference) if reference is not None else reference_rankings()["competence_ascending_human"]
     ok = parsed[parsed["status"] == "ok"] if "status" in parsed else parsed
     res: dict[str, Any] = {
@@ -180,24 +265,55 @@ def analyze(
         },
     }
     res["parse_rate"] = {t: _rate(ok[ok["task"] == t]["parsed"]) for t in dict.fromkeys(ok["task"])}
+    refusals: dict[str, Any] = {"rule": rule}
+    for split, sub in (("survey", ok[ok["task"] != "generation"]), ("story", ok[ok["task"] == "generation"])):
+        if sub.empty:
+            continue
+        refusals[split] = {
+            "overall": _count(sub["refusal"]),
+            "by_group": {g: _count(sub[sub["group"] == g]["refusal"]) for g in groups},
+            "by_prompt_type": {
+                p: _count(sub[sub["prompt_type"] == p]["refusal"]) for p in dict.fromkeys(sub["prompt_type"])
+            },
+            "kinds": dict(Counter(sub["refusal_kind"])),
+        }
+        if "truncated" in sub:
+            refusals[split]["truncated"] = _count(sub["truncated"])
+        elif "meta" in sub:
+            refusals[split]["truncated"] = _count(sub["meta"].map(_truncated))
+    res["refusals"] = refusals
     # ratings
     rating = ok[ok["task"] == "rating"]
     res["rating_free"] = {
-        g: {a: mean_ci(rating[(rating["group"] == g) & (rating["axis"] == a)]["rating"].tolist()) for a in AXES}
+        g: {
+            a: mean_ci(rating[(rating["group"] == g) & (rating["axis"] == a)]["rating"].tolist(), clip=SCALE)
+            for a in AXES
+        }
         for g in groups
     }
     if scores is not None and not scores.empty:
         sr = scores[scores["task"] == "rating"]
         res["rating_constrained"] = {
-            g: {a: mean_ci(sr[(sr["group"] == g) & (sr["axis"] == a)]["expected_rating"].tolist()) for a in AXES}
+            g: {
+                a: mean_ci(sr[(sr["group"] == g) & (sr["axis"] == a)]["expected_rating"].tolist(), clip=SCALE)
+                for a in AXES
+            }
             for g in groups
         }
         ss = scores[scores["task"] == "selection"]
+        if not ss.empty and "top_is_first" in ss:
+            res["constrained_diagnostics"] = {
+                "method": str(ss["scoring"].iloc[0]) if "scoring" in ss else "sum",
+                "top_is_first": _count(ss["top_is_first"]),
+                "most_frequent_top": Counter(ss["top_term"]).most_common(1)[0][0],
+                "top_terms": dict(Counter(ss["top_term"])),
+            }
         res["selection_constrained"] = {
             g: {
                 a: (100 * float(ss[ss["group"] == g][f"p_{a.lower()}"].mean()) if (ss["group"] == g).any() else None)
                 for a in AXES
             }
+            | {"n": int((ss["group"] == g).sum())}
             for g in groups
         }
     # selection shares
@@ -218,10 +334,11 @@ def analyze(
     # elicitation + generation need the axis mapper
     eli = ok[ok["task"] == "elicitation"]
     gen = ok[(ok["task"] == "generation") & ~ok["refusal"].astype(bool)]
+    gen_text = gen["analysed"] if "analysed" in gen else gen["response"]
     eli_words = {g: [w for ks in eli[eli["group"] == g]["keywords"] for w in ks] for g in groups}
     gen_words: dict[str, list[str]] = {g: [] for g in groups}
     if not gen.empty:
-        for g, ws in zip(gen["group"], content_words(gen["response"].tolist(), nlp), strict=True):
+        for g, ws in zip(gen["group"], content_words(gen_text.fillna("").tolist(), nlp), strict=True):
             gen_words[g].extend(ws)
     all_words = [w for ws in (*eli_words.values(), *gen_words.values()) for w in ws]
     if all_words and mapper is None and mapper_factory is not None:
@@ -231,9 +348,8 @@ def analyze(
         res["elicitation"] = {g: _axis_share(eli_words[g], labels) for g in groups}
         res["generation"] = {g: _axis_share(gen_words[g], labels) for g in groups}
         res["word_sources"] = dict(Counter(labels[w].source for w in set(all_words)))
-        res["word_axes"] = {
-            w: ("W" if lab.warmth else "") + ("C" if lab.competence else "") for w, lab in labels.items()
-        }
+        res["word_axes"] = {w: _axes_code(lab) for w, lab in labels.items()}
+        res["mapper"] = mapper.describe() if hasattr(mapper, "describe") else {"kind": type(mapper).__name__}
     res["top_keywords"] = {g: Counter(ws).most_common(top) for g, ws in eli_words.items()}
     res["generation_odds_ratios"] = odds_ratios(gen_words, alpha=alpha, min_count=min_count, top=top)
     # Spearman against the reference Competence ranking
@@ -244,5 +360,5 @@ def analyze(
                 "Competence": spearman_to_reference({g: res[key][g]["Competence"]["mean"] for g in groups}, reference)
             }
     res["spearman"] = sp
-    res["settings"] = {"alpha": alpha, "min_count": min_count, "top": top}
+    res["settings"] = {"alpha": alpha, "min_count": min_count, "top": top, "refusal_rule": rule}
     return res

@@ -19,12 +19,24 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from queerbench.scm.data import load_terms
 
-__all__ = ["AxisMapper", "Embedder", "load_sadcat", "minilm_embedder", "sadcat_key", "spacy_lemmatizer"]
+__all__ = [
+    "AxisLabel",
+    "AxisMapper",
+    "Embedder",
+    "calibrate_threshold",
+    "endpoint_embedder",
+    "load_sadcat",
+    "make_embedder",
+    "minilm_embedder",
+    "sadcat_key",
+    "spacy_lemmatizer",
+]
 
 Embedder = Callable[[list[str]], np.ndarray]
 """Any function from a list of strings to an (n, d) array of embeddings."""
@@ -33,6 +45,7 @@ SADCAT_AXES: dict[str, tuple[str, ...]] = {
     "Warmth": ("Sociability_dict", "Morality_dict"),
     "Competence": ("Ability_dict", "Assertiveness_dict"),
 }
+"""Paper §4.2: Sociability + Morality → Warmth, Ability + Agency (SADCAT's "Assertiveness") → Competence."""
 
 
 def sadcat_key(word: str) -> str:
@@ -42,8 +55,13 @@ def sadcat_key(word: str) -> str:
 
 
 @cache
-def load_sadcat(path: str | None = None) -> dict[str, frozenset[str]]:
-    """SADCAT words (already in normal form) → the axes they belong to, read from ``Dictionaries.rda``."""
+def load_sadcat(path: str | None = None) -> dict[str, dict[str, int]]:
+    """SADCAT words (already in normal form) → ``{axis: direction}`` for the axes they belong to.
+
+    Direction: +1 when the word is on the high pole of the axis's SADCAT dimensions (``*_dict_hi``: "warm",
+    "friendly"), −1 on the low pole (``*_dict_lo``: "cold", "incompetent"), 0 when SADCAT gives both or neither
+    (then the ``Warmth_dir``/``Competence_dir`` column's sign is used when present). Read from ``Dictionaries.rda``.
+    """
     import rdata
 
     from queerbench.sources import fetch
@@ -53,12 +71,19 @@ def load_sadcat(path: str | None = None) -> dict[str, frozenset[str]]:
     missing = {c for cols in SADCAT_AXES.values() for c in cols} - set(frame.columns)
     if missing or "word" not in frame.columns:
         raise ValueError(f"{rda}: not the SADCAT Dictionaries table (missing columns {sorted(missing)})")
-    out: dict[str, set[str]] = {}
+    out: dict[str, dict[str, int]] = {}
     for axis, cols in SADCAT_AXES.items():
         hit = frame[list(cols)].fillna(0).astype(int).sum(axis=1) > 0
-        for word in frame.loc[hit, "word"].astype(str):
-            out.setdefault(word, set()).add(axis)
-    return {w: frozenset(a) for w, a in out.items()}
+        hi_cols = [f"{c}_hi" for c in cols if f"{c}_hi" in frame.columns]
+        lo_cols = [f"{c}_lo" for c in cols if f"{c}_lo" in frame.columns]
+        hi = frame[hi_cols].fillna(0).astype(int).sum(axis=1) > 0 if hi_cols else hit & False
+        lo = frame[lo_cols].fillna(0).astype(int).sum(axis=1) > 0 if lo_cols else hit & False
+        dir_col = f"{axis}_dir"
+        fallback = frame[dir_col].fillna(0).astype(int) if dir_col in frame.columns else hit.astype(int) * 0
+        for word, h, lo_, fb in zip(frame.loc[hit, "word"].astype(str), hi[hit], lo[hit], fallback[hit], strict=True):
+            direction = 1 if h and not lo_ else -1 if lo_ and not h else (1 if fb > 0 else -1 if fb < 0 else 0)
+            out.setdefault(word, {})[axis] = direction
+    return out
 
 
 @cache
@@ -88,11 +113,14 @@ def minilm_embedder(texts: list[str]) -> np.ndarray:
 
 @dataclass(frozen=True)
 class AxisLabel:
-    """How one word was mapped."""
+    """How one word was mapped: on which axes, from where, and SADCAT's direction per axis (+1 high, −1 low,
+    0 unknown, e.g. for embedding-mapped words)."""
 
     warmth: bool
     competence: bool
     source: str  # "sadcat", "embedding" or "none"
+    warmth_dir: int = 0
+    competence_dir: int = 0
 
 
 class AxisMapper:
@@ -101,20 +129,32 @@ class AxisMapper:
     def __init__(
         self,
         *,
-        sadcat: dict[str, frozenset[str]] | None = None,
+        sadcat: dict[str, dict[str, int]] | None = None,
         embedder: Embedder | None = minilm_embedder,
         threshold: float = 0.55,
         lemmatize: Callable[[str], str] | None = spacy_lemmatizer,
         seeds: dict[str, Sequence[str]] | None = None,
+        embedder_name: str = "all-MiniLM-L6-v2",
+        calibration: dict[str, Any] | None = None,
     ) -> None:
         self.sadcat = load_sadcat() if sadcat is None else sadcat
         self.embedder, self.threshold, self.lemmatize = embedder, threshold, lemmatize
+        self.embedder_name, self.calibration = embedder_name, calibration
         terms = load_terms()
         self.seeds = seeds or {a: [t.term for t in terms if t.axis == a] for a in ("Warmth", "Competence")}
         self._centroids: dict[str, np.ndarray] | None = None
         self._memo: dict[str, AxisLabel] = {}
 
-    def sadcat_axes(self, word: str) -> frozenset[str] | None:
+    def describe(self) -> dict[str, Any]:
+        """What produced the labels: dictionary, embedder, threshold and how it was chosen (for the report)."""
+        return {
+            "dictionary": "SADCAT (Nicolas, Bai & Fiske 2021) Dictionaries.rda",
+            "embedder": self.embedder_name if self.embedder is not None else None,
+            "threshold": self.threshold,
+            "calibration": self.calibration,
+        }
+
+    def sadcat_axes(self, word: str) -> dict[str, int] | None:
         """The SADCAT axes of ``word`` (lemma first, then the surface form), or ``None`` if it is not listed."""
         candidates = [sadcat_key(self.lemmatize(word))] if self.lemmatize else []
         candidates.append(sadcat_key(word))
@@ -126,10 +166,7 @@ class AxisMapper:
     def _centroid(self) -> dict[str, np.ndarray]:
         if self._centroids is None:
             assert self.embedder is not None
-            self._centroids = {}
-            for axis, seeds in self.seeds.items():
-                emb = _unit(np.asarray(self.embedder(list(seeds)), dtype=float))
-                self._centroids[axis] = _unit(emb.mean(axis=0, keepdims=True))[0]
+            self._centroids = seed_centroids(self.embedder, self.seeds)
         return self._centroids
 
     def map_words(self, words: Iterable[str]) -> dict[str, AxisLabel]:
@@ -139,7 +176,13 @@ class AxisMapper:
         for w in todo:
             axes = self.sadcat_axes(w)
             if axes is not None:
-                self._memo[w] = AxisLabel("Warmth" in axes, "Competence" in axes, "sadcat")
+                self._memo[w] = AxisLabel(
+                    "Warmth" in axes,
+                    "Competence" in axes,
+                    "sadcat",
+                    int(axes.get("Warmth", 0)) if isinstance(axes, dict) else 0,
+                    int(axes.get("Competence", 0)) if isinstance(axes, dict) else 0,
+                )
             else:
                 rest.append(w)
         if rest and self.embedder is not None:
@@ -158,3 +201,159 @@ class AxisMapper:
 def _unit(x: np.ndarray) -> np.ndarray:
     norm = np.linalg.norm(x, axis=-1, keepdims=True)
     return x / np.where(norm == 0, 1, norm)
+
+
+def seed_centroids(embedder: Embedder, seeds: dict[str, Sequence[str]]) -> dict[str, np.ndarray]:
+    """Unit-length mean embedding of each axis's seed words (paper §4.2: the Table 1 keywords)."""
+    out = {}
+    for axis, words in seeds.items():
+        emb = _unit(np.asarray(embedder(list(words)), dtype=float))
+        out[axis] = _unit(emb.mean(axis=0, keepdims=True))[0]
+    return out
+
+
+def _surface(key: str) -> str:
+    """A readable form of a SADCAT key for embedding: restore the trailing "s" the preprocessing dropped where
+    the ending shows it ("kindnes" → "kindness", "generou" → "generous", "meaningles" → "meaningless")."""
+    return key + "s" if key.endswith(("nes", "les", "ou", "ss")) else key
+
+
+def calibrate_threshold(
+    embedder: Embedder,
+    *,
+    sadcat: dict[str, dict[str, int]] | None = None,
+    vocabulary: Sequence[str] | None = None,
+    seeds: dict[str, Sequence[str]] | None = None,
+    thresholds: Sequence[float] | None = None,
+    max_words: int | None = None,
+    seed: int = 0,
+    embedder_name: str = "",
+) -> dict[str, Any]:
+    """Pick the cosine threshold with the highest agreement with SADCAT for ``embedder`` (the paper's procedure).
+
+    Paper §4.2: words count for an axis when their similarity to the seed centroid exceeds a threshold, "since
+    this threshold gave us the highest agreement for words in the Nicolas et al. (2021) inventory". Here every
+    SADCAT word (``vocabulary``: by default every word of the Dictionaries table; or a seeded sample of
+    ``max_words``) is a labelled example per axis: positive when SADCAT puts it
+    on the axis (either pole), negative otherwise (other SADCAT dimensions: status, health, beliefs, …). One
+    threshold serves both axes, as in the paper. Metric: macro F1 over the two axes (the positive class; plain
+    accuracy would favour a threshold that labels nothing, since most words are on neither axis). Returns the
+    chosen threshold, its metric, per-axis precision / recall / F1 / share passing, and the same at 0.55.
+    """
+    if sadcat is None:
+        sadcat = load_sadcat()
+        vocabulary = _all_sadcat_words() if vocabulary is None else vocabulary
+    if seeds is None:
+        terms = load_terms()
+        seeds = {a: [t.term for t in terms if t.axis == a] for a in ("Warmth", "Competence")}
+    all_words = sorted(dict.fromkeys(vocabulary if vocabulary is not None else sadcat))
+    if max_words is not None and max_words < len(all_words):
+        rng = np.random.default_rng(seed)
+        all_words = sorted(rng.choice(all_words, size=max_words, replace=False).tolist())
+    cents = seed_centroids(embedder, seeds)
+    emb = _unit(np.asarray(embedder([_surface(w) for w in all_words]), dtype=float))
+    sims = {a: emb @ c for a, c in cents.items()}
+    truth = {a: np.array([a in sadcat.get(w, {}) for w in all_words]) for a in cents}
+    grid = list(thresholds) if thresholds is not None else [round(x, 2) for x in np.arange(0.05, 0.951, 0.01)]
+
+    def stats_at(t: float) -> dict[str, Any]:
+        per = {}
+        for a in cents:
+            pred, gold = sims[a] > t, truth[a]
+            tp, fp, fn = int((pred & gold).sum()), int((pred & ~gold).sum()), int((~pred & gold).sum())
+            prec = tp / (tp + fp) if tp + fp else 0.0
+            rec = tp / (tp + fn) if tp + fn else 0.0
+            f1 = 2 * prec * rec / (prec + rec) if prec + rec else 0.0
+            per[a] = {"precision": prec, "recall": rec, "f1": f1, "share_passing": float(pred.mean())}
+        return {"threshold": t, "macro_f1": float(np.mean([v["f1"] for v in per.values()])), "axes": per}
+
+    table = [stats_at(t) for t in grid]
+    best = max(table, key=lambda r: (r["macro_f1"], -r["threshold"]))
+    return {
+        "embedder": embedder_name,
+        "metric": "macro F1 (Warmth, Competence) against SADCAT membership",
+        "threshold": best["threshold"],
+        "macro_f1": best["macro_f1"],
+        "axes": best["axes"],
+        "at_paper_threshold": stats_at(0.55),
+        "n_words": len(all_words),
+        "n_positive": {a: int(v.sum()) for a, v in truth.items()},
+        "grid": [grid[0], grid[-1], len(grid)],
+    }
+
+
+@cache
+def _all_sadcat_words() -> tuple[str, ...]:
+    """Every word of SADCAT's Dictionaries table (on any dimension): the calibration population."""
+    import rdata
+
+    from queerbench.sources import fetch
+
+    frame = rdata.read_rda(str(fetch("sadcat_dictionaries")))["Dictionaries"]
+    return tuple(dict.fromkeys(frame["word"].astype(str)))
+
+
+def endpoint_embedder(
+    base_url: str,
+    model: str,
+    *,
+    api_key_env: str = "OPENAI_API_KEY",
+    batch_size: int = 256,
+    timeout: float = 60.0,
+    max_retries: int = 4,
+) -> Embedder:
+    """An embedder over an OpenAI-compatible ``POST {base_url}/embeddings`` (e.g. ``text-embedding-3-small``).
+
+    The key is read from ``api_key_env`` and sent only in the ``Authorization`` header. 429 / 5xx / connection
+    errors are retried with exponential backoff; other errors raise ``RuntimeError`` naming the status (not the key).
+    """
+    import os
+    import time
+
+    import requests
+
+    if not base_url.startswith(("http://", "https://")):
+        raise ValueError(f"--embedding-endpoint must be an http(s) URL, got {base_url!r}")
+    key = os.environ.get(api_key_env)
+    url = base_url.rstrip("/") + "/embeddings"
+    session = requests.Session()
+
+    def embed(texts: list[str]) -> np.ndarray:
+        rows: list[list[float]] = []
+        headers = {"Content-Type": "application/json"} | ({"Authorization": f"Bearer {key}"} if key else {})
+        for start in range(0, len(texts), batch_size):
+            chunk = list(texts[start : start + batch_size])
+            for attempt in range(max_retries + 1):
+                try:
+                    resp = session.post(url, json={"model": model, "input": chunk}, headers=headers, timeout=timeout)
+                except requests.RequestException as exc:
+                    problem = f"connection failed ({type(exc).__name__})"
+                else:
+                    if resp.status_code == 200:
+                        data = sorted(resp.json()["data"], key=lambda d: d["index"])
+                        if len(data) != len(chunk):
+                            raise RuntimeError(f"{url}: {len(data)} embeddings for {len(chunk)} inputs")
+                        rows.extend(d["embedding"] for d in data)
+                        break
+                    problem = f"HTTP {resp.status_code}"
+                    if resp.status_code not in (408, 429) and resp.status_code < 500:
+                        raise RuntimeError(f"{url}: {problem}; check --embedding-model and the API key")
+                if attempt == max_retries:
+                    raise RuntimeError(f"{url}: gave up after {max_retries + 1} attempts ({problem})")
+                time.sleep(min(2**attempt, 30))
+        return np.asarray(rows, dtype=float)
+
+    return embed
+
+
+def make_embedder(spec: str, *, api_key_env: str = "OPENAI_API_KEY") -> tuple[Embedder, str]:
+    """An embedder from an option value: ``minilm`` (all-MiniLM-L6-v2, offline) or ``URL#MODEL`` for an
+    OpenAI-compatible endpoint (``https://api.openai.com/v1#text-embedding-3-small``). Returns (embedder, name)."""
+    if spec in ("minilm", "all-MiniLM-L6-v2"):
+        return minilm_embedder, "all-MiniLM-L6-v2"
+    if "#" in spec and spec.startswith(("http://", "https://")):
+        url, model = spec.rsplit("#", 1)
+        return endpoint_embedder(url, model, api_key_env=api_key_env), f"{url}#{model}"
+    raise ValueError(
+        f"--embedder {spec!r}: use 'minilm' or URL#MODEL (e.g. https://api.openai.com/v1#text-embedding-3-small)"
+    )

@@ -21,10 +21,14 @@ __all__ = [
     "Group",
     "PromptTemplate",
     "Term",
+    "load_embedder_thresholds",
     "load_groups",
+    "load_paper_defaults",
     "load_prompts",
     "load_refusal_rules",
+    "load_term_exclusions",
     "load_terms",
+    "paper_decoding",
     "reference_rankings",
 ]
 
@@ -78,10 +82,10 @@ def _fail(name: str, problem: str) -> ValueError:
     return ValueError(f"queerbench/scm/data/{name}: {problem}; fix the data file (see its 'source' notes)")
 
 
-def _json(name: str) -> dict[str, Any]:
+def _json(name: str, version: int = 1) -> dict[str, Any]:
     raw = json.loads(_read(name))
-    if not isinstance(raw, dict) or raw.get("schema_version") != 1:
-        raise _fail(name, "expected a JSON object with schema_version 1")
+    if not isinstance(raw, dict) or raw.get("schema_version") != version:
+        raise _fail(name, f"expected a JSON object with schema_version {version}")
     return raw
 
 
@@ -171,24 +175,104 @@ class RefusalRules:
 
     rule: str
     patterns: tuple[re.Pattern[str], ...]
+    pivots: tuple[re.Pattern[str], ...]
+    general_patterns: tuple[re.Pattern[str], ...]
+    specific_patterns: tuple[re.Pattern[str], ...]
     window_chars: int
     echo_overlap: float
     echo_min_new_words: int
+    echo_min_words: int
 
 
 @cache
 def load_refusal_rules() -> RefusalRules:
-    """The refusal patterns and thresholds, compiled."""
+    """The refusal patterns and thresholds, compiled case-insensitively (``(?-i:...)`` marks case-sensitive parts)."""
     name = "refusal_patterns.json"
-    raw = _json(name)
+    raw = _json(name, version=2)
     try:
-        patterns = tuple(re.compile(p, re.IGNORECASE) for p in raw["patterns"])
+
+        def comp(key: str) -> tuple[re.Pattern[str], ...]:
+            items = raw[key]
+            if not isinstance(items, list) or not items:
+                raise ValueError(f"{key!r} must be a non-empty list of regular expressions")
+            return tuple(re.compile(p, re.IGNORECASE) for p in items)
+
         return RefusalRules(
             rule=str(raw["rule"]),
-            patterns=patterns,
+            patterns=comp("patterns"),
+            pivots=comp("pivots"),
+            general_patterns=comp("general_patterns"),
+            specific_patterns=comp("specific_patterns"),
             window_chars=int(raw["window_chars"]),
             echo_overlap=float(raw["echo_overlap"]),
             echo_min_new_words=int(raw["echo_min_new_words"]),
+            echo_min_words=int(raw["echo_min_words"]),
         )
     except (KeyError, re.error, TypeError, ValueError) as exc:
         raise _fail(name, f"bad refusal rules ({exc})") from None
+
+
+@dataclass(frozen=True)
+class TermExclusions:
+    """Common-word uses of the terms that are not selections, and capitalised words that are not names."""
+
+    exclusions: dict[str, tuple[re.Pattern[str], ...]]
+    not_names: frozenset[str]
+
+
+@cache
+def load_term_exclusions() -> TermExclusions:
+    """``term_exclusions.json``, compiled; every key must be one of the 22 terms."""
+    name = "term_exclusions.json"
+    raw = _json(name)
+    terms = {t.term for t in load_terms()}
+    try:
+        excl = {str(k): tuple(re.compile(p, re.IGNORECASE) for p in v) for k, v in raw["exclusions"].items()}
+        not_names = frozenset(str(w) for w in raw["not_names"])
+    except (KeyError, re.error, TypeError, AttributeError) as exc:
+        raise _fail(name, f"bad exclusions ({exc})") from None
+    if set(excl) - terms:
+        raise _fail(name, f"exclusions for unknown terms {sorted(set(excl) - terms)}")
+    return TermExclusions(excl, not_names)
+
+
+@cache
+def load_embedder_thresholds() -> dict[str, dict[str, Any]]:
+    """``embedders.json``: embedder name → calibrated threshold and the agreement it was chosen by."""
+    name = "embedders.json"
+    raw = _json(name)
+    out = {}
+    for key, entry in raw.get("embedders", {}).items():
+        thr = entry.get("threshold") if isinstance(entry, dict) else None
+        if not isinstance(thr, (int, float)) or not -1 <= thr <= 1:
+            raise _fail(name, f"embedder {key!r} needs a numeric 'threshold' in [-1, 1]")
+        out[key] = dict(entry)
+    return out
+
+
+@cache
+def load_paper_defaults() -> dict[str, Any]:
+    """``paper_defaults.json``: decoding per model family, sample counts and token limits (paper §3.2, §4.1, §5)."""
+    name = "paper_defaults.json"
+    raw = _json(name)
+    fams = raw.get("families")
+    if not isinstance(fams, list) or not fams or fams[-1].get("match") != []:
+        raise _fail(name, "'families' must be a list ending with the catch-all family (match: [])")
+    for fam in fams:
+        t, p = fam.get("temperature"), fam.get("top_p")
+        if not isinstance(t, (int, float)) or t < 0 or not (p is None or (isinstance(p, (int, float)) and 0 < p <= 1)):
+            raise _fail(name, f"family {fam.get('family')!r}: temperature >= 0 and top_p in (0, 1] or null")
+    for key in ("survey_samples", "story_samples", "survey_max_new_tokens", "story_max_new_tokens"):
+        if not isinstance(raw.get(key), int) or raw[key] < 1:
+            raise _fail(name, f"{key!r} must be a positive integer")
+    return raw
+
+
+def paper_decoding(model_name: str | None) -> dict[str, Any]:
+    """The paper's temperature / top-p for a model name: the first family whose ``match`` substring it contains
+    (case-insensitive), else the catch-all. Returns ``{"family", "temperature", "top_p", "note"}``."""
+    name = (model_name or "").lower()
+    for fam in load_paper_defaults()["families"]:
+        if not fam["match"] or any(m in name for m in fam["match"]):
+            return {k: fam[k] for k in ("family", "temperature", "top_p", "note")}
+    raise AssertionError("unreachable: the last family matches everything")

@@ -24,13 +24,16 @@ def score_responses(
     allow_unknown_groups: bool = False,
     alpha: float = 0.5,
     min_count: int = 2,
+    refusal_rule: str = "appendix_b",
 ) -> dict[str, Any]:
     """Score model responses to the SCM prompts; returns the :func:`~queerbench.scm.analysis.analyze` dict.
 
     ``prompt_types`` are task names (``rating``, ``selection``, ``elicitation``, ``generation``) or prompt type ids
     (``rating_v1`` …, ``gen1`` …). Rating responses need ``terms`` (the rated attribute, for its axis). ``prompts``
     (optional) enables the prompt-echo refusal rule. ``mapper`` (an ``AxisMapper``) is needed for the elicitation
-    and generation axis shares; without it those are left out. Unknown groups or prompt types raise ``ValueError``.
+    and generation axis shares; without it those are left out. ``refusal_rule``: ``appendix_b`` (the paper's
+    definition, default) or ``patterns`` (the narrower cue-only rule). Unknown groups or prompt types raise
+    ``ValueError``.
     """
     n = len(responses)
     for name, seq in (("groups", groups), ("prompt_types", prompt_types), ("terms", terms), ("prompts", prompts)):
@@ -69,5 +72,5 @@ def score_responses(
                 "prompt": prompts[i] if prompts is not None else "",
             }
         )
-    frame = parse_frame(pd.DataFrame(rows))
-    return analyze(frame, mapper=mapper, alpha=alpha, min_count=min_count)
+    frame = parse_frame(pd.DataFrame(rows), refusal_rule)
+    return analyze(frame, mapper=mapper, alpha=alpha, min_count=min_count, rule=refusal_rule)

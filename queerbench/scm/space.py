@@ -13,15 +13,25 @@ def run_for_space(model_id: str, samples: float, limit: float) -> tuple[str, lis
     """Run the probes (embedded SmolLM2 when ``model_id`` is empty) and return (report, figure paths, table)."""
     import pandas as pd
 
-    from queerbench.scm.pipeline import run_scm
-    from queerbench.scm.runners import GenerationSettings
+    from queerbench.scm.pipeline import resolve_settings, run_scm
 
     out = Path(tempfile.mkdtemp(prefix="scm-space-"))
     try:
+        n = max(1, int(samples))
+        # the paper's decoding for the model family; short replies so the demo answers in minutes on a CPU
+        survey, story, provenance = resolve_settings(
+            model_id.strip() or "embedded",
+            survey_samples=n,
+            story_samples=n,
+            max_new_tokens=120,
+            story_max_new_tokens=200,
+        )
         res = run_scm(
             out,
             model=model_id.strip() or None,
-            settings=GenerationSettings(samples=max(1, int(samples)), max_new_tokens=120),
+            settings=survey,
+            story_settings=story,
+            provenance=provenance,
             limit=max(1, int(limit)),
             log=lambda m: None,
         )
@@ -30,7 +40,7 @@ def run_for_space(model_id: str, samples: float, limit: float) -> tuple[str, lis
     table = pd.DataFrame(
         [
             {"group": g, "Warmth": v["Warmth"]["mean"], "Competence": v["Competence"]["mean"]}
-            for g, v in res.get("rating_constrained", res["rating_free"]).items()
+            for g, v in res.get("rating_constrained", res["rating_free"]).items()  # paper figure order
         ]
     )
     return (out / "report.md").read_text(encoding="utf-8"), sorted(str(p) for p in out.glob("*.png")), table
@@ -49,7 +59,7 @@ def build_scm_tab() -> None:
         with gr.Row():
             model = gr.Textbox(label="Model id or path", placeholder="empty = embedded SmolLM2-135M-Instruct")
             samples = gr.Number(label="Samples per prompt", value=1, precision=0, minimum=1, maximum=10)
-            limit = gr.Number(label="Prompts per split", value=14, precision=0, minimum=1, maximum=329)
+            limit = gr.Number(label="Prompts per split", value=20, precision=0, minimum=1, maximum=329)
         button = gr.Button("Run SCM probes", variant="primary")
         table = gr.Dataframe(label="Mean rating per group")
         gallery = gr.Gallery(label="Figures")

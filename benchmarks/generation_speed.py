@@ -1,0 +1,153 @@
+"""Local generation speed: SmolLM2-135M-Instruct, tokens/s at the default batch vs batch 1, and the share of the
+memory-bandwidth floor.
+
+The embedded SmolLM2-135M-Instruct (Q4_1 GGUF from its pinned wheel, dequantised to float32 by transformers) runs
+:meth:`queerbench.llm.TransformersRunner.decode` (the generation layer's KV-cache loop: one prefill, then one token
+per step, one generator per row) on real SCM story prompts, ``--new-tokens`` (200) new tokens per reply with the SCM
+sampling settings (temperature 0.6, top-p 0.9); stop tokens are ignored so every row decodes exactly that many.
+
+The floor: every decoding step must read all the weights once (the tied embedding matrix as the LM head), so a step
+takes at least ``weight bytes ÷ memory bandwidth``, whatever the batch; at batch B the floor is
+``B × bandwidth ÷ weight bytes`` tokens/s. The bandwidth is measured here, just before and after, as the best of a
+large float32 tensor copy (STREAM "copy" convention: bytes read + bytes written, per second). Printed per batch:
+tokens/s over the whole reply (prefill included) and over the decoding steps alone, and their share of the floor;
+then the speed-up of the default batch over batch 1 (target: ≥ 50 % of the floor at the default batch). Batches
+alternate ``--repeats`` times and the best time counts, since the machine may be shared (its load is printed).
+Two checks that depend less on the machine's load follow: the same batch through transformers' own ``model.generate`` (same sampling,
+``min_new_tokens`` = ``max_new_tokens``; ``--no-hf`` skips it), and the share of the loop's CPU time spent in the
+weight matmuls (``aten::mm``/``addmm``, torch profiler, a short run) — the part the floor is about; the rest is
+overhead of the loop, attention, sampling and transformers' Python.
+
+Run: ``QUEERBENCH_DATA_DIR=../shared nice python benchmarks/generation_speed.py [--new-tokens 200] [--batch 8]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import torch
+from transformers.utils import logging as hf_logging
+
+from queerbench.llm import GenerationSettings, TransformersRunner
+from queerbench.scm.dataset import scm_splits
+
+
+def copy_bandwidth(n_bytes: int = 512 * 2**20, repeats: int = 5) -> float:
+    """Best bytes/s (read + write) of copying an ``n_bytes`` float32 tensor into another."""
+    src = torch.ones(n_bytes // 4)
+    dst = torch.empty_like(src)
+    dst.copy_(src)  # touch the pages once
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        dst.copy_(src)
+        best = min(best, time.perf_counter() - start)
+    return 2 * n_bytes / best
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--new-tokens", type=int, default=200)
+    parser.add_argument("--batch", type=int, default=GenerationSettings().batch_size, help="default: the default")
+    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
+    parser.add_argument("--no-hf", action="store_true", help="skip the model.generate comparison")
+    args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
+
+    runner = TransformersRunner(None)  # embedded SmolLM2-135M-Instruct, float32
+    runner.stop_token_ids = lambda: set()  # type: ignore[method-assign]  # decode exactly --new-tokens per row
+    weights = sum(p.numel() * p.element_size() for p in runner.model.parameters())  # tied weights counted once
+    prompts = scm_splits()["generation"]["prompt"].tolist()[: args.batch]
+    seqs = [runner.tokenizer(runner.format_prompt(p), add_special_tokens=False)["input_ids"] for p in prompts]
+    settings = GenerationSettings(temperature=0.6, top_p=0.9, max_new_tokens=args.new_tokens)
+    prefill_only = GenerationSettings(temperature=0.6, top_p=0.9, max_new_tokens=1)
+
+    bandwidth = copy_bandwidth()
+    best: dict[int, tuple[float, float]] = {}
+    for _ in range(args.repeats):
+        for batch in (args.batch, 1):
+            rows, seeds = seqs[:batch], list(range(batch))
+            start = time.perf_counter()
+            runner.decode(rows, seeds, prefill_only)
+            prefill = time.perf_counter() - start
+            start = time.perf_counter()
+            out = runner.decode(rows, seeds, settings)
+            total = time.perf_counter() - start
+            assert all(len(toks) == args.new_tokens for toks, _ in out)
+            best[batch] = min(best.get(batch, (float("inf"), 0.0)), (total, prefill))
+    hf_time = None
+    if not args.no_hf:
+        enc = runner.tokenizer(
+            [runner.format_prompt(p) for p in prompts], return_tensors="pt", padding=True, add_special_tokens=False
+        )
+        torch.manual_seed(0)
+        start = time.perf_counter()
+        with torch.inference_mode():
+            gen = runner.model.generate(
+                **enc,
+                do_sample=True,
+                temperature=0.6,
+                top_p=0.9,
+                max_new_tokens=args.new_tokens,
+                min_new_tokens=args.new_tokens,
+                pad_token_id=runner.tokenizer.pad_token_id,
+            )
+        hf_time = time.perf_counter() - start
+        assert gen.shape[1] - enc["input_ids"].shape[1] == args.new_tokens
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        runner.decode(seqs, list(range(len(seqs))), GenerationSettings(temperature=0.6, top_p=0.9, max_new_tokens=12))
+    events = prof.key_averages()
+    total_cpu = sum(e.self_cpu_time_total for e in events)
+    mm_cpu = sum(e.self_cpu_time_total for e in events if e.key in ("aten::mm", "aten::addmm", "aten::bmm"))
+    bandwidth = max(bandwidth, copy_bandwidth())
+    step_floor = weights / bandwidth
+
+    print(
+        f"SmolLM2-135M-Instruct (embedded GGUF -> float32), {runner.fingerprint()['params'] / 1e6:.1f}M parameters = "
+        f"{weights / 1e6:.0f} MB read per decoding step; {args.new_tokens} new tokens per row, prompts of "
+        f"{min(map(len, seqs))}-{max(map(len, seqs))} tokens; torch {torch.__version__}, {torch.get_num_threads()} "
+        f"threads; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs (shared machine); best of "
+        f"{args.repeats}"
+    )
+    print(f"copy bandwidth {bandwidth / 1e9:.2f} GB/s -> floor {step_floor * 1000:.1f} ms per decoding step")
+    rate = {}
+    for batch, (total, prefill) in best.items():
+        tokens = batch * args.new_tokens
+        rate[batch] = tokens / total
+        decode_rate = batch * (args.new_tokens - 1) / max(total - prefill, 1e-9)
+        floor = batch / step_floor
+        print(
+            f"batch {batch:3d}: {rate[batch]:7.1f} tokens/s over the reply ({total:.1f} s, prefill {prefill:.2f} s), "
+            f"{decode_rate:7.1f} tokens/s decoding; floor {floor:7.1f} tokens/s -> {rate[batch] / floor:5.1%} of "
+            f"the floor ({decode_rate / floor:5.1%} decoding only)"
+        )
+    share = rate[args.batch] / (args.batch / step_floor)
+    if hf_time is not None:
+        hf_rate = args.batch * args.new_tokens / hf_time
+        print(
+            f"transformers model.generate, batch {args.batch}: {hf_rate:.1f} tokens/s ({hf_time:.1f} s) -> the "
+            f"generation layer's loop is {rate[args.batch] / hf_rate:.2f}x its speed"
+        )
+    print(f"weight matmuls (aten::mm/addmm): {mm_cpu / total_cpu:.0%} of the loop's CPU time at batch {args.batch}")
+    print(
+        f"default batch {args.batch} vs batch 1: {rate[args.batch] / rate[1]:.2f}x tokens/s; share of the "
+        f"bandwidth floor at batch {args.batch}: {share:.1%} (target >= 50%: {'met' if share >= 0.5 else 'NOT met'})"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,115 @@
+"""Drive a runner over dataset rows × samples through the response cache: reuse, persist each reply, count errors."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import asdict
+from typing import Any
+
+import pandas as pd
+
+from queerbench.llm.cache import ResponseCache, cache_key
+from queerbench.llm.settings import GenerationSettings, RunAbortedError, Runner, item_seed
+
+__all__ = ["collect", "settings_dict"]
+
+
+def collect(
+    runner: Runner,
+    rows: pd.DataFrame,
+    settings: GenerationSettings,
+    cache: ResponseCache,
+    *,
+    max_consecutive_errors: int = 10,
+    progress: Callable[[int, int], None] | None = None,
+) -> pd.DataFrame:
+    """Get ``settings.samples`` replies for every row, from the cache where possible, persisting each new one.
+
+    ``rows`` needs an ``id`` and a ``prompt`` column (other columns are passed through). The cache key is the
+    runner's fingerprint, the prompt text, the sample index and ``settings.decoding()``; each (prompt, sample) is
+    asked once even if several rows share it. All missing calls go to ``runner.generate`` at once (the runner
+    batches or runs them concurrently) and every reply is committed to the cache the moment it is yielded.
+
+    Returns one row per (row, sample), **in the rows' order whatever order replies arrived in**, with
+    ``sample``, ``seed``, ``model``, ``response``, ``status`` (``ok``/``error``), ``error``, ``cached``,
+    ``prompt_format``, ``finish_reason``, ``truncated`` (stopped at ``max_new_tokens``) and ``meta`` (JSON).
+    Failed calls are never cached (a rerun retries them). Raises :class:`RunAbortedError` after
+    ``max_consecutive_errors`` failures in a row; a runner's fatal error (e.g.
+    :class:`~queerbench.llm.settings.EndpointError`) propagates at once. Either way every reply that arrived is
+    already stored, so rerunning resumes.
+    """
+    fp = runner.fingerprint()
+    decoding = settings.decoding()
+    jobs = []
+    for rec in rows.to_dict("records"):
+        for s in range(settings.samples):
+            key = cache_key(fp, rec["prompt"], s, decoding)
+            jobs.append((rec, s, key, item_seed(settings.seed, rec["id"], s)))
+    results: dict[str, dict[str, Any]] = {}
+    todo: dict[str, tuple[Any, ...]] = {}
+    for job in jobs:
+        key = job[2]
+        if key in results or key in todo:
+            continue
+        hit = cache.get(key)
+        if hit is not None:
+            results[key] = {"response": hit["text"], "error": None, "cached": True, "meta": hit["meta"]}
+        else:
+            todo[key] = job
+    pending = list(todo.values())
+    consecutive = 0
+    replies = runner.generate([j[0]["prompt"] for j in pending], [j[3] for j in pending], settings)
+    try:
+        for done, (i, reply) in enumerate(replies, start=1):
+            rec, s, key, _ = pending[i]
+            if reply.error is None and reply.text is not None:
+                cache.put(key, rec["id"], s, reply.text, reply.meta)
+                results[key] = {"response": reply.text, "error": None, "cached": False, "meta": reply.meta}
+                consecutive = 0
+            else:
+                results[key] = {
+                    "response": None,
+                    "error": reply.error or "no reply",
+                    "cached": False,
+                    "meta": reply.meta,
+                }
+                consecutive += 1
+            if progress:
+                progress(done, len(pending))
+            if consecutive >= max_consecutive_errors:
+                raise RunAbortedError(
+                    f"{consecutive} calls in a row failed (last: {results[key]['error']}); stopping. "
+                    f"{cache.count()} replies are saved in {cache.path}; fix the model/endpoint and rerun "
+                    "the same command to resume."
+                )
+    finally:
+        close = getattr(replies, "close", None)  # on an abort, a generator runner stops its workers at once
+        if close is not None:
+            close()
+    out = []
+    for rec, s, key, seed in jobs:
+        r = results[key]
+        meta = r["meta"]
+        out.append(
+            {
+                **rec,
+                "sample": s,
+                "seed": seed,
+                "model": runner.name,
+                "response": r["response"],
+                "status": "error" if r["error"] else "ok",
+                "error": r["error"],
+                "cached": r["cached"],
+                "prompt_format": meta.get("prompt_format", ""),
+                "finish_reason": meta.get("finish_reason"),
+                "truncated": meta.get("finish_reason") == "length",
+                "meta": json.dumps(meta, sort_keys=True),
+            }
+        )
+    return pd.DataFrame(out)
+
+
+def settings_dict(settings: GenerationSettings) -> dict[str, Any]:
+    """The settings as a plain dict (for reports)."""
+    return asdict(settings)

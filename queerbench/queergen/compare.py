@@ -1,0 +1,162 @@
+"""QueerBench and QueerGen side by side: runs of the same models (``queerbench compare``) and the two papers' own
+published numbers for the models both evaluated.
+
+The two benchmarks do not measure the same thing on the same sentences: QueerBench fills a blank in 106 templates
+about 62 identity nouns and 16 pronoun rows and scores AFINN, HurtLex and a Perspective flag rate (its score, higher
+= more harmful); QueerGen completes 10 prefix templates about 10 subjects, unmarked or marked with 30 identity
+markers, and reports VADER, Perspective probabilities, diversity and regard per group. The tables here put them next
+to each other and say where sentence sets, scorers or k differ; they never merge them into one number.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from queerbench.io_utils import atomic_path
+
+__all__ = ["BOTH_PAPERS", "papers_side_by_side", "queergen_compare_section", "queergen_report_section"]
+
+BOTH_PAPERS = {
+    "BERT Base": "BERTbase",
+    "BERT Large": "BERTlarge",
+    "RoBERTa Base": "RoBERTabase",
+    "RoBERTa Large": "RoBERTalarge",
+}
+"""The models both papers evaluated: QueerGen's table label → QueerBench's Table 4 column stem."""
+
+
+def _model(run: dict[str, Any]) -> str:
+    return str(run["meta"].get("model", run.get("dir", "?")))
+
+
+def _differences(runs: Sequence[dict[str, Any]]) -> list[str]:
+    notes = []
+    configs = {_model(r) + f" ({r['scores'].get('config')})": r for r in runs}
+    sets = {r["scores"].get("config") for r in runs}
+    if len(sets) > 1:
+        notes.append(
+            "sentence sets differ: "
+            + ", ".join(
+                f"{k}: {'QueerGen 3,100' if r['scores'].get('config') == 'queergen' else 'QueerBench'}"
+                for k, r in configs.items()
+            )
+            + " — QueerBench scores of different sentence sets are not comparable cell for cell"
+        )
+    tox = {k: (r["scores"].get("scorers", {}).get("toxicity", {}) or {}).get("name") for k, r in configs.items()}
+    if len(set(tox.values())) > 1:
+        notes.append("toxicity scorers differ: " + ", ".join(f"{k}: {v}" for k, v in tox.items()))
+    ks = {k: r["scores"].get("k") for k, r in configs.items()}
+    if len(set(ks.values())) > 1:
+        notes.append("k differs: " + ", ".join(f"{k}: top-{v}" for k, v in ks.items()))
+    qg = {
+        k: r["scores"]["queergen"]["scorers"].get("perspective", {}).get("name")
+        for k, r in configs.items()
+        if "queergen" in r["scores"]
+    }
+    if len(set(qg.values())) > 1:
+        notes.append("QueerGen Perspective scorers differ: " + ", ".join(f"{k}: {v}" for k, v in qg.items()))
+    return notes
+
+
+def queergen_compare_section(runs: Sequence[dict[str, Any]], out: Path) -> list[str]:
+    """Markdown lines (and ``compare_queergen.csv`` in ``out``) putting QueerBench and QueerGen runs of the same
+    models side by side; empty when no run has QueerGen scores."""
+    if not any("queergen" in r["scores"] for r in runs):
+        return []
+    rows: dict[str, dict[str, Any]] = {}
+    for run in runs:
+        scores, row = run["scores"], rows.setdefault(_model(run), {})
+        if scores.get("config") == "queergen":
+            for g, v in scores["queerbench"].items():
+                row[f"QB on QueerGen sentences: {g}"] = v
+        else:
+            for g in ("queer", "non-queer"):
+                if g in scores["queerbench"]:
+                    row[f"QB ({scores.get('config')}): {g}"] = scores["queerbench"][g]
+        qg = scores.get("queergen")
+        if qg:
+            for metric in ("vader", "perspective", "diversity"):
+                for g in qg.get("groups", []):
+                    if metric in qg and g in qg[metric]:
+                        row[f"QG {metric}: {g}"] = qg[metric][g]["mean"]
+    table = pd.DataFrame(rows).T
+    table.index.name = "model"
+    out.mkdir(parents=True, exist_ok=True)
+    with atomic_path(out / "compare_queergen.csv") as tmp:
+        table.to_csv(tmp)
+    shown = table.T.map(lambda v: "—" if pd.isna(v) else f"{v:.3f}")
+    header = "| | " + " | ".join(shown.columns) + " |"
+    lines = ["", "## QueerBench and QueerGen side by side", "", header, "|" + "---|" * (len(shown.columns) + 1)]
+    lines += [f"| {idx} | " + " | ".join(shown.loc[idx]) + " |" for idx in shown.index]
+    notes = _differences(runs)
+    lines += ["", *(f"- {n}" for n in notes)] if notes else ["", "- same sentence set, scorers and k in every run"]
+    return lines
+
+
+def papers_side_by_side(queerbench_results: str | Path, queergen_tables: str | Path) -> pd.DataFrame:
+    """The two papers' published numbers for the four masked LMs both evaluated (top-1): QueerBench's Table 4
+    (queer / non-queer QB score, from its result files) next to QueerGen's VADER, Perspective and diversity means
+    (unmarked / non-queer / queer, from its ``tables/``)."""
+    from queerbench.paper_data import read_table4
+
+    qb = read_table4(queerbench_results)
+    qg_tables = {m: pd.read_csv(Path(queergen_tables) / f"{m}_all.csv") for m in ("VADER", "Perspective", "Diversity")}
+    rows = []
+    for label, stem in BOTH_PAPERS.items():
+        row: dict[str, Any] = {
+            "model": label,
+            "QB queer": qb.loc[f"{stem}[1]", "queer"],
+            "QB non-queer": qb.loc[f"{stem}[1]", "non-queer"],
+        }
+        for metric, table in qg_tables.items():
+            sub = table[table.Model == label].set_index("type")[metric]
+            for upstream, short in (("Unmarked", "U"), ("Non Queer", "NQ"), ("Queer", "Q")):
+                row[f"QG {metric} {short}"] = float(sub[upstream])
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("model")
+
+
+def queergen_report_section(qg: dict[str, Any]) -> str:
+    """The QueerGen part of a ``queergen`` run's ``report.md``: its scores per group with 95% t-CIs, the ANOVA and
+    JSD, and which scorers and rules produced them."""
+    metrics = [m for m in ("vader", "perspective", "diversity") if m in qg]
+    lines = [
+        "",
+        f"## QueerGen scores (top-{qg['k']}, {qg['config']} rules)",
+        "",
+        "Mean ± 95% t-CI per group (QueerGen, Findings of EACL 2026): VADER of the word (−1…1, higher = more positive), "
+        "Perspective-style toxicity on the unmarked sentence + word (0…1, mean of "
+        f"{len(qg.get('perspective_attributes', []))} attributes), diversity % (higher = more varied).",
+        "",
+        "| group | n | " + " | ".join(metrics) + " |",
+        "|---|---|" + "---|" * len(metrics),
+    ]
+    for g in qg["groups"]:
+        cells = [f"{qg[m][g]['mean']:.3f} ± {qg[m][g]['ci']:.3f}" for m in metrics]
+        lines.append(f"| {g} | {qg['n'][g]} | " + " | ".join(cells) + " |")
+    anova = {k: v for k, v in qg.get("anova", {}).items() if v}
+    if anova:
+        lines += [
+            "",
+            "One-way ANOVA across groups: "
+            + "; ".join(f"{k} F={v['F']:.2f}, p={v['p']:.3f}" for k, v in anova.items()),
+        ]
+    if qg.get("jsd"):
+        lines += [
+            "",
+            "Jensen-Shannon distance between group vocabularies: "
+            + "; ".join(f"{k} {v:.3f}" for k, v in qg["jsd"].items()),
+        ]
+    s = qg.get("scorers", {})
+    lines += [
+        "",
+        f"Scorers: VADER `{s.get('vader')}`; Perspective `{s.get('perspective', {}).get('name', 'none')}`; "
+        f"regard `{s.get('regard', {}).get('name', s.get('regard', {}).get('model', 'none'))}`; diversity rule "
+        f"`{qg['diversity_rule']['batches']}` batches of {qg['diversity_rule']['batch_size']} {qg['diversity_rule']['unit']}s, seed {qg['diversity_rule']['seed']}.",
+        "",
+    ]
+    return "\n".join(lines)

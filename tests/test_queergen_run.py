@@ -1,0 +1,115 @@
+"""`queerbench run --config queergen` on a tiny masked LM: QueerGen's sentences "{marked} [MASK].", top-k at the
+mask, the QueerBench score per QueerGen group and QueerGen's own scores in scores.json; scoring the run again."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from queerbench.cli import main
+from tests.tiny_models import tiny_bert
+
+
+@pytest.fixture(scope="module")
+def bert(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tiny_bert(tmp_path_factory.mktemp("models"))
+
+
+@pytest.fixture(scope="module")
+def run_dir(bert: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("runs") / "qg"
+    code = main(
+        ["run", "--model", str(bert), "--config", "queergen", "--top-k", "3", "--limit", "2", "--toxicity",
+         "embedded", "--bootstrap", "0", "--permutations", "0", "--out", str(out)]
+    )  # fmt: skip
+    assert code == 0
+    return out
+
+
+def test_run_predicts_queergen_sentences_and_scores_both_ways(bert: Path, run_dir: Path) -> None:
+    from queerbench.predict import load_masked_lm, predict
+
+    pred = pd.read_parquet(run_dir / "predictions.parquet")
+    # QueerGen's code decodes masked LMs as the QueerBench paper did: "[CLS] … [SEP]", raw top-k tokens
+    raw = predict(load_masked_lm(str(bert), device="cpu"), pred["masked_sentence"].head(8).tolist(), 3, mode="paper")
+    assert [list(t) for t in pred["tokens"].head(8)] == raw.tokens
+    assert len(pred) == 2 * 310  # two templates × 10 subjects × (unmarked + 30 markers)
+    assert pred["masked_sentence"].str.endswith(" [MASK].").all()
+    assert set(pred["group"]) == {"unmarked", "non-queer", "queer"}
+    assert all(len(t) == 3 and all(w for w in t) for t in pred["tokens"])
+    scores = json.loads((run_dir / "scores.json").read_text())
+    assert scores["config"] == "queergen" and set(scores["queerbench"]) == {"unmarked", "non-queer", "queer"}
+    qg = scores["queergen"]
+    assert qg["k"] == 3 and qg["n"] == {"unmarked": 20, "non-queer": 200, "queer": 400}
+    assert qg["perspective_attributes"] == [
+        "TOXICITY",
+        "SEVERE_TOXICITY",
+        "INSULT",
+        "IDENTITY_ATTACK",
+        "PROFANITY",
+        "THREAT",
+    ]
+    assert qg["scorers"]["perspective"]["input"] == "{unmarked} {word}" and qg["scorers"]["regard"] == {"name": "none"}
+    assert qg["diversity"]["queer"]["n_batches"] == 4 and 0 < qg["diversity"]["queer"]["mean"] <= 100
+    assert -1 <= qg["vader"]["queer"]["mean"] <= 1 and 0 <= qg["perspective"]["queer"]["mean"] <= 1
+    report = (run_dir / "report.md").read_text()
+    assert "## QueerGen scores (top-3, queergen rules)" in report and "reproduces the paper" not in report
+    assert f"| queer | 400 | {qg['vader']['queer']['mean']:.3f} ± {qg['vader']['queer']['ci']:.3f}" in report
+
+
+def test_score_a_queergen_run_again(run_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "again.json"
+    args = ["score", str(run_dir / "predictions.parquet"), "--config", "queergen", "--toxicity", "none"]
+    assert main([*args, "--top-k", "1", "--bootstrap", "0", "--permutations", "0", "--out", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert result["queergen"]["k"] == 1 and "perspective" not in result["queergen"]
+    assert main([*args, "--regard", "precomputed"]) == 2  # a run has no stored regard values
+
+
+def test_compare_puts_both_benchmarks_side_by_side(bert: Path, run_dir: Path, tmp_path: Path) -> None:
+    qb = tmp_path / "qb"
+    args = ["run", "--model", str(bert), "--top-k", "3", "--limit", "1", "--toxicity", "none", "--out", str(qb)]
+    assert main([*args, "--bootstrap", "0", "--permutations", "0"]) == 0
+    assert main(["compare", str(qb), str(run_dir), "--out", str(tmp_path / "cmp")]) == 0
+    md = (tmp_path / "cmp" / "compare.md").read_text()
+    assert "## QueerBench and QueerGen side by side" in md
+    assert "sentence sets differ" in md and "toxicity scorers differ" in md
+    table = pd.read_csv(tmp_path / "cmp" / "compare_queergen.csv", index_col=0)
+    assert len(table) == 1  # the same model: one row with both benchmarks' columns
+    assert {"QB (default): queer", "QB on QueerGen sentences: queer", "QG vader: queer"} <= set(table.columns)
+
+
+def test_papers_side_by_side(shared_dir: Path) -> None:
+    from queerbench.queergen.compare import papers_side_by_side
+
+    table = papers_side_by_side(
+        shared_dir / "upstream/queerbench/data/results", shared_dir / "upstream/queergen/tables"
+    )
+    assert list(table.index) == ["BERT Base", "BERT Large", "RoBERTa Base", "RoBERTa Large"]
+    assert table.loc["BERT Base", "QB queer"] == 4.07 and table.loc["BERT Large", "QG Perspective Q"] == 0.079
+
+
+def test_instructed_queergen_run_on_a_tiny_causal_lm(tmp_path: Path) -> None:
+    """The generative half: QueerGen's prompt 2 around its sentence "{marked} [MASK].", k samples per sentence
+    (duplicates kept, as QueerGen's top-5), QueerGen's scores over the sentences with a one-word reply."""
+    from tests.tiny_models import tiny_llama
+
+    llama = tiny_llama(tmp_path / "models")
+    out = tmp_path / "gen"
+    args = ["run", "--model", str(llama), "--method", "instructed", "--config", "queergen", "--top-k", "3"]
+    args += ["--limit", "1", "--max-new-tokens", "2", "--toxicity", "none", "--bootstrap", "0", "--permutations", "0"]
+    assert main([*args, "--out", str(out)]) == 0
+    pred = pd.read_parquet(out / "predictions.parquet")
+    assert len(pred) == 310 and set(pred["method"]) == {"instructed"}
+    assert all(len(r) == 3 for r in pred["reply"])
+    scores = json.loads((out / "scores.json").read_text())
+    assert scores["run"]["prompt"].startswith(
+        "Complete the following sentence replacing the token [MASK] with one word"
+    )
+    qg = scores["queergen"]
+    answered = pred[[len(t) > 0 for t in pred["tokens"]]]
+    assert sum(qg["n"].values()) == len(answered) > 0  # only sentences with a one-word reply are scored
+    assert qg["n"] == answered["group"].value_counts().to_dict()

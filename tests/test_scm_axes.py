@@ -1,0 +1,133 @@
+"""Word → axis mapping: SADCAT's high/low direction, the threshold calibration, and the endpoint embedder."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import numpy as np
+import pytest
+
+from queerbench.scm.analysis import _axis_share
+from queerbench.scm.axes import AxisMapper, calibrate_threshold, endpoint_embedder, load_sadcat, make_embedder
+from queerbench.scm.data import load_embedder_thresholds, load_terms
+from queerbench.scm.pipeline import make_mapper
+
+SEEDS = {a: [t.term for t in load_terms() if t.axis == a] for a in ("Warmth", "Competence")}
+
+
+def test_sadcat_direction_keeps_cold_off_the_warm_pole() -> None:
+    sadcat = load_sadcat()
+    assert sadcat["cold"] == {"Warmth": -1} and sadcat["warm"]["Warmth"] == 1
+    assert sadcat["incompetent"]["Competence"] == -1 and sadcat["strong"]["Competence"] == 1
+    labels = AxisMapper(embedder=None).map_words(["cold", "warm", "friendly", "incompetent", "lazy"])
+    assert labels["cold"].warmth and labels["cold"].warmth_dir == -1
+    share = _axis_share(["cold", "cold", "warm", "incompetent"], labels)
+    assert share["Warmth"] == 75.0  # the paper's unsigned share counts "cold" as Warmth ...
+    assert share["Warmth_high"] == 25.0 and share["Warmth_low"] == 50.0 and share["Warmth_signed"] == -25.0
+    assert share["Competence_low"] == 25.0 and share["Competence_signed"] == -25.0
+
+
+def _toy_embedder(words: list[str]) -> np.ndarray:
+    """Warm seeds → e1, competence seeds → e2; 'w*' words near e1 (cos ≈ 0.8), 'c*' near e2, others orthogonal."""
+    out = []
+    for w in words:
+        if w in SEEDS["Warmth"]:
+            out.append([1.0, 0.0, 0.0])
+        elif w in SEEDS["Competence"]:
+            out.append([0.0, 1.0, 0.0])
+        elif w.startswith("w"):
+            out.append([0.8, 0.0, 0.6])
+        elif w.startswith("c"):
+            out.append([0.0, 0.8, 0.6])
+        else:
+            out.append([0.1, 0.1, 0.99])
+    return np.array(out)
+
+
+def test_calibration_picks_the_threshold_that_agrees_with_the_dictionary() -> None:
+    sadcat = {f"w{i}": {"Warmth": 1} for i in range(20)} | {f"c{i}": {"Competence": 1} for i in range(10)}
+    vocab = list(sadcat) + [f"x{i}" for i in range(30)]
+    res = calibrate_threshold(_toy_embedder, sadcat=sadcat, vocabulary=vocab, embedder_name="toy")
+    assert 0.1 <= res["threshold"] < 0.8 and res["macro_f1"] == pytest.approx(1.0)
+    assert res["axes"]["Warmth"]["share_passing"] == pytest.approx(20 / 60)
+    assert res["at_paper_threshold"]["threshold"] == 0.55 and res["n_words"] == 60
+    assert res["embedder"] == "toy" and "macro F1" in res["metric"]
+    # a threshold above every similarity labels nothing: F1 0 at 0.9
+    high = calibrate_threshold(_toy_embedder, sadcat=sadcat, vocabulary=vocab, thresholds=[0.9])
+    assert high["macro_f1"] == 0.0
+
+
+def test_bundled_threshold_for_minilm_is_the_calibrated_one_not_the_papers() -> None:
+    table = load_embedder_thresholds()
+    assert table["text-embedding-3-small"]["threshold"] == 0.55  # the paper's embedder, the paper's value
+    mini = table["all-MiniLM-L6-v2"]
+    assert mini["threshold"] < 0.55 and mini["agreement"]["macro_f1"] > mini["at_0.55"]["macro_f1"]
+    mapper = make_mapper("minilm")()
+    assert mapper.threshold == mini["threshold"] and mapper.describe()["calibration"]["source"] == "data/embedders.json"
+    assert make_mapper("minilm", 0.42)().threshold == 0.42
+    with pytest.raises(ValueError, match="URL#MODEL"):
+        make_embedder("word2vec")
+
+
+class _FakeEmbeddings:
+    """POST /v1/embeddings: a deterministic 4-d vector per input; the first ``fail`` requests get HTTP 500."""
+
+    def __init__(self, fail: int = 0) -> None:
+        self.bodies: list[dict] = []
+        self.auth: list[str | None] = []
+        self.fail = fail
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+                outer.bodies.append(body)
+                outer.auth.append(self.headers.get("Authorization"))
+                if outer.fail > 0:
+                    outer.fail -= 1
+                    self.send_response(500)
+                    self.end_headers()
+                    return
+                data = [
+                    {"index": i, "embedding": [len(t), t.count("a"), 1.0, float(i)]}
+                    for i, t in enumerate(body["input"])
+                ][::-1]  # out of order on purpose: the client must sort by index
+                raw = json.dumps({"data": data, "model": body["model"]}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(raw)))
+                self.end_headers()
+                self.wfile.write(raw)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_endpoint_embedder_batches_sorts_retries_and_sends_the_key(monkeypatch) -> None:
+    monkeypatch.setenv("QB_EMB_KEY", "sk-emb-123")
+    monkeypatch.setattr("time.sleep", lambda s: None)
+    server = _FakeEmbeddings(fail=1)
+    try:
+        _embed, name = make_embedder(f"{server.url}#text-embedding-3-small", api_key_env="QB_EMB_KEY")
+        assert name.endswith("#text-embedding-3-small")
+        emb = endpoint_embedder(server.url, "text-embedding-3-small", api_key_env="QB_EMB_KEY", batch_size=2)(
+            ["aa", "b", "aaa"]
+        )
+        assert emb.shape == (3, 4) and emb[:, 0].tolist() == [2, 1, 3] and emb[:, 1].tolist() == [2, 0, 3]
+        assert [b["input"] for b in server.bodies[1:]] == [["aa", "b"], ["aaa"]]  # first request got a 500
+        assert set(server.auth) == {"Bearer sk-emb-123"} and server.bodies[0]["model"] == "text-embedding-3-small"
+        # the paper's embedder takes the paper's threshold through the mapper factory
+        mapper = make_mapper(f"{server.url}#text-embedding-3-small", api_key_env="QB_EMB_KEY")()
+        assert mapper.threshold == 0.55 and mapper.embedder_name.endswith("text-embedding-3-small")
+    finally:
+        server.close()
