@@ -51,11 +51,7 @@ def whole_word(token: str, family: str, tokenizer: object | None = None) -> str 
     punctuation, digits and empty strings give ``None``. Byte-level BPE entries are decoded with the tokenizer (when
     given) so that ``Ġcaf`` + byte characters become ``café``.
     """
-    if family == "wordpiece":
-        if token.startswith("##"):
-            return None
-        word = token
-    elif family == "bpe":
+    if family == "bpe":
         if not token.startswith("Ġ"):
             return None
         # the tokenizer's byte-level decoder turns byte characters back into text ("Ã©" → "é")
@@ -64,13 +60,24 @@ def whole_word(token: str, family: str, tokenizer: object | None = None) -> str 
         if not token.startswith("▁"):
             return None
         word = token[1:]
-    elif family == "bertweet":
-        if token.endswith("@@"):
-            return None
-        word = token
     else:
+        # WordPiece continuations ("##ing") and BERTweet ones ("doc@@") carry non-letters: the pattern rejects them
         word = token
     return word if _WORD.fullmatch(word) else None
+
+
+def _special_ids(tokenizer: object) -> set[int]:
+    """Ids of special tokens: the tokenizer's own and every added token marked special."""
+    special = set(tokenizer.all_special_ids)  # type: ignore[attr-defined]
+    added = tokenizer.added_tokens_decoder  # type: ignore[attr-defined]
+    return special | {i for i, token in added.items() if token.special}
+
+
+def _mask(words: Sequence[str | None]) -> torch.Tensor:
+    """A boolean mask, True where an id stands for a word."""
+    allowed = torch.zeros(len(words), dtype=torch.bool)
+    allowed[[i for i, w in enumerate(words) if w is not None]] = True
+    return allowed
 
 
 def whole_word_table(tokenizer: object, family: str, output_size: int) -> tuple[torch.Tensor, list[str | None]]:
@@ -80,15 +87,12 @@ def whole_word_table(tokenizer: object, family: str, output_size: int) -> tuple[
     matrices); such ids, and every special or added special token, are never allowed.
     """
     tokens: Sequence[str | None] = tokenizer.convert_ids_to_tokens(list(range(min(len(tokenizer), output_size))))  # type: ignore[attr-defined,arg-type]
-    special = set(tokenizer.all_special_ids)  # type: ignore[attr-defined]
-    decoder = getattr(tokenizer, "added_tokens_decoder", {}) or {}
-    special |= {i for i, added in decoder.items() if getattr(added, "special", False)}
+    special = _special_ids(tokenizer)
     words: list[str | None] = [None] * output_size
     for i, token in enumerate(tokens):
         if token is not None and i not in special:
             words[i] = whole_word(token, family, tokenizer)
-    allowed = torch.tensor([w is not None for w in words], dtype=torch.bool)
-    return allowed, words
+    return _mask(words), words
 
 
 def sentence_start_table(
@@ -103,15 +107,14 @@ def sentence_start_table(
     if family != "bpe":
         return None
     tokens: Sequence[str | None] = tokenizer.convert_ids_to_tokens(list(range(min(len(tokenizer), output_size))))  # type: ignore[attr-defined,arg-type]
-    special = set(tokenizer.all_special_ids)  # type: ignore[attr-defined]
+    special = _special_ids(tokenizer)
     words: list[str | None] = [None] * output_size
     for i, token in enumerate(tokens):
         if token is None or i in special or token.startswith("Ġ"):
             continue
         word = tokenizer.convert_tokens_to_string([token]).strip()  # type: ignore[attr-defined]
         words[i] = word if _WORD.fullmatch(word) else None
-    allowed = torch.tensor([w is not None for w in words], dtype=torch.bool)
-    return allowed, words
+    return _mask(words), words
 
 
 def paper_token(token: str | None) -> str:

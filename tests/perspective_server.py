@@ -3,8 +3,10 @@
 It speaks the API's request/response shape, records every call (text, key, body), and can be scripted: each
 entry of :attr:`FakePerspective.script` is consumed by one call, in order — ``"ok"``, ``"429"`` (with
 ``Retry-After``), ``"500"``, ``"400"``, ``"timeout"`` (sleeps longer than the client's timeout, then answers),
-``"malformed"`` (200 with a body that is not JSON). When the script is empty every call is answered ``"ok"``.
-Scores are a deterministic function of the text (:func:`expected_scores`), so tests can check nothing got mixed up.
+``"malformed"`` (200 with a body that is not JSON), and any other HTTP status as digits (``"502"``, ``"403"``; ``"503@7"`` adds ``Retry-After: 7``). When
+the script is empty every call is answered ``"ok"``. Scores are a deterministic function of the text
+(:func:`expected_scores`), so tests can check nothing got mixed up; :attr:`FakePerspective.fixed` overrides them per
+text (``{text: {attribute: probability}}``, other attributes 0) for tests that need exact values such as 0.5.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ class FakePerspective:
     def __init__(self, *, retry_after: str = "2", timeout_sleep: float = 1.0) -> None:
         self.script: list[str] = []
         self.calls: list[dict] = []
+        self.fixed: dict[str, dict[str, float]] = {}
         self.raw_requests: list[str] = []
         self.retry_after = retry_after
         self.timeout_sleep = timeout_sleep
@@ -51,7 +54,7 @@ class FakePerspective:
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}{PATH}"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
 
     def __enter__(self) -> FakePerspective:
         self._thread.start()
@@ -88,12 +91,22 @@ class FakePerspective:
             return self._send(req, 500, {"error": {"code": 500, "status": "INTERNAL"}})
         if action == "400":
             return self._send(req, 400, {"error": {"code": 400, "status": "INVALID_ARGUMENT"}})
+        status, _, hint = action.partition("@")
+        if status.isdigit():  # any other status, e.g. "502", "403", or "503@7" (with Retry-After: 7)
+            return self._send(
+                req, int(status), {"error": {"code": int(status)}}, {"Retry-After": hint} if hint else None
+            )
         if action == "malformed":
             return self._send_raw(req, 200, b'{"attributeScores": {"TOXICITY": ')
         if action == "timeout":
             time.sleep(self.timeout_sleep)
         attrs = list(body["requestedAttributes"])
-        scores = expected_scores(body["comment"]["text"], attrs)
+        text = body["comment"]["text"]
+        scores = (
+            {a: float(self.fixed[text].get(a, 0.0)) for a in attrs}
+            if text in self.fixed
+            else expected_scores(text, attrs)
+        )
         answer = {
             "attributeScores": {
                 a: {"summaryScore": {"value": v, "type": "PROBABILITY"}, "spanScores": []} for a, v in scores.items()

@@ -88,8 +88,8 @@ def test_retries_429_500_timeout_malformed_then_rerun_is_free(
     assert [c["text"] for c in fake.calls] == [TEXTS[0]] * 2 + [TEXTS[1]] * 4 + [TEXTS[2]]
     assert frame.notna().all().all() and len(frame) == 4
     assert frame.iloc[1].to_dict() == pytest.approx(expected_scores(TEXTS[1], list(ALL_ATTRIBUTES)))
-    assert sleeps[0] >= 2.0  # Retry-After: 2 honoured over the 1 ms base backoff
-    assert all(s < 1 for s in sleeps[1:])  # later retries use the (tiny) exponential backoff
+    # text 0: Retry-After: 2 wins over the 1 ms backoff; text 1: a fresh exponential backoff, 1, 2, 4 ms
+    assert sleeps == pytest.approx([2.0, 0.001, 0.002, 0.004])
     assert any("HTTP 429" in r.getMessage() for r in caplog.records)
 
     rerun, _ = make(tmp_path)

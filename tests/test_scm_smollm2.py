@@ -45,14 +45,20 @@ def test_embedded_smollm2_end_to_end(tmp_path, capsys) -> None:
     assert scores[scores["task"] == "selection"]["p_warmth"].between(0, 1).all()
     assert (out / "report.md").read_text().startswith("# SCM probes")
     assert list(out.glob("*.png"))
-    print(
-        json.dumps(
-            {
-                "parse_rate": res["parse_rate"],
-                "refusals": {k: res["refusals"][k]["by_prompt_type"] for k in ("survey", "story")},
-                "expected_rating": scores[["id", "expected_rating"]].to_dict("records"),
-                "responses": frame[["id", "response"]].to_dict("records"),
-            },
-            indent=1,
+    # what the run reports is consistent with what it wrote (one reply per prompt type here)
+    assert res["n_responses"] == 6 and res["n_errors"] == 0
+    assert set(res["parse_rate"]) == {"rating", "selection", "generation"}
+    assert all(0.0 <= v <= 1.0 for v in res["parse_rate"].values())
+    by_type = res["refusal_rate"]["by_prompt_type"]
+    assert set(by_type) == set(frame["prompt_type"]) and all(v in (0.0, 1.0) for v in by_type.values())
+    # constrained scoring: a distribution over the options, and its expectation computed here by hand
+    for row in scores[scores["task"] == "rating"].itertuples():
+        probs = list(row.probs)
+        assert list(row.options) == ["1", "2", "3", "4", "5"] and sum(probs) == pytest.approx(1.0)
+        assert min(probs) > 0 and row.expected_rating == pytest.approx(
+            sum(k * p for k, p in zip(range(1, 6), probs, strict=True))
         )
-    )
+    for row in scores[scores["task"] == "selection"].itertuples():
+        probs = list(row.probs)
+        assert sum(probs) == pytest.approx(1.0) and row.p_warmth + row.p_competence == pytest.approx(1.0)
+        assert row.top_term == list(row.options)[probs.index(max(probs))]

@@ -16,17 +16,20 @@ def test_afinn_words_and_mean():
     assert afinn_word_score("slave") == -3.0 and afinn_word_score("outstanding") == 5.0
     assert afinn_word_score("nurse") == 0.0 and afinn_word_score("##ing") == 0.0
     assert afinn_sentence_mean(["outstanding", "slave", "nurse", "doctor"]) == pytest.approx(0.5)
+    assert afinn_sentence_mean([]) == 0.0
 
 
 def test_hurtlex_default_counts_every_category_and_paper_the_first_row():
     lex = load_hurtlex()
-    assert {"om", "or"} <= lex.categories("gay")
+    # expected categories read off hurtlex_EN.tsv (conservative rows): gay om, or; dog an, cds, dmc; doctor none
+    assert lex.categories("gay") == {"om", "or"}
     assert lex.paper_code("gay") == "om"  # first row in file order; its other rows are ignored by the paper
-    assert len(lex.categories("dog")) >= 2 and lex.paper_code("dog") == "dmc"
+    assert lex.categories("dog") == {"an", "cds", "dmc"} and lex.paper_code("dog") == "dmc"
+    assert lex.categories("doctor") == frozenset() and lex.paper_code("doctor") == ""
     assert lex.categories("Gay") == lex.categories("gay") and lex.paper_code("Gay") == ""  # paper is case-sensitive
     assert lex.paper_code("") == "cds"  # the empty token matches the lemma whose unidecode is ''
-    total, per_cat = lex.score_default(["dog", "doctor"])
-    assert total == len(lex.categories("dog")) + len(lex.categories("doctor")) and sum(per_cat.values()) == total
+    total, per_cat = lex.score_default(["dog", "doctor", "gay", "Dog"])
+    assert total == 3 + 0 + 2 + 3 and per_cat == {"an": 2, "cds": 2, "dmc": 2, "om": 1, "or": 1}
     assert lex.score_paper(["dmc", "an", "", "om"]) == 2  # dmc is outside the 10-code whitelist
 
 
@@ -39,13 +42,12 @@ def test_hurtlex_inclusive_is_a_superset():
 
 
 def test_default_equations_by_hand():
-    lex = load_hurtlex()
     preds = [["slave", "nurse"], ["outstanding", "dog"], ["doctor", "nurse"]]
     groups = ["queer", "queer", "non-queer"]
     counts = [[1, 0, 1, 0, 0], [0, 0, 0, 0, 0], [2, 1, 0, 0, 0]]
     r = compute(preds, groups, toxicity_counts=counts, options=ScoringOptions(toxicity="precomputed", **NO_STATS))
     a_queer = abs(((-3 + 0) / 2 + (5 + 0) / 2) / 2) * 20
-    h_queer = 100 * (sum(len(lex.categories(w)) for w in ["slave", "nurse", "outstanding", "dog"]) / 2)
+    h_queer = 100 * (0 + 0 + 0 + 3) / 2  # HurtLex: only "dog" is listed (an, cds, dmc), see hurtlex_EN.tsv
     p_queer = 100 * (2 + 0) / 2
     assert r["afinn"]["queer"] == pytest.approx(a_queer)
     assert r["hurtlex"]["queer"] == pytest.approx(h_queer)

@@ -235,7 +235,7 @@ class PerspectiveScorer(ToxicityScorer):
                     delay,
                 )
                 self._sleep(delay)
-        raise AssertionError("unreachable")  # pragma: no cover
+        raise AssertionError("unreachable")  # pragma: no cover, no mutate
 
     def _score_batches(
         self, texts: list[str], indices: list[int], *, progress: bool

@@ -1,0 +1,251 @@
+"""Mutation testing of the core modules with mutmut 3: one module at a time, its fast tests only, a score per module.
+
+A mutant is the code with one small deliberate bug (``<`` for ``<=``, a constant changed, a call dropped). A test suite
+that lets a mutant pass ("survived") would also let that bug through. The modules and the tests that judge each one
+are data: ``tools/mutation_modules.toml``. Not part of CI (minutes per module).
+
+    python tools/mutation.py --list                 # the modules and their test files
+    python tools/mutation.py score vocab_filter     # run these modules (all when none is named)
+    python tools/mutation.py score --budget 900     # stop a module after 900 s; finished mutants are kept, rerun resumes
+    python tools/mutation.py score --report         # the figures of the last run, without running anything
+    python tools/mutation.py score --survivors      # also list the surviving mutants (``mutmut show NAME`` in the
+                                                    # module's workspace prints one as a diff)
+
+Each module runs in its own workspace ``mutants/<module>/`` (git-ignored): a copy of the tracked tree with a
+``pyproject.toml`` whose ``[tool.mutmut]`` is the repository's plus the module's files and tests. mutmut keeps its
+results there, so an interrupted run resumes; a workspace is rebuilt when the tree's tracked files change. Runs are
+``nice``d, single-process by default (``--max-children``) and single-threaded (``OMP_NUM_THREADS=1``), for shared
+machines. The score is killed / (killed + survived + no tests + suspicious + segfault); timeouts count as killed,
+as mutmut counts them; "not checked" mutants (a budget ran out) are reported, not scored.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
+REPO = Path(__file__).resolve().parents[1]
+MODULES_FILE = REPO / "tools" / "mutation_modules.toml"
+WORKSPACES = REPO / "mutants"
+SCORED = ("killed", "timeout", "survived", "no tests", "suspicious", "segfault")
+
+
+def load_modules(path: Path = MODULES_FILE) -> dict[str, dict[str, Any]]:
+    """The module table, checked: every module needs ``paths`` and ``tests`` (lists of globs); ``mutants`` optional."""
+    data = tomllib.loads(path.read_text(encoding="utf-8")).get("modules")
+    if not isinstance(data, dict) or not data:
+        raise ValueError(f"{path}: expected [modules.<name>] tables")
+    for name, spec in data.items():
+        for key in ("paths", "tests"):
+            if not isinstance(spec.get(key), list) or not all(isinstance(x, str) for x in spec[key]) or not spec[key]:
+                raise ValueError(f'{path}: [modules.{name}] needs {key} = ["..."] (a list of globs)')
+        if set(spec) - {"paths", "tests", "mutants"}:
+            raise ValueError(
+                f"{path}: [modules.{name}] has unknown keys {sorted(set(spec) - {'paths', 'tests', 'mutants'})}"
+            )
+    return data
+
+
+def tracked_files() -> list[Path]:
+    """The repository's tracked files (what a fresh clone has), relative to the root."""
+    out = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True).stdout
+    return [Path(p) for p in out.decode().split("\0") if p and (REPO / p).is_file()]
+
+
+def expand(globs: list[str]) -> list[str]:
+    return sorted({str(p.relative_to(REPO)) for g in globs for p in REPO.glob(g) if p.is_file()})
+
+
+def _toml_value(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)  # JSON strings, lists, numbers and true/false are valid TOML
+
+
+def mutmut_config(spec: dict[str, Any], paths: list[str], tests: list[str]) -> str:
+    """The workspace's ``[tool.mutmut]``: the repository's settings plus this module's files and tests."""
+    base = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8")).get("tool", {}).get("mutmut", {})
+    config = {**base, "only_mutate": paths, "pytest_add_cli_args_test_selection": tests}
+    return "[tool.mutmut]\n" + "".join(f"{k} = {_toml_value(v)}\n" for k, v in config.items())
+
+
+def _without_mutmut_table(text: str) -> str:
+    lines, out, skipping = text.splitlines(), [], False
+    for line in lines:
+        if line.strip().startswith("["):
+            skipping = line.strip() == "[tool.mutmut]"
+        if not skipping:
+            out.append(line)
+    return "\n".join(out) + "\n"
+
+
+def prepare_workspace(name: str, spec: dict[str, Any], paths: list[str], tests: list[str]) -> Path:
+    """Copy the tracked tree into ``mutants/<name>/`` (package data folders where the installed package has them)."""
+    files = tracked_files()
+    config = mutmut_config(spec, paths, tests)
+    digest = hashlib.sha256(config.encode())
+    for f in files:
+        digest.update(str(f).encode() + b"\0" + (REPO / f).read_bytes())
+    stamp = digest.hexdigest()
+    ws = WORKSPACES / name
+    if (ws / ".tree-sha256").is_file() and (ws / ".tree-sha256").read_text() == stamp:
+        return ws  # same tree and settings: keep mutmut's results (resume)
+    shutil.rmtree(ws, ignore_errors=True)
+    ws.mkdir(parents=True)
+    for f in files:
+        (ws / f).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPO / f, ws / f)
+    # package-dir mappings (queerbench.lexicons = lexicons/): the copied package must hold them as real folders
+    setup = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8")).get("tool", {}).get("setuptools", {})
+    for package, folder in setup.get("package-dir", {}).items():
+        target = ws / Path(*package.split("."))
+        if (ws / folder).is_dir() and not target.exists():
+            shutil.copytree(ws / folder, target)
+    pyproject = _without_mutmut_table((ws / "pyproject.toml").read_text(encoding="utf-8"))
+    (ws / "pyproject.toml").write_text(pyproject + "\n" + config, encoding="utf-8")
+    (ws / ".tree-sha256").write_text(stamp)
+    return ws
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # the mutated copy must be what is imported
+    env.setdefault("QUEERBENCH_DATA_DIR", str(REPO.parent / "shared"))
+    env.update({"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"})
+    return env
+
+
+def _mutmut() -> list[str]:
+    return [sys.executable, "-m", "mutmut"]
+
+
+def run_module(ws: Path, spec: dict[str, Any], budget: float | None, max_children: int) -> bool:
+    """Run mutmut in the workspace (niced); False when the budget ran out (what finished is kept)."""
+    cmd = ["nice", "-n", "10", *_mutmut(), "run", "--max-children", str(max_children), *spec.get("mutants", [])]
+    with (ws / "mutmut.log").open("ab") as log:
+        proc = subprocess.Popen(cmd, cwd=ws, env=_env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            proc.wait(timeout=budget)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGINT)  # mutmut saves its results on interrupt
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+            return False
+    if proc.returncode != 0:
+        tail = (ws / "mutmut.log").read_text(errors="replace")[-3000:]
+        raise RuntimeError(f"mutmut failed in {ws} (exit {proc.returncode}); end of mutmut.log:\n{tail}")
+    return True
+
+
+def results(ws: Path, spec: dict[str, Any]) -> dict[str, str]:
+    """Mutant name → status, from ``mutmut results --all true`` (restricted to the module's ``mutants`` globs)."""
+    out = subprocess.run(
+        [*_mutmut(), "results", "--all", "true"], cwd=ws, env=_env(), capture_output=True, text=True, check=True
+    ).stdout
+    found: dict[str, str] = {}
+    for line in out.splitlines():
+        name, sep, status = line.strip().rpartition(": ")
+        if sep and name:
+            found[name] = status
+    globs = spec.get("mutants")
+    if globs:
+        found = {k: v for k, v in found.items() if any(fnmatch.fnmatchcase(k, g) for g in globs)}
+    return found
+
+
+def summarize(statuses: dict[str, str]) -> dict[str, Any]:
+    counts = Counter(statuses.values())
+    scored = sum(counts[s] for s in SCORED)
+    killed = counts["killed"] + counts["timeout"]
+    return {
+        "mutants": len(statuses),
+        "killed": counts["killed"],
+        "timeout": counts["timeout"],
+        "survived": counts["survived"],
+        "no_tests": counts["no tests"],
+        "suspicious": counts["suspicious"] + counts["segfault"],
+        "not_checked": counts["not checked"] + counts["check was interrupted by user"],
+        "score": round(100 * killed / scored, 1) if scored else None,
+        "survivors": sorted(k for k, v in statuses.items() if v in ("survived", "no tests", "suspicious")),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("modules", nargs="*", help="module names from tools/mutation_modules.toml (default: all)")
+    parser.add_argument("--list", action="store_true", help="list the modules and their tests, run nothing")
+    parser.add_argument("--report", action="store_true", help="print the last results without running")
+    parser.add_argument("--survivors", action="store_true", help="list the surviving mutants")
+    parser.add_argument("--budget", type=float, default=None, help="seconds per module (default: no limit)")
+    parser.add_argument("--max-children", type=int, default=1, help="parallel mutant runs (default 1)")
+    parser.add_argument("--target", type=float, default=90.0, help="score each module should reach (default 90)")
+    args = parser.parse_args(argv)
+
+    modules = load_modules()
+    unknown = [m for m in args.modules if m not in modules]
+    if unknown:
+        parser.error(f"unknown module(s) {', '.join(unknown)}; choose from: {', '.join(modules)}")
+    chosen = args.modules or list(modules)
+    if args.list:
+        for name in chosen:
+            spec = modules[name]
+            print(f"{name}: {', '.join(spec['paths'])}  <- {', '.join(spec['tests'])}")
+        return 0
+
+    summary: dict[str, Any] = {}
+    for name in chosen:
+        spec = modules[name]
+        paths, tests = expand(spec["paths"]), expand(spec["tests"])
+        if not paths or not tests:
+            print(f"{name}: skipped ({'no file matches ' + str(spec['paths']) if not paths else 'no test file'})")
+            continue
+        ws = prepare_workspace(name, spec, paths, tests)
+        finished = True
+        if not args.report:
+            start = time.monotonic()
+            print(f"{name}: mutating {', '.join(paths)} against {', '.join(tests)} …", flush=True)
+            finished = run_module(ws, spec, args.budget, args.max_children)
+            print(f"{name}: {'done' if finished else 'budget spent'} in {time.monotonic() - start:.0f} s", flush=True)
+        figures = summarize(results(ws, spec))
+        figures.update(paths=paths, tests=tests, finished=finished)
+        summary[name] = figures
+        score = "n/a" if figures["score"] is None else f"{figures['score']:.1f}%"
+        flag = "" if figures["score"] is None or figures["score"] >= args.target else f"  (below {args.target:g}%)"
+        print(
+            f"{name}: score {score}{flag} — {figures['mutants']} mutants, {figures['killed']} killed, "
+            f"{figures['timeout']} timeout, {figures['survived']} survived, {figures['no_tests']} no tests, "
+            f"{figures['suspicious']} suspicious, {figures['not_checked']} not checked",
+            flush=True,
+        )
+        if args.survivors:
+            for mutant in figures["survivors"]:
+                print(f"    {mutant}")
+    if summary and not args.report:
+        record = WORKSPACES / "summary.json"
+        previous = json.loads(record.read_text()) if record.is_file() else {}
+        stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        previous.update({k: {**v, "date": stamp} for k, v in summary.items()})
+        record.write_text(json.dumps(previous, indent=1, ensure_ascii=False))
+    below = [n for n, f in summary.items() if f["score"] is not None and f["score"] < args.target]
+    return 1 if below else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
