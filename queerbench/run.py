@@ -70,6 +70,7 @@ class RunOptions:
     method: str = "auto"  # auto | mlm | scored | instructed (see queerbench.llm.fill.resolve_method)
     endpoint: str | None = None  # an OpenAI-compatible base URL: instructed on the served model `model`
     concurrency: int = 8  # endpoint requests in flight
+    requests_per_minute: float = 600.0  # endpoint rate limit, on top of --concurrency (not part of the key)
     prompt_id: str | None = None  # instructed: a prompt of queerbench/data/llm_prompts.json (None: its default)
     max_new_tokens: int | None = None  # instructed: None = the data file's default
 
@@ -81,6 +82,8 @@ class RunOptions:
             raise ValueError(f"--method must be one of {', '.join(METHODS)}, got {self.method!r}")
         if not isinstance(self.concurrency, int) or self.concurrency < 1:
             raise ValueError(f"--concurrency must be at least 1 (requests in flight), got {self.concurrency!r}")
+        if not self.requests_per_minute > 0:
+            raise ValueError(f"--requests-per-minute must be > 0, got {self.requests_per_minute!r}")
         if self.model is None:
             if self.endpoint:
                 raise ValueError("--endpoint needs --model NAME (the model name the endpoint serves, e.g. gpt-4o-mini)")
@@ -445,6 +448,81 @@ def score_predictions(
     return result, per_sentence
 
 
+def _write_unscored_run(
+    predictions: pd.DataFrame,
+    options: RunOptions,
+    out: Path,
+    meta: dict[str, Any],
+    fingerprint: dict[str, Any] | None,
+    reused: bool,
+    n_predicted: int,
+    timings: dict[str, float],
+) -> RunResult:
+    """Outputs of a generative run in which no sentence got a one-word answer: parse rates, no scores.
+
+    Every per-group score dict is empty (``n`` included) so that readers of ``scores.json`` see "no group scored"
+    rather than zeros; ``generation`` holds the label shares per group with their n.
+    """
+    from queerbench.llm.instructed import parse_summary
+    from queerbench.report import CONTENT_NOTE, generation_section
+
+    run_meta = {
+        "model": options.model,
+        "method": options.method,
+        "config": options.config,
+        "top_k": options.top_k,
+        "endpoint": options.endpoint,
+        "fingerprint": meta.get("fingerprint") or fingerprint,
+        "decoding": meta.get("decoding"),
+        "prompt": meta.get("prompt"),
+        "prompt_format": meta.get("prompt_format") or (meta.get("decoding") or {}).get("prompt_format"),
+        "n_sentences": len(predictions),
+        "limit": options.limit,
+    }
+    generation = parse_summary(predictions) if "label" in predictions.columns else None
+    report = "\n".join(
+        [
+            f"# QueerBench report: `{options.model}`",
+            "",
+            CONTENT_NOTE,
+            "",
+            f"- config: `{options.config}`, top-k = {options.top_k}, sentences = {len(predictions)}"
+            + (f" (first {options.limit} templates)" if options.limit else ""),
+            f"- queerbench {__version__}",
+            "",
+            generation_section(run_meta, generation),
+            "## Scores",
+            "",
+            "**No sentence could be scored**: no reply was parsed to one word (see the labels above and the raw "
+            "replies in `predictions.parquet`). The parse and refusal rates are this run's result.",
+            "",
+        ]
+    )
+    write_text(out / "report.md", report)
+    document = {
+        "config": options.config,
+        "k": options.top_k,
+        "queerbench": {},
+        "afinn": {},
+        "hurtlex": {},
+        "toxicity": {},
+        "n": {},
+        "scored": False,
+        "generation": generation,
+        "run": {
+            **run_meta,
+            "options": {k: v for k, v in asdict(options).items() if k != "toxicity_kwargs"},
+            "model_metadata": meta,
+            "queerbench_version": __version__,
+            "reused_predictions": reused,
+            "timings_s": timings,
+            "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        },
+    }
+    write_json(out / "scores.json", document)
+    return RunResult(out=out, scores=document, reused_predictions=reused, n_predicted=n_predicted)
+
+
 def run_benchmark(
     options: RunOptions,
     out: str | Path | None = None,
@@ -496,6 +574,11 @@ def run_benchmark(
         shutil.rmtree(out / ".chunks", ignore_errors=True)
         reused = n_predicted == 0
     timings["predict_s"] = time.perf_counter() - t0
+
+    if not any(len(t) for t in predictions["tokens"]):
+        # an instructed model that never answered with one word: nothing to score, but its replies and parse rates
+        # are the finding; write them (report.md, scores.json) instead of failing after the whole run
+        return _write_unscored_run(predictions, options, out, meta, fingerprint, reused, n_predicted, timings)
 
     t1 = time.perf_counter()
     scoring = options.scoring_options()

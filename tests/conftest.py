@@ -20,6 +20,9 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 if "QUEERBENCH_DATA_DIR" not in os.environ and (REPO.parent / "shared").is_dir():
     os.environ["QUEERBENCH_DATA_DIR"] = str(REPO.parent / "shared")
+elif os.environ.get("QUEERBENCH_DATA_DIR"):
+    # the README's `QUEERBENCH_DATA_DIR=../shared`: made absolute, since some tests run commands in other folders
+    os.environ["QUEERBENCH_DATA_DIR"] = str(Path(os.environ["QUEERBENCH_DATA_DIR"]).resolve())
 
 
 @pytest.fixture(scope="session")

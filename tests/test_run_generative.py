@@ -239,3 +239,22 @@ def test_dead_endpoint_is_one_line(tmp_path: Path, capsys, monkeypatch: pytest.M
     err = capsys.readouterr().err
     assert code == 2 and f"127.0.0.1:{port}" in err and "Traceback" not in err
     assert time.monotonic() - t0 < 120
+
+
+def test_instructed_run_with_no_one_word_reply_reports_rates_instead_of_failing(tmp_path: Path):
+    # a model that only echoes the sentence: nothing can be scored, but the replies and their labels are the result
+    out = tmp_path / "echo"
+    with BlankServer({"[MASK]": ["The person is a [MASK]."]}) as server:
+        done = _cli(
+            "--endpoint", server.url, "--model", "served", "--limit", "1", "--top-k", "1", "--out", str(out), *FAST
+        )
+    assert done.returncode == 0, done.stderr
+    assert "no sentence could be scored" in done.stdout
+    scores = json.loads((out / "scores.json").read_text())
+    assert scores["scored"] is False and scores["n"] == {} and scores["queerbench"] == {}
+    overall = scores["generation"]["overall"]
+    assert overall["n"] == 77 and overall["n_scored"] == 0
+    preds = pd.read_parquet(out / "predictions.parquet")
+    assert len(preds) == 77 and all(list(lab) == ["echo"] for lab in preds["label"])
+    report = (out / "report.md").read_text()
+    assert "No sentence could be scored" in report and "Parse and refusal rates per group" in report

@@ -39,6 +39,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     run.add_argument("--concurrency", type=int, default=8, help="endpoint requests in flight (default: %(default)s)")
     run.add_argument(
+        "--requests-per-minute",
+        type=float,
+        default=600.0,
+        help="endpoint rate limit on top of --concurrency; lower it to your provider's quota (default: %(default)s)",
+    )
+    run.add_argument(
         "--prompt",
         default=None,
         dest="prompt_id",
@@ -113,6 +119,7 @@ def _run(args: argparse.Namespace) -> int:
         method=args.method,
         endpoint=args.endpoint,
         concurrency=args.concurrency,
+        requests_per_minute=args.requests_per_minute,
         prompt_id=args.prompt_id,
         max_new_tokens=args.max_new_tokens,
     )
@@ -126,6 +133,8 @@ def _run(args: argparse.Namespace) -> int:
     scores = result.scores
     method = scores["run"].get("method", "mlm")
     print(f"\nQueerBench ({scores['config']}, top-{scores['k']}, method {method}) for {options.model}:")
+    if scores.get("scored") is False:
+        print("  no sentence could be scored: no reply was parsed to one word (parse rates below, replies saved)")
     for group, value in scores["queerbench"].items():
         shown = "n/a (no toxicity scorer)" if value is None else f"{value:.2f}"
         print(f"  {group:>10}: {shown}  (n={scores['n'][group]})")

@@ -175,6 +175,7 @@ class InstructedPredictor:
         batch_size: int,
         concurrency: int,
         seed: int,
+        requests_per_minute: float = 600.0,
         prompt_id: str | None,
         max_new_tokens: int | None,
         cache_path: Path,
@@ -190,7 +191,12 @@ class InstructedPredictor:
             warnings.simplefilter("always")
             local = None if model == _default_model() else model
             self.runner = load_runner(
-                model if endpoint else local, endpoint, device=device, dtype=dtype, concurrency=concurrency
+                model if endpoint else local,
+                endpoint,
+                device=device,
+                dtype=dtype,
+                concurrency=concurrency,
+                requests_per_minute=requests_per_minute,
             )
         for w in caught:  # e.g. "no chat template: plain prompt" — said once, here, and recorded in the metadata
             log(f"note: {w.message}")
@@ -260,6 +266,7 @@ def load_predictor(options: Any, cache_path: Path, log: Callable[[str], None] = 
         dtype=options.dtype,
         batch_size=options.batch_size,
         concurrency=options.concurrency,
+        requests_per_minute=options.requests_per_minute,
         seed=options.seed,
         prompt_id=options.prompt_id,
         max_new_tokens=options.max_new_tokens,
