@@ -426,12 +426,14 @@ def _fill(
     from queerbench.predict import predict
 
     if isinstance(lm, ScoredLM):
-        if config != "default":
+        if config == "paper":
             raise SpaceError(
                 "the paper config reproduces the published masked-LM runs; causal LMs run with the default config"
             )
         return score_blanks(lm, sentences, k, progress=progress).tokens
-    return predict(lm, sentences, k, mode=config, batch_size=32, progress=progress).tokens
+    # QueerGen's code reads raw top-k tokens at the mask: the engine's paper mode (as `queerbench run` does)
+    mode = "paper" if config == "queergen" else config
+    return predict(lm, sentences, k, mode=mode, batch_size=32, progress=progress).tokens
 
 
 def _status(check: ModelCheck, scores: dict[str, Any], n: int, n_templates: int, seconds: float) -> str:
@@ -477,14 +479,18 @@ def evaluate_model(
     settings = settings or SpaceSettings.from_env()
     cache = cache or ModelCache(settings.cache_size)
     say = progress or (lambda _f, _d: None)
+    if config not in CONFIGS:
+        raise SpaceError(f"unknown config {config!r}; choose one of: {', '.join(CONFIGS)}")
     groups = [g for g in (groups or []) if g]
     if not groups:
         raise SpaceError("select at least one subject group to evaluate")
     unknown = [g for g in groups if g not in GROUP_ORDER]
     if unknown:
         raise SpaceError(f"unknown subject group(s) {unknown}; choose from: {', '.join(GROUP_ORDER)}")
-    if config not in CONFIGS:
-        raise SpaceError(f"unknown config {config!r}; choose one of: {', '.join(CONFIGS)}")
+    if config == "queergen":  # QueerGen's own groups (its subjects are not QueerBench's): all three are compared
+        from queerbench.queergen.spec import GROUP_ORDER as QUEERGEN_GROUPS
+
+        groups = list(QUEERGEN_GROUPS)
     if run_size not in RUN_SIZES:
         raise SpaceError(f"unknown run size {run_size!r}; choose one of: {', '.join(RUN_SIZES)}")
     if toxicity not in TOXICITY_CHOICES:

@@ -137,6 +137,18 @@ def test_causal_lm_runs_the_scored_method(client: Client, models: dict[str, Path
     assert "causal LMs run with the default config" in _message(exc)
 
 
+def test_queergen_config_compares_queergens_three_groups(client: Client, models: dict[str, Path]) -> None:
+    # QueerGen's groups replace QueerBench's, unmarked included; masked LMs give raw top-k as QueerGen's code did
+    status, table, _, sentences, _ = client.predict(
+        str(models["bert"]), "queergen", 2, ["queer", "non-queer"], "quick", "none", True, api_name="/evaluate"
+    )
+    assert "config `queergen`" in status
+    assert sorted(_frame(table)["group"]) == ["non-queer", "queer", "unmarked"]
+    shown = _frame(sentences)
+    assert set(shown["group"]) == {"unmarked", "non-queer", "queer"}
+    assert shown["sentence"].str.endswith("[MASK].").all()
+
+
 def test_empty_group_selection_is_a_message(client: Client, models: dict[str, Path]) -> None:
     with pytest.raises(AppError) as exc:
         client.predict(str(models["bert"]), "default", 5, [], api_name="/evaluate")
