@@ -63,7 +63,7 @@ def test_scored_run_end_to_end(models: dict[str, str], tmp_path: Path):
     scores = json.loads((out / "scores.json").read_text())
     run = scores["run"]
     assert run["method"] == "scored" and run["decoding"]["candidates"] == 12
-    assert run["fingerprint"]["kind"] == "local" and "model.safetensors" in run["fingerprint"]["weights"]
+    assert run["fingerprint"]["kind"] == "local" and "model.safetensors" in run["fingerprint"]["files"]
     assert run["model_metadata"]["architecture"] == "GPT2LMHeadModel"
     report = (out / "report.md").read_text()
     assert "## Generative method: `scored`" in report and report.index("Generative method") < report.index("## Scores")

@@ -12,7 +12,6 @@ every output) and ``predict(ids, sentences, tick)`` → the prediction columns o
 
 from __future__ import annotations
 
-import hashlib
 import json
 import warnings
 from collections.abc import Callable, Sequence
@@ -33,7 +32,6 @@ __all__ = [
 
 METHODS: tuple[str, ...] = ("auto", "mlm", "scored", "instructed")
 GENERATIVE_METHODS: tuple[str, ...] = ("scored", "instructed")
-_WEIGHT_SUFFIXES = (".safetensors", ".gguf", ".bin", ".pt", ".pth")
 
 
 def _default_model() -> str:
@@ -83,34 +81,23 @@ def resolve_method(method: str, model: str | None, endpoint: str | None, revisio
 def model_fingerprint(model: str, endpoint: str | None = None) -> dict[str, Any]:
     """What identifies the weights, so that a resume never mixes two models' rows.
 
-    Embedded model: its pinned sha256. Local folder or file: the sha256 of every weight file (name, size, hash).
-    Hub id: the commit its configuration resolved to. Endpoint: URL and model name (all one can know).
+    The generation layer's :func:`~queerbench.llm.local.weights_fingerprint` (embedded sha256, local file hashes
+    via :mod:`queerbench.fingerprint`, Hub commit — resolved here from the model's configuration); an endpoint: URL
+    and model name (all one can know).
     """
+    from queerbench.llm.local import weights_fingerprint
+
     if endpoint:
         return {"kind": "endpoint", "base_url": endpoint.rstrip("/"), "model": model}
-    if model.startswith("embedded:"):
-        from queerbench.sources import get_source
-
-        name = "smollm2_135m_instruct_gguf"
-        return {"kind": "embedded", "source": name, "sha256": get_source(name).sha256}
-    path = Path(model)
-    if path.exists():
-        files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.suffix in _WEIGHT_SUFFIXES)
-        digests = {}
-        for f in files:
-            h = hashlib.sha256()
-            with f.open("rb") as fh:
-                for block in iter(lambda fh=fh: fh.read(1 << 20), b""):
-                    h.update(block)
-            digests[str(f.relative_to(path) if path.is_dir() else f.name)] = [f.stat().st_size, h.hexdigest()]
-        return {"kind": "local", "weights": digests}
+    if model.startswith("embedded:") or Path(model).expanduser().exists():
+        return weights_fingerprint(None if model.startswith("embedded:") else model)
     from transformers import AutoConfig
 
     try:
         commit = getattr(AutoConfig.from_pretrained(model, trust_remote_code=False), "_commit_hash", None)
     except (OSError, ValueError):
         commit = None
-    return {"kind": "hub", "commit_hash": commit}
+    return weights_fingerprint(model, commit)
 
 
 class ScoredPredictor:

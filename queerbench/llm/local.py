@@ -8,7 +8,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import inspect
 import warnings
 from collections.abc import Iterator, Sequence
@@ -164,30 +163,21 @@ def load_causal_lm(
     return lm, tokenizer
 
 
-_WEIGHT_SUFFIXES = (".safetensors", ".gguf", ".bin", ".pt", ".pth")
-
-
 def weights_fingerprint(model: str | None, commit_hash: str | None = None) -> dict[str, Any]:
     """What identifies the weights, so that cached replies are never reused for other weights.
 
-    Embedded model: its pinned sha256. Local folder or file: name, size and sha256 of every weight file (read once
-    per runner). Hub id: the commit the files resolved to (``commit_hash``, from the loaded config).
+    Embedded model: its pinned sha256. Local folder or file: :func:`queerbench.fingerprint.fingerprint_model` (the
+    sha256 of every weight, tokenizer and config file, hashed once per process). Hub id: the commit the files
+    resolved to (``commit_hash``, from the loaded config).
     """
     if model is None or model == DEFAULT_MODEL:
         from queerbench.sources import get_source
 
         return {"kind": "embedded", "sha256": get_source("smollm2_135m_instruct_gguf").sha256}
-    path = Path(model).expanduser()
-    if path.exists():
-        files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.suffix in _WEIGHT_SUFFIXES)
-        digests: dict[str, list[Any]] = {}
-        for f in files:
-            h = hashlib.sha256()
-            with f.open("rb") as fh:
-                for block in iter(lambda fh=fh: fh.read(1 << 20), b""):
-                    h.update(block)
-            digests[f.name if path.is_file() else str(f.relative_to(path))] = [f.stat().st_size, h.hexdigest()]
-        return {"kind": "local", "files": digests}
+    if Path(model).expanduser().exists():
+        from queerbench.fingerprint import fingerprint_model
+
+        return fingerprint_model(Path(model).expanduser())
     return {"kind": "hub", "commit_hash": commit_hash}
 
 
