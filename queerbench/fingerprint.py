@@ -147,7 +147,12 @@ def fingerprints_differ(stored: dict[str, Any] | None, current: dict[str, Any]) 
 
 
 def describe_fingerprint(fingerprint: dict[str, Any] | None, *, length: int = 12) -> str | None:
-    """A short human label, ``local folder, fingerprint 1a2b3c4d5e6f``, or ``None`` for a non-local model."""
+    """A short human label, ``local folder, fingerprint 1a2b3c4d5e6f`` (or the embedded model's pinned sha256, or a
+    Hub commit), or ``None`` when the fingerprint names no weights (an endpoint, a bare id)."""
+    if fingerprint and fingerprint.get("kind") == "embedded" and fingerprint.get("sha256"):
+        return f"embedded pinned weights, sha256 {fingerprint['sha256'][:length]}"
+    if fingerprint and fingerprint.get("kind") == "hub" and fingerprint.get("commit_hash"):
+        return f"Hub commit `{fingerprint['commit_hash']}`"
     if not fingerprint or fingerprint.get("kind") != "local" or not fingerprint.get("sha256"):
         return None
     return f"local folder, fingerprint {fingerprint['sha256'][:length]}"

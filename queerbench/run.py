@@ -637,7 +637,9 @@ def run_benchmark(
 
         report += queergen_report_section(scores["queergen"])
     if options.method in ("scored", "instructed"):
-        report = report.replace("\n## Scores (top-", generation_section(run_meta, generation) + "\n## Scores (top-", 1)
+        report = report.replace(
+            "\n## Scores (top-", "\n" + generation_section(run_meta, generation) + "\n## Scores (top-", 1
+        )
     write_text(out / "report.md", report)
     document = {
         **scores,

@@ -403,3 +403,11 @@ def test_compare_command_prints_its_warnings(tmp_path: Path, capsys: pytest.Capt
     (tmp_path / "a-file").write_text("x")
     assert main(["compare", *folders, "--out", str(tmp_path / "a-file")]) == 2
     assert "is a file" in capsys.readouterr().err
+
+
+def test_report_names_embedded_and_hub_weights_not_an_unknown_revision() -> None:
+    sha = "ab" * 32
+    assert describe_fingerprint({"kind": "embedded", "sha256": sha}) == f"embedded pinned weights, sha256 {sha[:12]}"
+    assert describe_fingerprint({"kind": "hub", "commit_hash": "c0ffee"}) == "Hub commit `c0ffee`"
+    assert describe_fingerprint({"kind": "hub", "commit_hash": None}) is None
+    assert describe_fingerprint({"kind": "endpoint", "base_url": "http://x", "model": "m"}) is None
