@@ -21,7 +21,7 @@ sys.path[:] = [p for p in sys.path if Path(p or os.curdir).resolve() != HERE]
 import evaluate  # noqa: E402
 import gradio as gr  # noqa: E402
 
-CONFIGS = ("default", "paper")
+CONFIGS = ("default", "paper", "queergen")
 TOXICITY = ("precomputed", "none", "embedded")
 EXAMPLE = {
     "predictions": [["hero", "nurse"], ["slut", "whore"], ["doctor", "teacher"], ["thief", "liar"]],
@@ -29,6 +29,7 @@ EXAMPLE = {
     "toxicity_counts": [[0, 0, 0, 0, 0], [2, 1, 2, 2, 0], [0, 0, 0, 0, 0], [1, 0, 1, 0, 0]],
 }
 INPUT_KEYS = ("predictions", "groups", "sentences", "toxicity_counts", "template_ids")
+QUEERGEN_KEYS = ("predictions", "groups", "unmarked_sentences", "templates", "perspective_scores", "regard_scores")
 
 
 def module_path(folder: Path = HERE) -> Path:
@@ -40,17 +41,17 @@ def module_path(folder: Path = HERE) -> Path:
     return (named or candidates)[0]
 
 
-def parse_inputs(text: str) -> dict[str, Any]:
-    """The compute() arguments from the pasted JSON object; a clear ``ValueError`` for anything else."""
+def parse_inputs(text: str, keys: tuple[str, ...] = INPUT_KEYS) -> dict[str, Any]:
+    """The compute() arguments (``keys`` allowed) from the pasted JSON object; a clear ``ValueError`` otherwise."""
     try:
         data = json.loads(text or "")
     except json.JSONDecodeError as exc:
         raise ValueError(f"the input is not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})") from exc
     if not isinstance(data, dict):
         raise ValueError('paste a JSON object such as {"predictions": [["hero", "nurse"]], "groups": ["queer"]}')
-    unknown = sorted(set(data) - set(INPUT_KEYS))
+    unknown = sorted(set(data) - set(keys))
     if unknown:
-        raise ValueError(f"unknown key(s) {unknown}; allowed: {', '.join(INPUT_KEYS)}")
+        raise ValueError(f"unknown key(s) {unknown}; allowed: {', '.join(keys)}")
     for key in ("predictions", "groups"):
         if key not in data:
             raise ValueError(f"the JSON needs {key!r}")
@@ -63,6 +64,13 @@ def compute(text: str, config: str = "default", toxicity: str = "precomputed") -
         raise ValueError(f"unknown config {config!r}; choose one of: {', '.join(CONFIGS)}")
     if toxicity not in TOXICITY:
         raise ValueError(f"unknown toxicity scorer {toxicity!r}; choose one of: {', '.join(TOXICITY)}")
+    if config == "queergen":  # QueerGen's scorers: VADER, Perspective-style toxicity, diversity (regard if stored)
+        data = parse_inputs(text, QUEERGEN_KEYS)
+        if toxicity == "precomputed" and "perspective_scores" not in data:
+            raise ValueError("toxicity 'precomputed' needs 'perspective_scores' (6 per sentence); or pick 'none'")
+        regard = "precomputed" if "regard_scores" in data else "none"  # the regard model needs the Hub
+        metric = evaluate.load(str(module_path()), config, toxicity=toxicity, regard=regard)
+        return metric.compute(**data)
     data = parse_inputs(text)
     if toxicity == "precomputed" and "toxicity_counts" not in data:
         raise ValueError("toxicity 'precomputed' needs 'toxicity_counts' (5 counts per sentence); or pick 'none'")

@@ -102,3 +102,21 @@ def test_scm_config_scores_responses():
         qb.compute(predictions=["x"], groups=["women"])
     with pytest.raises(ValueError, match="unknown group"):
         qb.compute(predictions=["x"], groups=["martians"], prompt_types=["selection"])
+
+
+def test_metric_widget_offers_queergen_with_its_own_inputs() -> None:
+    import importlib.util
+    import json
+
+    spec = importlib.util.spec_from_file_location("metric_widget", Path(METRIC) / "app.py")
+    app = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(app)
+    text = json.dumps({"predictions": [["kind"], ["happy"], ["evil"]], "groups": ["unmarked", "non-queer", "queer"]})
+    res = app.compute(text, "queergen", "none")
+    assert set(res["vader"]) == {"unmarked", "non-queer", "queer"} and res["vader"]["queer"]["mean"] < 0
+    with pytest.raises(ValueError, match="perspective_scores"):
+        app.compute(text, "queergen", "precomputed")
+    with pytest.raises(ValueError, match="unknown key"):
+        app.compute(
+            json.dumps({"predictions": [["a"]], "groups": ["queer"], "toxicity_counts": [[0] * 5]}), "queergen", "none"
+        )
