@@ -448,6 +448,21 @@ def score_predictions(
     return result, per_sentence
 
 
+def _run_record(
+    run_meta: dict[str, Any], options: RunOptions, meta: dict[str, Any], reused: bool, timings: dict[str, float]
+) -> dict[str, Any]:
+    """The ``run`` block of ``scores.json``: what produced the run (options, model metadata, version, timings)."""
+    return {
+        **run_meta,
+        "options": {k: v for k, v in asdict(options).items() if k != "toxicity_kwargs"},
+        "model_metadata": meta,
+        "queerbench_version": __version__,
+        "reused_predictions": reused,
+        "timings_s": timings,
+        "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
 def _write_unscored_run(
     predictions: pd.DataFrame,
     options: RunOptions,
@@ -509,15 +524,7 @@ def _write_unscored_run(
         "n": {},
         "scored": False,
         "generation": generation,
-        "run": {
-            **run_meta,
-            "options": {k: v for k, v in asdict(options).items() if k != "toxicity_kwargs"},
-            "model_metadata": meta,
-            "queerbench_version": __version__,
-            "reused_predictions": reused,
-            "timings_s": timings,
-            "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        },
+        "run": _run_record(run_meta, options, meta, reused, timings),
     }
     write_json(out / "scores.json", document)
     return RunResult(out=out, scores=document, reused_predictions=reused, n_predicted=n_predicted)
@@ -645,15 +652,7 @@ def run_benchmark(
         **scores,
         "top1": top1,
         **({"generation": generation} if generation is not None else {}),
-        "run": {
-            **run_meta,
-            "options": {k: v for k, v in asdict(options).items() if k != "toxicity_kwargs"},
-            "model_metadata": meta,
-            "queerbench_version": __version__,
-            "reused_predictions": reused,
-            "timings_s": timings,
-            "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        },
+        "run": _run_record(run_meta, options, meta, reused, timings),
     }
     write_json(out / "scores.json", document)
     return RunResult(out=out, scores=document, reused_predictions=reused, n_predicted=n_predicted)

@@ -162,14 +162,16 @@ def test_masked_lm_and_missing_folders_are_refused_before_loading_weights(tmp_pa
 def test_load_causal_lm_pads_left_and_auto_device_order(tmp_path, monkeypatch) -> None:
     model, tok = load_causal_lm(str(tiny_gpt2(tmp_path)))
     assert tok.padding_side == "left" and tok.pad_token_id is not None and not model.training
-    assert resolve_device("cpu") == "cpu" and resolve_device("cuda:1") == "cuda:1"
+    assert resolve_device("cpu") == "cpu"
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(ValueError, match="CUDA is not available"):  # checked before any model loads
+        resolve_device("cuda:1")
     monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
     assert resolve_device("auto") == "cpu"
     monkeypatch.setattr(torch.backends.mps, "is_available", lambda: True)
     assert resolve_device("auto") == "mps"
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    assert resolve_device("auto") == "cuda"
+    assert resolve_device("auto") == "cuda" and resolve_device("cuda:1") == "cuda:1"
     with pytest.raises(ValueError, match="dtype"):
         load_causal_lm(str(tiny_gpt2(tmp_path)), dtype="int8")
 

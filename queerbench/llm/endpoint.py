@@ -25,7 +25,6 @@ only ever sent in the ``Authorization`` header and scrubbed from every message; 
 
 from __future__ import annotations
 
-import email.utils
 import ipaddress
 import json
 import logging
@@ -40,6 +39,7 @@ from urllib.parse import urlsplit
 import requests
 import urllib3
 
+from queerbench.http_retry import retry_after_seconds
 from queerbench.llm.settings import EndpointError, EndpointUnreachableError, GenerationSettings, Reply
 
 __all__ = ["OpenAIChatRunner", "is_loopback"]
@@ -64,17 +64,7 @@ def is_loopback(url: str) -> bool:
 
 def _retry_after_seconds(value: str | None, now: float) -> float | None:
     """``Retry-After`` as seconds: a number, or an HTTP date (relative to wall-clock ``now``)."""
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - now)
+    return retry_after_seconds(value, now)
 
 
 class _RateLimiter:

@@ -29,16 +29,11 @@ __all__ = [
 
 
 def resolve_device(device: str = "auto") -> str:
-    """``auto`` → ``cuda`` if available, else ``mps`` if available, else ``cpu``; other values pass through."""
-    if device != "auto":
-        return device
-    import torch
+    """``auto`` → ``cuda`` if available, else ``mps``, else ``cpu``; a named device is checked to be available
+    (one implementation: :func:`queerbench.predict.resolve_device`)."""
+    from queerbench.predict import resolve_device as _resolve
 
-    if torch.cuda.is_available():
-        return "cuda"
-    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
-        return "mps"
-    return "cpu"
+    return str(_resolve(device))
 
 
 def resolve_model(model: str | None) -> tuple[str, str | None]:

@@ -18,7 +18,6 @@ cache keeps every raw answer so results stay reproducible after the shutdown.
 
 from __future__ import annotations
 
-import email.utils
 import logging
 import os
 import re
@@ -29,6 +28,7 @@ from typing import Any
 
 import requests
 
+from queerbench.http_retry import retry_after_seconds
 from queerbench.scoring.toxicity import ALL_ATTRIBUTES, ToxicityScorer
 
 __all__ = ["DEFAULT_URL", "KEY_ENV", "URL_ENV", "PerspectiveError", "PerspectiveScorer"]
@@ -77,18 +77,7 @@ def _install_log_scrubber() -> None:
 
 def _parse_retry_after(value: str | None) -> float | None:
     """``Retry-After`` as seconds (delta-seconds or an HTTP date); None when absent or unreadable."""
-    if not value:
-        return None
-    value = value.strip()
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
+    return retry_after_seconds(value)
 
 
 class PerspectiveScorer(ToxicityScorer):

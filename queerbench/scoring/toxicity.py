@@ -233,16 +233,10 @@ def _attributes_of(mapping: dict[str, str | None]) -> tuple[str, ...]:
 
 
 def resolve_device(device: str = "auto") -> str:
-    """``auto`` → cuda, else mps, else cpu; anything else is passed through to torch."""
-    import torch
+    """``auto`` → cuda, else mps, else cpu; a named device is checked (:func:`queerbench.predict.resolve_device`)."""
+    from queerbench.predict import resolve_device as _resolve
 
-    if device != "auto":
-        return device
-    if torch.cuda.is_available():
-        return "cuda"
-    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
-        return "mps"
-    return "cpu"
+    return str(_resolve(device))
 
 
 # ------------------------------------------------------------------------------------------------ hf scorer
