@@ -265,13 +265,26 @@ def _claim_out_dir(out: Path, record: dict[str, Any], state: str, *, chosen: boo
     return created
 
 
+def _stored_replies(path: Path) -> int:
+    """How many replies a generative run's cache holds (0 when it does not exist): only those are worth keeping."""
+    if not path.is_file():
+        return 0
+    from queerbench.llm import ResponseCache
+
+    cache = ResponseCache(path)
+    try:
+        return cache.count()
+    finally:
+        cache.close()
+
+
 def _unclaim_out_dir(out: Path, created: bool) -> None:
     """Undo :func:`_claim_out_dir` after a start that predicted nothing (nothing half-made is left behind)."""
     chunks = out / ".chunks"
     if (
         (out / "predictions.parquet").exists()
         or any(chunks.glob("chunk-*.parquet"))
-        or (chunks / "replies.sqlite").is_file()
+        or _stored_replies(chunks / "replies.sqlite") > 0
     ):
         return
     if created:

@@ -258,3 +258,15 @@ def test_instructed_run_with_no_one_word_reply_reports_rates_instead_of_failing(
     assert len(preds) == 77 and all(list(lab) == ["echo"] for lab in preds["label"])
     report = (out / "report.md").read_text()
     assert "No sentence could be scored" in report and "Parse and refusal rates per group" in report
+
+
+def test_refused_endpoint_leaves_no_output_folder(tmp_path: Path):
+    import socket
+
+    with socket.socket() as sock:  # a loopback port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    out = tmp_path / "dead"
+    done = _cli("--endpoint", f"http://127.0.0.1:{port}/v1", "--model", "m", "--limit", "1", "--out", str(out), *FAST)
+    assert done.returncode == 2 and "cannot connect" in done.stderr and "Traceback" not in done.stderr
+    assert not out.exists()  # nothing was answered, so nothing half-made is left behind
