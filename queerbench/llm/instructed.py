@@ -2,8 +2,9 @@
 
 Prompt: QueerGen's default instruction verbatim (``queerbench/data/llm_prompts.json``, id ``queergen-2``) followed by
 the QueerBench sentence with its ``[MASK]`` in place, as one user turn, no system prompt. Decoding: k = 1 is one
-greedy reply (temperature 0); k > 1 is k independent replies at temperature 1.0 (QueerGen's top-5), so duplicates are
-allowed and each sentence records how many distinct words it got. Replies go through the generation layer
+greedy reply (temperature 0); k > 1 is k independent replies at temperature 1.0, so duplicates are allowed and each
+sentence records how many distinct words it got. QueerGen's top-5 sends no temperature (the provider's default: 1 for
+OpenAI's API); the data file's ``decoding.note`` cites its code. Replies go through the generation layer
 (:mod:`queerbench.llm`: its reply cache, concurrency and per-call seeds), so a killed run resumes without asking again.
 
 Every reply gets one label (:func:`parse_reply`):
@@ -189,7 +190,8 @@ def parse_reply(reply: str | None, sentence: str) -> ParsedReply:
 
 # -------------------------------------------------------------------------------------------------- prediction ---
 def instructed_settings(k: int, seed: int, batch_size: int, max_new_tokens: int | None = None) -> Any:
-    """The layer's decoding settings for top-``k``: greedy for k = 1, ``k`` samples at temperature 1.0 otherwise."""
+    """The layer's decoding settings for top-``k``: greedy for k = 1, ``k`` samples at the data file's
+    ``sample_temperature`` (1.0) otherwise."""
     from queerbench.llm import GenerationSettings
 
     dec = load_prompts()["decoding"]
