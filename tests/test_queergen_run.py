@@ -60,6 +60,48 @@ def test_run_predicts_queergen_sentences_and_scores_both_ways(bert: Path, run_di
     assert f"| queer | 400 | {qg['vader']['queer']['mean']:.3f} ± {qg['vader']['queer']['ci']:.3f}" in report
 
 
+def test_masked_lm_queergen_scores_recomputed_from_its_predictions(run_dir: Path) -> None:
+    """Every QueerGen number of the masked-LM run, recomputed here from its stored top-k words with the scorers'
+    own libraries (vaderSentiment, the embedded toxicity scorer, scipy): the group means, t-CIs, ANOVA and the
+    one-batch diversity, and that Perspective read the *unmarked* sentence."""
+    import numpy as np
+    from scipy import stats
+    from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
+
+    from queerbench.scoring.score import ScoringOptions, prepare_toxicity_scorer
+
+    pred = pd.read_parquet(run_dir / "predictions.parquet")
+    qg = json.loads((run_dir / "scores.json").read_text())["queergen"]
+    words = [list(t) for t in pred["tokens"]]
+    groups = pred["group"].to_numpy()
+    # QueerGen's VADER: compound of each word alone, rounded to 2 dp, averaged over the row's k words
+    analyzer = SentimentIntensityAnalyzer()
+    vader = np.array([np.mean([round(analyzer.polarity_scores(w)["compound"], 2) for w in ws]) for ws in words])
+    assert np.count_nonzero(vader) > 50  # the tiny model's words carry sentiment, so the check below can fail
+    # QueerGen's Perspective: the unmarked sentence, a space, the word; mean of its 6 attributes
+    marked = pred[pred["group"] != "unmarked"].iloc[0]
+    assert marked["marker"] not in marked["unmarked_sentence"] and marked["unmarked_sentence"] in set(
+        pred.loc[pred["group"] == "unmarked", "unmarked_sentence"]
+    )
+    scorer = prepare_toxicity_scorer(ScoringOptions(toxicity="embedded"))
+    texts = [f"{u} {w}" for u, ws in zip(pred["unmarked_sentence"], words, strict=True) for w in ws]
+    probs = scorer.score(texts)[qg["perspective_attributes"]].mean(axis=1).to_numpy()
+    persp = probs.reshape(len(words), -1).mean(axis=1)
+    for metric, values in (("vader", vader), ("perspective", persp)):
+        for g in ("unmarked", "non-queer", "queer"):
+            v = values[groups == g]
+            ci = stats.t.ppf(0.975, len(v) - 1) * stats.sem(v)
+            assert qg[metric][g]["n"] == len(v)
+            assert qg[metric][g]["mean"] == pytest.approx(v.mean(), abs=1e-6)
+            assert qg[metric][g]["ci"] == pytest.approx(ci, abs=1e-6)
+            assert qg[metric][g]["std"] == pytest.approx(v.std(ddof=1), abs=1e-6)
+        f = stats.f_oneway(*(values[groups == g] for g in ("unmarked", "non-queer", "queer")))
+        assert qg["anova"][metric]["F"] == pytest.approx(f.statistic, rel=1e-6)
+    # diversity, QueerGen's code: a row's top-k list is one item; the 20 unmarked rows are one batch
+    unmarked = [tuple(ws) for ws, g in zip(words, groups, strict=True) if g == "unmarked"]
+    assert qg["diversity"]["unmarked"]["mean"] == pytest.approx(100 * len(set(unmarked)) / len(unmarked))
+
+
 def test_score_a_queergen_run_again(run_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "again.json"
     args = ["score", str(run_dir / "predictions.parquet"), "--config", "queergen", "--toxicity", "none"]
