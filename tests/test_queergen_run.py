@@ -102,13 +102,21 @@ def test_masked_lm_queergen_scores_recomputed_from_its_predictions(run_dir: Path
     assert qg["diversity"]["unmarked"]["mean"] == pytest.approx(100 * len(set(unmarked)) / len(unmarked))
 
 
-def test_score_a_queergen_run_again(run_dir: Path, tmp_path: Path) -> None:
+def test_score_a_queergen_run_again(run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "again.json"
     args = ["score", str(run_dir / "predictions.parquet"), "--config", "queergen", "--toxicity", "none"]
     assert main([*args, "--top-k", "1", "--bootstrap", "0", "--permutations", "0", "--out", str(out)]) == 0
     result = json.loads(out.read_text())
     assert result["queergen"]["k"] == 1 and "perspective" not in result["queergen"]
+    capsys.readouterr()
     assert main([*args, "--regard", "precomputed"]) == 2  # a run has no stored regard values
+    missing = tmp_path / "no-regard-copy"
+    assert main([*args, "--regard", f"hf:{missing}"]) == 2  # a local copy that is not there: said before loading
+    assert main([*args, "--regard", "hf:queerbench-tests/no-such-regard-model"]) == 2  # not on the Hub/offline
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 3 and all(line.startswith("queerbench: error: ") for line in lines)
+    assert "needs stored regard values" in lines[0] and f"folder {str(missing)!r} does not exist" in lines[1]
+    assert "--regard precomputed" in lines[2] and "--regard none" in lines[2]
 
 
 def test_compare_puts_both_benchmarks_side_by_side(bert: Path, run_dir: Path, tmp_path: Path) -> None:

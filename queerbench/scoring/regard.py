@@ -10,6 +10,7 @@ can also come from a local folder (``hf:<path>``) or from values stored with the
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -41,9 +42,19 @@ class RegardScorer:
     """
 
     def __init__(self, model: str = DEFAULT_REGARD_MODEL, *, device: str = "cpu", batch_size: int = 64) -> None:
+        from huggingface_hub.utils import logging as hub_logging
         from transformers import AutoConfig
 
+        from queerbench.fingerprint import looks_like_path
+
         self.model_ref = model
+        if looks_like_path(model) and not Path(model).expanduser().is_dir():
+            raise ValueError(
+                f"regard model folder {model!r} does not exist; pass --regard hf:<folder with a copy of "
+                f"{DEFAULT_REGARD_MODEL}>, --regard precomputed (stored values) or --regard none"
+            )
+        level = hub_logging.get_verbosity()
+        hub_logging.set_verbosity_error()  # offline, the Hub client logs its failed request: the error below says it
         try:
             config = AutoConfig.from_pretrained(model, trust_remote_code=False)
         except (OSError, ValueError) as exc:
@@ -53,6 +64,8 @@ class RegardScorer:
                 "--regard hf:<local folder with a copy of it>, score stored values with --regard precomputed "
                 "(a QueerGen evaluation CSV has them), or skip regard with --regard none"
             ) from exc
+        finally:
+            hub_logging.set_verbosity(level)
         self.labels = [str(config.id2label[i]).lower() for i in range(config.num_labels)]
         missing = [lbl for lbl in REGARD_LABELS if lbl not in self.labels]
         if missing:
