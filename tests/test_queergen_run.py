@@ -117,6 +117,11 @@ def test_score_a_queergen_run_again(run_dir: Path, tmp_path: Path, capsys: pytes
     assert len(lines) == 3 and all(line.startswith("queerbench: error: ") for line in lines)
     assert "needs stored regard values" in lines[0] and f"folder {str(missing)!r} does not exist" in lines[1]
     assert "--regard precomputed" in lines[2] and "--regard none" in lines[2]
+    relabelled = pd.read_parquet(run_dir / "predictions.parquet").replace({"group": {"non-queer": "nonqueer"}})
+    relabelled.to_parquet(tmp_path / "relabelled.parquet")
+    assert main(["score", str(tmp_path / "relabelled.parquet"), "--config", "queergen", "--toxicity", "none"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "unknown group(s) ['nonqueer']" in err and "unmarked, non-queer, queer" in err and "\n" not in err
 
 
 def test_compare_puts_both_benchmarks_side_by_side(bert: Path, run_dir: Path, tmp_path: Path) -> None:

@@ -116,6 +116,8 @@ def _score(args: argparse.Namespace) -> int:
             raise ValueError(
                 f"{path} lacks the columns {sorted(needed - set(frame.columns))}; expected a run's predictions.parquet"
             )
+        if args.config == "queergen":
+            _check_queergen_run(frame, path)  # before any scorer runs
         toxicity_input = args.toxicity_input or ("neutral" if args.config in ("default", "queergen") else "full")
         result, _ = score_predictions(frame, options, toxicity_input, k=args.top_k)
         if args.config == "queergen":
@@ -137,13 +139,25 @@ def _score(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_queergen_run(frame: pd.DataFrame, path: Path) -> None:
+    """Refuse, in one line, a predictions table that is not a ``queergen`` run: QueerGen's columns and groups."""
+    from queerbench.queergen.spec import spec
+
+    needed = {"unmarked_sentence", "template", "group", "tokens"}
+    if not needed <= set(frame.columns):
+        raise ValueError(f"{path} is not a queergen run (it lacks {sorted(needed - set(frame.columns))})")
+    groups = spec()["group_order"]
+    unknown = sorted({str(g) for g in frame["group"]} - set(groups))
+    if unknown:
+        raise ValueError(
+            f"{path}: unknown group(s) {unknown} for --config queergen; a queergen run's groups are {', '.join(groups)}"
+        )
+
+
 def _queergen_of_run(frame: pd.DataFrame, args: argparse.Namespace) -> dict:
     """QueerGen's scores of a ``queerbench run --config queergen`` predictions table."""
     from queerbench.queergen.score import queergen_block
 
-    needed = {"unmarked_sentence", "template", "group", "tokens"}
-    if not needed <= set(frame.columns):
-        raise ValueError(f"{args.predictions} is not a queergen run (it lacks {sorted(needed - set(frame.columns))})")
     frame = frame[[len(t) > 0 for t in frame["tokens"]]]  # instructed runs: sentences with an `ok` reply only
     frame = frame.assign(words=[list(t)[: args.top_k or len(t)] for t in frame["tokens"]])
     toxicity = "none" if args.toxicity == "precomputed" else args.toxicity
