@@ -116,6 +116,11 @@ def _score(args: argparse.Namespace) -> int:
             raise ValueError(
                 f"{path} lacks the columns {sorted(needed - set(frame.columns))}; expected a run's predictions.parquet"
             )
+        if args.toxicity == "precomputed":
+            raise ValueError(
+                f"{path}: a run's predictions carry no stored toxicity; --toxicity precomputed is for the upstream "
+                "evaluation CSVs. Pass --toxicity embedded, hf:<id>, perspective or none"
+            )
         if args.config == "queergen":
             _check_queergen_run(frame, path)  # before any scorer runs
         toxicity_input = args.toxicity_input or ("neutral" if args.config in ("default", "queergen") else "full")
