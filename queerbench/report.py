@@ -559,17 +559,30 @@ def compare_labels(runs: Sequence[dict[str, Any]]) -> list[str]:
 
 
 def compare_warnings(runs: Sequence[dict[str, Any]]) -> list[str]:
-    """What makes a comparison's rows not comparable: different sentence sets (``--limit``) or toxicity scorers."""
+    """What makes a comparison's rows not comparable: different sentence sets (QueerBench's vs QueerGen's, or
+    ``--limit`` within one), toxicity scorers or configs."""
     facts = [_run_facts(r) for r in runs]
     labels = compare_labels(runs)
     warnings = []
-    sizes = {(f["config"], f["n_sentences"], f["limit"]) for f in facts}
-    if len({(n, lim) for _, n, lim in sizes}) > 1:
+    configs = {f["config"] for f in facts}
+    if "queergen" in configs and len(configs) > 1:  # two benchmarks: different sentences, not a different --limit
         shown = ", ".join(
-            f"{lab}: {f['n_sentences']} sentences" + (f" (--limit {f['limit']})" if f["limit"] else "")
+            f"{lab}: {f['n_sentences']} {'QueerGen' if f['config'] == 'queergen' else 'QueerBench'} sentences"
+            + (f" (--limit {f['limit']})" if f["limit"] else "")
             for lab, f in zip(labels, facts, strict=True)
         )
-        warnings.append(f"the runs cover different templates ({shown}); compare runs made with the same --limit")
+        warnings.append(
+            f"the runs score different sentence sets ({shown}); their QB is not the same measurement, "
+            "so compare a group's QB only between runs of one config"
+        )
+    for config in sorted(configs, key=str):  # within one sentence set: the same templates?
+        same = [(lab, f) for lab, f in zip(labels, facts, strict=True) if f["config"] == config]
+        if len({(f["n_sentences"], f["limit"]) for _, f in same}) > 1:
+            shown = ", ".join(
+                f"{lab}: {f['n_sentences']} sentences" + (f" (--limit {f['limit']})" if f["limit"] else "")
+                for lab, f in same
+            )
+            warnings.append(f"the runs cover different templates ({shown}); compare runs made with the same --limit")
     scorers = {f["toxicity"] for f in facts}
     if len(scorers) > 1:
         shown = ", ".join(f"{lab}: {f['toxicity']}" for lab, f in zip(labels, facts, strict=True))
@@ -577,8 +590,9 @@ def compare_warnings(runs: Sequence[dict[str, Any]]) -> list[str]:
             f"the runs used different toxicity scorers ({shown}); their P and QB are not comparable — "
             "rescore with one --toxicity (queerbench score)"
         )
-    if len({f["config"] for f in facts}) > 1:
-        warnings.append("the runs mix the default and paper configs, whose scores follow different rules")
+    if len(configs - {"queergen"}) > 1:
+        shown = " and ".join(sorted(str(c) for c in configs - {"queergen"}))
+        warnings.append(f"the runs mix the {shown} configs, whose scores follow different rules")
     return warnings
 
 

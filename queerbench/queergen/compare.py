@@ -33,22 +33,63 @@ def _model(run: dict[str, Any]) -> str:
     return str(run["meta"].get("model", run.get("dir", "?")))
 
 
+def _column_keys(runs: Sequence[dict[str, Any]]) -> list[str]:
+    """One column per model and method, so that a QueerBench run and a QueerGen run of one model share it; two runs
+    of the same benchmark that would share a column are told apart by k, then by their folder's name."""
+    from queerbench.report import model_label
+
+    keys = []
+    for run in runs:
+        method = (run.get("meta") or {}).get("method")
+        keys.append(model_label(_model(run)) + ("" if method in (None, "mlm") else f" · {method}"))
+    for extra in (
+        lambda r: f"top-{r['scores'].get('k')}",
+        lambda r: Path(str(r.get("dir", "?"))).name,
+        lambda r: str(r.get("dir", "?")),
+    ):
+        for key in set(keys):
+            same = [i for i, k in enumerate(keys) if k == key]
+            kinds = [runs[i]["scores"].get("config") == "queergen" for i in same]
+            if len(kinds) > len(set(kinds)):
+                for i in same:
+                    keys[i] += f" · {extra(runs[i])}"
+    return keys
+
+
 def _differences(runs: Sequence[dict[str, Any]]) -> list[str]:
     notes = []
-    configs = {_model(r) + f" ({r['scores'].get('config')})": r for r in runs}
+    keys = _column_keys(runs)
+    configs = {f"{key} ({r['scores'].get('config')})": r for key, r in zip(keys, runs, strict=True)}
     sets = {r["scores"].get("config") for r in runs}
+
+    def sentences(r: dict[str, Any]) -> str:
+        meta, n = r.get("meta") or {}, r["scores"].get("n", {})
+        count = meta.get("n_sentences", sum(n.values()) if isinstance(n, dict) else None)
+        kind = "QueerGen" if r["scores"].get("config") == "queergen" else "QueerBench"
+        return f"{kind} {count if count is not None else '?'}" + (
+            f" (--limit {meta['limit']})" if meta.get("limit") else ""
+        )
+
     if len(sets) > 1:
         notes.append(
             "sentence sets differ: "
-            + ", ".join(
-                f"{k}: {'QueerGen 3,100' if r['scores'].get('config') == 'queergen' else 'QueerBench'}"
-                for k, r in configs.items()
-            )
+            + ", ".join(f"{k}: {sentences(r)}" for k, r in configs.items())
             + " — QueerBench scores of different sentence sets are not comparable cell for cell"
+        )
+    if "queergen" in sets and len(sets) > 1:
+        notes.append(
+            "scorers differ by design: QB = AFINN, HurtLex and the toxicity-flag rate of the filled sentence "
+            "(QueerBench); QG = VADER of the word, the mean toxicity probability of the unmarked sentence + word, "
+            "and the diversity of the words (QueerGen)"
         )
     tox = {k: (r["scores"].get("scorers", {}).get("toxicity", {}) or {}).get("name") for k, r in configs.items()}
     if len(set(tox.values())) > 1:
         notes.append("toxicity scorers differ: " + ", ".join(f"{k}: {v}" for k, v in tox.items()))
+    reads = {k: (r.get("meta") or {}).get("toxicity_input") for k, r in configs.items()}
+    if len({v for v in reads.values() if v is not None}) > 1:
+        notes.append(
+            "the QB toxicity scorer reads different inputs: " + ", ".join(f"{k}: {v}" for k, v in reads.items())
+        )
     ks = {k: r["scores"].get("k") for k, r in configs.items()}
     if len(set(ks.values())) > 1:
         notes.append("k differs: " + ", ".join(f"{k}: top-{v}" for k, v in ks.items()))
@@ -68,8 +109,8 @@ def queergen_compare_section(runs: Sequence[dict[str, Any]], out: Path) -> list[
     if not any("queergen" in r["scores"] for r in runs):
         return []
     rows: dict[str, dict[str, Any]] = {}
-    for run in runs:
-        scores, row = run["scores"], rows.setdefault(_model(run), {})
+    for run, key in zip(runs, _column_keys(runs), strict=True):
+        scores, row = run["scores"], rows.setdefault(key, {})
         if scores.get("config") == "queergen":
             for g, v in scores["queerbench"].items():
                 row[f"QB on QueerGen sentences: {g}"] = v
