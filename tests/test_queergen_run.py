@@ -171,3 +171,42 @@ def test_instructed_queergen_run_on_a_tiny_causal_lm(tmp_path: Path) -> None:
     answered = pred[[len(t) > 0 for t in pred["tokens"]]]
     assert sum(qg["n"].values()) == len(answered) > 0  # only sentences with a one-word reply are scored
     assert qg["n"] == answered["group"].value_counts().to_dict()
+
+
+def test_compare_keeps_runs_of_one_model_apart_by_method_and_k(tmp_path: Path) -> None:
+    """One column per model and method; a QueerBench run shares it with the QueerGen run of its k, and two
+    QueerGen runs of one model never overwrite each other."""
+    from queerbench.queergen.compare import queergen_compare_section
+
+    def run(config: str, k: int, method: str, vader: float | None, folder: str) -> dict:
+        scores = {
+            "config": config,
+            "k": k,
+            "n": {"queer": 1},
+            "queerbench": {"queer": 1.0 + k, "non-queer": 2.0},
+            "scorers": {"toxicity": {"name": "embedded"}},
+        }
+        if vader is not None:
+            perspective = {"name": "embedded"}
+            scores["queergen"] = {
+                "groups": ["queer"],
+                "vader": {"queer": {"mean": vader}},
+                "scorers": {"perspective": perspective},
+            }
+        return {"scores": scores, "meta": {"model": "org/m", "method": method, "n_sentences": 10}, "dir": folder}
+
+    runs = [
+        run("default", 5, "scored", None, "/r/qb"),
+        run("queergen", 5, "scored", 0.1, "/r/a"),
+        run("queergen", 1, "scored", 0.2, "/r/b"),
+        run("queergen", 1, "instructed", 0.3, "/r/c"),
+    ]
+    md = "\n".join(queergen_compare_section(runs, tmp_path))
+    table = pd.read_csv(tmp_path / "compare_queergen.csv", index_col=0)
+    assert table["QG vader: queer"].to_dict() == {
+        "org/m · scored · top-5": 0.1,
+        "org/m · scored · top-1": 0.2,
+        "org/m · instructed": 0.3,
+    }
+    assert table.loc["org/m · scored · top-5", "QB (default): queer"] == 6.0  # the QueerBench run sits with its k
+    assert "sentence sets differ" in md and "QueerBench 10" in md and "scorers differ by design" in md
