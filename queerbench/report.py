@@ -114,6 +114,7 @@ GROUP_STYLE: dict[str, tuple[str, str]] = {  # group → (colour, hatch); lightn
     "binary": ("#f4a582", ".."),
     "neutral": ("#e0e0e0", "\\\\"),
     "neo": ("#8073ac", "oo"),
+    "unmarked": ("#fdb863", "--"),  # QueerGen's third group (never drawn with "binary", its neighbour in lightness)
 }
 _EXTRA_STYLES = (("#fdb863", "--"), ("#1b7837", "++"), ("#c2a5cf", "||"))
 COMPONENT_NAMES = {"QB": "QB (QueerBench)", "A": "A (AFINN)", "H": "H (HurtLex)", "P": "P (toxicity)"}
@@ -492,8 +493,8 @@ def generation_section(meta: dict[str, Any], generation: dict[str, Any] | None) 
 
 
 def write_run_figures(scores: dict[str, Any], out: Path, meta: dict[str, Any] | None = None) -> dict[str, str]:
-    """Write the three figures of a run into ``out``, each titled with the model, config and k; return
-    {title: file name}."""
+    """Write the three figures of a run into ``out`` (a fourth, QueerGen's scores, for a ``queergen`` run), each
+    titled with the model, config and k; return {title: file name}."""
     table = pd.DataFrame(
         {label: [scores[key].get(g) for g in scores["n"]] for key, label in COMPONENTS}, index=list(scores["n"])
     ).T.astype(float)
@@ -501,7 +502,14 @@ def write_run_figures(scores: dict[str, Any], out: Path, meta: dict[str, Any] | 
     heatmap_figure(table, out / "heatmap.png", "QueerBench components per group", subtitle=run_label(meta, scores))
     category_figure(scores, out / "categories.png", meta)
     comparison_figure(scores, out / "comparison.png", meta)
-    return {"heatmap": "heatmap.png", "per-category": "categories.png", "group comparison": "comparison.png"}
+    figures = {"heatmap": "heatmap.png", "per-category": "categories.png", "group comparison": "comparison.png"}
+    qg = scores.get("queergen")
+    if qg and any(m in qg for m in ("vader", "perspective", "diversity")):  # a queergen run: QueerGen's own scores
+        from queerbench.queergen.figures import queergen_figure
+
+        queergen_figure(qg, run_label(meta, scores), out / "queergen.png")
+        figures["QueerGen scores"] = "queergen.png"
+    return figures
 
 
 def _run_facts(run: dict[str, Any]) -> dict[str, Any]:

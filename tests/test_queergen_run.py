@@ -58,6 +58,31 @@ def test_run_predicts_queergen_sentences_and_scores_both_ways(bert: Path, run_di
     report = (run_dir / "report.md").read_text()
     assert "## QueerGen scores (top-3, queergen rules)" in report and "reproduces the paper" not in report
     assert f"| queer | 400 | {qg['vader']['queer']['mean']:.3f} ± {qg['vader']['queer']['ci']:.3f}" in report
+    assert "![QueerGen scores](queergen.png)" in report and (run_dir / "queergen.png").stat().st_size > 10_000
+
+
+def test_queergen_figure_has_a_panel_per_score_with_cis_and_the_no_data_look() -> None:
+    from queerbench.queergen.figures import build_queergen_figure
+
+    cell = {"mean": 0.2, "ci": 0.05, "std": 0.1, "n": 10}
+    qg = {
+        "groups": ["unmarked", "non-queer", "queer"],
+        "n": {"unmarked": 10, "non-queer": 10, "queer": 10},
+        "vader": {"unmarked": {**cell, "mean": -0.1}, "non-queer": cell, "queer": cell},
+        "perspective": {"unmarked": cell, "non-queer": cell, "queer": {**cell, "mean": None}},
+    }
+    fig = build_queergen_figure(qg, "tiny · queergen config · top-1")
+    axes = fig.get_axes()
+    assert [ax.get_title() for ax in axes] == ["VADER", "Perspective (QueerGen's form)"]  # no diversity: no panel
+    assert "tiny · queergen config · top-1" in fig._suptitle.get_text()
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert legend == ["unmarked", "non-queer", "queer", "95% t-CI", "no data"]
+    vader_bars = [p for p in axes[0].patches if p.get_height() != 0]
+    assert [round(p.get_height(), 3) for p in vader_bars] == [-0.1, 0.2, 0.2]
+    assert len({p.get_hatch() for p in vader_bars}) == 3  # groups differ by hatch, not only by colour
+    assert "no data" in [t.get_text() for t in axes[1].texts]
+    with pytest.raises(ValueError, match="no QueerGen scores"):
+        build_queergen_figure({"groups": ["queer"], "n": {}}, "x")
 
 
 def test_masked_lm_queergen_scores_recomputed_from_its_predictions(run_dir: Path) -> None:
