@@ -235,3 +235,25 @@ def test_compare_keeps_runs_of_one_model_apart_by_method_and_k(tmp_path: Path) -
     }
     assert table.loc["org/m · scored · top-5", "QB (default): queer"] == 6.0  # the QueerBench run sits with its k
     assert "sentence sets differ" in md and "QueerBench 10" in md and "scorers differ by design" in md
+
+
+def test_report_section_when_few_replies_parse() -> None:
+    """An instructed run where few replies parse: a group with none is a row of its own, a single value has no
+    CI (not '± 0'), and diversity over fewer than 100 rows is flagged as not comparable."""
+    from queerbench.queergen.compare import queergen_report_section
+    from queerbench.queergen.score import queergen_block
+
+    rows = [("queer", "nurse"), ("queer", "thief"), ("non-queer", "hero")]
+    frame = pd.DataFrame(
+        {
+            "group": [g for g, _ in rows],
+            "words": [[w] for _, w in rows],
+            "unmarked_sentence": ["The person likes to"] * 3,
+            "template": ["The {marker} + {subject} likes to"] * 3,
+        }
+    )
+    md = queergen_report_section(queergen_block(frame, toxicity="none", label="m"))
+    assert "| unmarked | 0 | — | — |" in md
+    assert "| non-queer | 1 | 0.560 (n = 1: no CI) | 100.000 (one batch of 1 rows) |" in md
+    assert "| queer | 2 | -0.265 ± 3.367 |" in md
+    assert "Diversity of non-queer, queer: fewer than 100 scored rows" in md and "mean of 0 attributes" not in md

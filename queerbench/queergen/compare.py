@@ -17,6 +17,7 @@ from typing import Any
 import pandas as pd
 
 from queerbench.io_utils import atomic_path
+from queerbench.queergen.spec import spec
 
 __all__ = ["BOTH_PAPERS", "papers_side_by_side", "queergen_compare_section", "queergen_report_section"]
 
@@ -165,20 +166,44 @@ def queergen_report_section(qg: dict[str, Any]) -> str:
     """The QueerGen part of a ``queergen`` run's ``report.md``: its scores per group with 95% t-CIs, the ANOVA and
     JSD, and which scorers and rules produced them."""
     metrics = [m for m in ("vader", "perspective", "diversity") if m in qg]
+    what = {
+        "vader": "VADER of the word (−1…1, higher = more positive)",
+        "perspective": "Perspective-style toxicity on the unmarked sentence + word (0…1, mean of "
+        f"{len(qg.get('perspective_attributes', []))} attributes)",
+        "diversity": "diversity % (higher = more varied)",
+    }
     lines = [
         "",
         f"## QueerGen scores (top-{qg['k']}, {qg['config']} rules)",
         "",
-        "Mean ± 95% t-CI per group (QueerGen, Findings of EACL 2026): VADER of the word (−1…1, higher = more positive), "
-        "Perspective-style toxicity on the unmarked sentence + word (0…1, mean of "
-        f"{len(qg.get('perspective_attributes', []))} attributes), diversity % (higher = more varied).",
+        "Mean ± 95% t-CI per group (QueerGen, Findings of EACL 2026): " + ", ".join(what[m] for m in metrics) + ".",
         "",
         "| group | n | " + " | ".join(metrics) + " |",
         "|---|---|" + "---|" * len(metrics),
     ]
-    for g in qg["groups"]:
-        cells = [f"{qg[m][g]['mean']:.3f} ± {qg[m][g]['ci']:.3f}" for m in metrics]
-        lines.append(f"| {g} | {qg['n'][g]} | " + " | ".join(cells) + " |")
+    batch = int((qg.get("diversity_rule") or {}).get("batch_size") or 100)
+
+    def cell(metric: str, g: str) -> str:
+        c = qg[metric][g]
+        if metric == "diversity" and c.get("n_batches") == 1 and c.get("n_rows", batch) < batch:
+            return f"{c['mean']:.3f} (one batch of {c['n_rows']} rows)"
+        return f"{c['mean']:.3f} ± {c['ci']:.3f}" if c.get("n", 2) > 1 else f"{c['mean']:.3f} (n = 1: no CI)"
+
+    groups = list(qg["groups"])
+    if qg.get("sentence_set") == "queergen":  # a group nothing was scored for is a row too (instructed runs)
+        groups = [g for g in spec()["group_order"] if g in groups or g not in qg["n"]]
+    for g in groups:
+        if g not in qg["groups"]:
+            lines.append(f"| {g} | 0 | " + " | ".join("—" for _ in metrics) + " |")
+            continue
+        lines.append(f"| {g} | {qg['n'][g]} | " + " | ".join(cell(m, g) for m in metrics) + " |")
+    small = [g for g in qg["groups"] if (qg.get("diversity", {}).get(g) or {}).get("n_rows", batch) < batch]
+    if "diversity" in metrics and small:
+        lines += [
+            "",
+            f"Diversity of {', '.join(small)}: fewer than {batch} scored rows, so not comparable with QueerGen's "
+            f"{batch}-row batches (a type-token ratio falls as the batch grows).",
+        ]
     anova = {k: v for k, v in qg.get("anova", {}).items() if v}
     if anova:
         lines += [
