@@ -190,10 +190,11 @@ class TransformersRunner:
         device: str = "cpu",
         dtype: str = "float32",
         system_prompt: str | None = None,
+        revision: str | None = None,
     ) -> None:
         self.model_id = model or DEFAULT_MODEL
         self.name = self.model_id
-        self.model, self.tokenizer = load_causal_lm(model, device=device, dtype=dtype)
+        self.model, self.tokenizer = load_causal_lm(model, device=device, dtype=dtype, revision=revision)
         self.device = str(self.model.device)
         self.weights = weights_fingerprint(model, getattr(self.model.config, "_commit_hash", None))
         self.system_prompt = system_prompt
