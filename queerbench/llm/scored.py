@@ -20,8 +20,9 @@ of the **whole** sentence with the word in place:
    the ``k`` best are returned with their probabilities renormalised over all candidate words of the sentence.
 
 Speed: the prefix is run once per sentence and its KV cache is shared by all ``N`` candidates, which run as one
-batch of continuations ``[first token, suffix…]`` on top of it (candidates whose greedy extension needs more
-tokens, a minority, are re-run in a second small batch on the same cache). Sentences are batched too. Positions are
+batch of continuations ``[first token, suffix…]`` on top of it (less the suffix's last token, which is only a target
+and never fed; candidates whose greedy extension needs more tokens, a minority, are re-run in a second small batch
+on the same cache). Sentences are batched too. Positions are
 always passed explicitly, so left padding is safe for models with absolute position embeddings (GPT-2) as well as
 rotary ones (Llama). ``benchmarks/scored_speed.py`` measures this against one forward pass per candidate sentence.
 """
@@ -226,6 +227,13 @@ def _gather_logprobs(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tenso
     return logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, dim=-1)
 
 
+def _n_inputs(word: Sequence[int], suffix: Sequence[int]) -> int:
+    """How many tokens of ``[word…, suffix…]`` must be fed: all but the last when there is a suffix (its last token
+    is only ever a target, the logits after it are never read), else the whole word (the logits after its last
+    token say whether the word goes on)."""
+    return len(word) + len(suffix) - 1 if suffix else len(word)
+
+
 def _continue(
     lm: ScoredLM,
     layers: Sequence[tuple[torch.Tensor, torch.Tensor]],
@@ -233,28 +241,35 @@ def _continue(
     prefix_len: torch.Tensor,
     rows: list[int],
     conts: list[list[int]],
+    n_inputs: list[int],
 ) -> tuple[torch.Tensor, torch.Tensor, int]:
-    """Run continuations ``conts[i]`` on the prefix cache of sentence ``rows[i]`` in one batch.
+    """Run the first ``n_inputs[i]`` tokens of continuation ``conts[i]`` on the prefix cache of sentence ``rows[i]``,
+    all in one batch.
 
-    Returns ``(logprob of conts[i][j+1] given everything before it, shape [n, L-1]; argmax after each position,
-    shape [n, L]; positions run)``. Continuations are right-padded (the padding comes after every real token, so it
-    cannot affect them); positions continue from each row's own prefix length.
+    Returns ``(logprob of conts[i][j+1] given everything before it, zero where there is no such token, shape
+    [n, W]; argmax after each fed position, shape [n, W]; positions run)``, ``W = max(n_inputs)``. Inputs are
+    right-padded (the padding comes after every real token, so it cannot affect them); positions continue from each
+    row's own prefix length.
     """
     dev = lm.device
-    width = max(len(c) for c in conts)
+    width = max(n_inputs)
     ids = torch.full((len(conts), width), lm.pad_id, dtype=torch.long)
+    targets = torch.full((len(conts), width), lm.pad_id, dtype=torch.long)
     cmask = torch.zeros((len(conts), width), dtype=torch.long)
-    for r, cont in enumerate(conts):
-        ids[r, : len(cont)] = torch.tensor(cont)
-        cmask[r, : len(cont)] = 1
+    valid = torch.zeros((len(conts), width), dtype=torch.bool)
+    for r, (cont, n_in) in enumerate(zip(conts, n_inputs, strict=True)):
+        ids[r, :n_in] = torch.tensor(cont[:n_in])
+        cmask[r, :n_in] = 1
+        targets[r, : len(cont) - 1] = torch.tensor(cont[1:], dtype=torch.long)
+        valid[r, : len(cont) - 1] = True
     index = torch.tensor(rows, device=dev)
-    ids, cmask = ids.to(dev), cmask.to(dev)
+    ids, cmask, targets, valid = ids.to(dev), cmask.to(dev), targets.to(dev), valid.to(dev)
     mask = torch.cat([prefix_mask.index_select(0, index), cmask], dim=1)
     positions = prefix_len.index_select(0, index)[:, None] + torch.arange(width, device=dev)[None, :]
     out = lm._forward(ids, mask, positions, lm._cache_from(layers, index))
     logits = out.logits
     argmax = logits.argmax(-1)
-    lp = _gather_logprobs(logits[:, :-1], ids[:, 1:]) if width > 1 else logits.new_zeros((len(conts), 0))
+    lp = _gather_logprobs(logits, targets) * valid
     return lp, argmax, len(conts) * width
 
 
@@ -279,8 +294,9 @@ def _score_batch(
     n = min(n_first, int(allowed.sum(-1).min()))
     top_lp, top_ids = torch.topk(first_lp.masked_fill(~allowed, float("-inf")), n, dim=-1)
 
-    # every candidate runs as [word so far, suffix…] on the shared prefix cache: one pass gives both the sentence's
-    # log-probability with that word and the model's most likely token after the word (does it continue the word?).
+    # every candidate runs as [word so far, suffix…] (less its last token, which is only a target) on the shared
+    # prefix cache: one pass gives both the sentence's log-probability with that word and the model's most likely
+    # token after the word (does it continue the word?).
     # Pass 0 runs all candidates as one-token words; later passes only the few whose word goes on (greedy).
     rows = [r for r in range(len(batch)) for _ in range(n)]
     first_lp = top_lp.reshape(-1).tolist()
@@ -295,20 +311,19 @@ def _score_batch(
         # blank differs in length); the few later rows run together
         by_width: dict[int, list[int]] = {}
         for j in active:
-            by_width.setdefault(len(words[j]) + len(batch[rows[j]].suffix) if first_pass else 0, []).append(j)
+            by_width.setdefault(_n_inputs(words[j], batch[rows[j]].suffix) if first_pass else 0, []).append(j)
         first_pass = False
         groups = []
         for members in by_width.values():
-            width = max(len(words[j]) + len(batch[rows[j]].suffix) for j in members)
+            width = max(_n_inputs(words[j], batch[rows[j]].suffix) for j in members)
             step = max(1, MAX_POSITIONS // width)
             groups += [members[i : i + step] for i in range(0, len(members), step)]
         for group in groups:
             conts = [[*words[j], *batch[rows[j]].suffix] for j in group]
-            lp, argmax, run = _continue(lm, layers, mask, prefix_len, [rows[j] for j in group], conts)
+            n_in = [_n_inputs(words[j], batch[rows[j]].suffix) for j in group]
+            lp, argmax, run = _continue(lm, layers, mask, prefix_len, [rows[j] for j in group], conts, n_in)
             tokens_run += run
-            n_real = torch.tensor([len(c) - 1 for c in conts], device=dev)
-            valid = torch.arange(lp.shape[1], device=dev)[None, :] < n_real[:, None]
-            sums = (lp * valid).sum(-1).tolist()
+            sums = lp.sum(-1).tolist()
             last = torch.tensor([len(words[j]) - 1 for j in group], device=dev)
             after = argmax[torch.arange(len(group), device=dev), last]
             goes_on = lm.continuation[after].tolist()
