@@ -423,7 +423,7 @@ def render_report(
         lines.append("")
     lines += ["## Figures", ""]
     for name, file in figures.items():  # each with a caption naming the run, as the figure's own title does
-        lines += [f"![{name}]({file})", "", f"*{name.capitalize()}: {run_label(meta, scores)}.*", ""]
+        lines += [f"![{name}]({file})", "", f"*{name[:1].upper() + name[1:]}: {run_label(meta, scores)}.*", ""]
     harmful = harmful_completions(per_sentence)
     lines += ["## Most harmful completions per group", "", CONTENT_NOTE, ""]
     if harmful.empty:

@@ -185,7 +185,7 @@ def queergen_report_section(qg: dict[str, Any]) -> str:
 
     def cell(metric: str, g: str) -> str:
         c = qg[metric][g]
-        if metric == "diversity" and c.get("n_batches") == 1 and c.get("n_rows", batch) < batch:
+        if metric == "diversity" and c.get("n_batches") == 1:  # QueerGen prints CI 0 for its one-batch groups
             return f"{c['mean']:.3f} (one batch of {c['n_rows']} rows)"
         return f"{c['mean']:.3f} ± {c['ci']:.3f}" if c.get("n", 2) > 1 else f"{c['mean']:.3f} (n = 1: no CI)"
 
