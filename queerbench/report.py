@@ -591,9 +591,15 @@ def compare_warnings(runs: Sequence[dict[str, Any]]) -> list[str]:
                 for lab, f in same
             )
             warnings.append(f"the runs cover different templates ({shown}); compare runs made with the same --limit")
-    scorers = {f["toxicity"] for f in facts}
+    unscored = [lab for lab, r in zip(labels, runs, strict=True) if r["scores"].get("scored") is False]
+    if unscored:
+        warnings.append(
+            f"{', '.join(unscored)}: no sentence could be scored (no reply parsed to one word); see its parse rates"
+        )
+    scored = [(lab, f) for lab, f, r in zip(labels, facts, runs, strict=True) if r["scores"].get("scored") is not False]
+    scorers = {f["toxicity"] for _, f in scored}
     if len(scorers) > 1:
-        shown = ", ".join(f"{lab}: {f['toxicity']}" for lab, f in zip(labels, facts, strict=True))
+        shown = ", ".join(f"{lab}: {f['toxicity']}" for lab, f in scored)
         warnings.append(
             f"the runs used different toxicity scorers ({shown}); their P and QB are not comparable — "
             "rescore with one --toxicity (queerbench score)"

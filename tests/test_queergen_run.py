@@ -257,3 +257,35 @@ def test_report_section_when_few_replies_parse() -> None:
     assert "| non-queer | 1 | 0.560 (n = 1: no CI) | 100.000 (one batch of 1 rows) |" in md
     assert "| queer | 2 | -0.265 ± 3.367 |" in md
     assert "Diversity of non-queer, queer: fewer than 100 scored rows" in md and "mean of 0 attributes" not in md
+
+
+def test_compare_with_an_instructed_run_that_scored_nothing(tmp_path: Path) -> None:
+    """An instructed run whose replies never parsed is named as unscored, not as 'a different toxicity scorer', and
+    the side-by-side table shows its parse rate."""
+    from queerbench.queergen.compare import queergen_compare_section
+    from queerbench.report import compare_warnings
+
+    scored = {
+        "scores": {
+            "config": "queergen",
+            "k": 1,
+            "n": {"queer": 2},
+            "queerbench": {"queer": 3.0},
+            "scorers": {"toxicity": {"name": "embedded"}},
+            "queergen": {"groups": ["queer"], "vader": {"queer": {"mean": 0.1}}, "scorers": {"perspective": {}}},
+        },
+        "meta": {"model": "org/m", "method": "scored", "n_sentences": 2},
+        "dir": "/r/a",
+    }
+    overall = {"n": 2, "n_scored": 0, "parse_rate": 0.0}
+    unscored = {
+        "scores": {"config": "queergen", "k": 1, "n": {}, "queerbench": {}, "scored": False},
+        "meta": {"model": "org/m", "method": "instructed", "n_sentences": 2},
+        "dir": "/r/b",
+    }
+    unscored["scores"]["generation"] = {"overall": overall}
+    warnings = compare_warnings([scored, unscored])
+    assert any("instructed: no sentence could be scored" in w for w in warnings)
+    assert not any("toxicity scorers" in w for w in warnings)
+    md = "\n".join(queergen_compare_section([scored, unscored], tmp_path))
+    assert "| instructed: replies parsed to one word | — | 0.0% |" in md and "toxicity scorers differ" not in md

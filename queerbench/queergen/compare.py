@@ -83,10 +83,18 @@ def _differences(runs: Sequence[dict[str, Any]]) -> list[str]:
             "(QueerBench); QG = VADER of the word, the mean toxicity probability of the unmarked sentence + word, "
             "and the diversity of the words (QueerGen)"
         )
-    tox = {k: (r["scores"].get("scorers", {}).get("toxicity", {}) or {}).get("name") for k, r in configs.items()}
+    tox = {
+        k: (r["scores"].get("scorers", {}).get("toxicity", {}) or {}).get("name")
+        for k, r in configs.items()
+        if r["scores"].get("scored") is not False  # a run that scored nothing used no scorer
+    }
     if len(set(tox.values())) > 1:
         notes.append("toxicity scorers differ: " + ", ".join(f"{k}: {v}" for k, v in tox.items()))
-    reads = {k: (r.get("meta") or {}).get("toxicity_input") for k, r in configs.items()}
+    reads = {
+        k: (r.get("meta") or {}).get("toxicity_input")
+        for k, r in configs.items()
+        if r["scores"].get("scored") is not False
+    }
     if len({v for v in reads.values() if v is not None}) > 1:
         notes.append(
             "the QB toxicity scorer reads different inputs: " + ", ".join(f"{k}: {v}" for k, v in reads.items())
@@ -119,6 +127,10 @@ def queergen_compare_section(runs: Sequence[dict[str, Any]], out: Path) -> list[
             for g in ("queer", "non-queer"):
                 if g in scores["queerbench"]:
                     row[f"QB ({scores.get('config')}): {g}"] = scores["queerbench"][g]
+        generation = (scores.get("generation") or {}).get("overall")
+        if generation:  # instructed runs: how many replies parsed to one word (the rest are not scored)
+            row["instructed: replies parsed to one word"] = generation["parse_rate"]
+            row["instructed: sentences scored"] = generation["n_scored"]
         qg = scores.get("queergen")
         if qg:
             for metric in ("vader", "perspective", "diversity"):
@@ -130,7 +142,17 @@ def queergen_compare_section(runs: Sequence[dict[str, Any]], out: Path) -> list[
     out.mkdir(parents=True, exist_ok=True)
     with atomic_path(out / "compare_queergen.csv") as tmp:
         table.to_csv(tmp)
-    shown = table.T.map(lambda v: "—" if pd.isna(v) else f"{v:.3f}")
+
+    def fmt(row: str, v: Any) -> str:
+        if pd.isna(v):
+            return "—"
+        if row.endswith("sentences scored"):
+            return str(int(v))
+        return f"{100 * v:.1f}%" if row.endswith("parsed to one word") else f"{v:.3f}"
+
+    shown = pd.DataFrame(
+        {c: [fmt(str(row), table.loc[c, row]) for row in table.columns] for c in table.index}, index=table.columns
+    )
     header = "| | " + " | ".join(shown.columns) + " |"
     lines = ["", "## QueerBench and QueerGen side by side", "", header, "|" + "---|" * (len(shown.columns) + 1)]
     lines += [f"| {idx} | " + " | ".join(shown.loc[idx]) + " |" for idx in shown.index]
