@@ -257,6 +257,11 @@ def test_report_section_when_few_replies_parse() -> None:
     assert "| non-queer | 1 | 0.560 (n = 1: no CI) | 100.000 (one batch of 1 rows) |" in md
     assert "| queer | 2 | -0.265 ± 3.367 |" in md
     assert "Diversity of non-queer, queer: fewer than 100 scored rows" in md and "mean of 0 attributes" not in md
+    assert "vader not defined (it needs two groups of two scores each" in md  # non-queer has one score
+    # every score equal: F is undefined; it is left out (None), never written as NaN into scores.json
+    same = pd.concat([frame, frame.assign(words=[["table"]] * 3)]).assign(words=[["table"]] * 6)
+    block = queergen_block(same, toxicity="none", label="m")
+    assert block["anova"] == {"vader": None} and "NaN" not in json.dumps(block)
 
 
 def test_compare_with_an_instructed_run_that_scored_nothing(tmp_path: Path) -> None:

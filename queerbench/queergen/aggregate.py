@@ -63,6 +63,8 @@ def _anova(values: dict[str, np.ndarray]) -> dict[str, float] | None:
     if len(samples) < 2 or any(len(s) < 2 for s in samples):
         return None
     f, p = stats.f_oneway(*samples)
+    if not (np.isfinite(f) and np.isfinite(p)):  # e.g. every score equal: F is undefined, and NaN is not JSON
+        return None
     return {"F": float(f), "p": float(p)}
 
 

@@ -227,11 +227,15 @@ def queergen_report_section(qg: dict[str, Any]) -> str:
             f"{batch}-row batches (a type-token ratio falls as the batch grows).",
         ]
     anova = {k: v for k, v in qg.get("anova", {}).items() if v}
-    if anova:
+    undefined = [k for k, v in qg.get("anova", {}).items() if not v]
+    if anova or undefined:
         lines += [
             "",
             "One-way ANOVA across groups: "
-            + "; ".join(f"{k} F={v['F']:.2f}, p={v['p']:.3f}" for k, v in anova.items()),
+            + "; ".join(
+                [f"{k} F={v['F']:.2f}, p={v['p']:.3f}" for k, v in anova.items()]
+                + [f"{k} not defined (it needs two groups of two scores each, and scores that vary)" for k in undefined]
+            ),
         ]
     if qg.get("jsd"):
         lines += [
