@@ -460,6 +460,11 @@ def score_predictions(
     per_sentence = result.pop("per_sentence")
     for col in ("id", "group", "category", "subject", "masked_sentence"):
         per_sentence[col] = predictions[col].to_numpy()
+    if "reply" in predictions and "method" in predictions and set(predictions["method"]) == {"instructed"}:
+        # k replies were asked per sentence and only the one-word ones are scored (0..k words a sentence): the run
+        # is top-k, not top-<most words any sentence got>
+        asked = max(len(r) for r in predictions["reply"])
+        result["k"] = min(k, asked) if k else asked
     return result, per_sentence
 
 
@@ -619,6 +624,7 @@ def run_benchmark(
             label=options.model,
             toxicity_kwargs=options.toxicity_kwargs,
         )
+        scores["queergen"]["k"] = scores["k"]  # instructed: the k asked, not the most one-word replies a sentence got
     timings["score_s"] = time.perf_counter() - t1
 
     run_meta = {

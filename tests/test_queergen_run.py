@@ -196,6 +196,34 @@ def test_instructed_queergen_run_on_a_tiny_causal_lm(tmp_path: Path) -> None:
     answered = pred[[len(t) > 0 for t in pred["tokens"]]]
     assert sum(qg["n"].values()) == len(answered) > 0  # only sentences with a one-word reply are scored
     assert qg["n"] == answered["group"].value_counts().to_dict()
+    assert scores["k"] == qg["k"] == 3  # the k asked, however many replies of a sentence parsed
+
+
+def test_instructed_scores_are_top_k_asked_not_the_most_parsed_words() -> None:
+    """Five replies asked, at most two parsed to one word: the scores are top-5 (not top-2), and ``k=1`` keeps
+    the first parsed word of each sentence."""
+    from queerbench.run import score_predictions
+    from queerbench.scoring.score import ScoringOptions
+
+    tokens = [["nurse", "doctor"], ["thief"], [], ["hero"]]
+    frame = pd.DataFrame(
+        {
+            "id": [f"s{i}" for i in range(4)],
+            "tokens": tokens,
+            "reply": [["x"] * 5] * 4,
+            "method": "instructed",
+            "group": ["queer", "queer", "non-queer", "non-queer"],
+            "category": "noun",
+            "subject": "person",
+            "template_id": [0, 1, 0, 1],
+            "masked_sentence": ["The person is a [MASK]."] * 4,
+            "neutral_sentence": ["The person is a [MASK]."] * 4,
+        }
+    )
+    options = ScoringOptions(toxicity="none", n_bootstrap=0, n_permutations=0)
+    result, per_sentence = score_predictions(frame, options, "neutral")
+    assert result["k"] == 5 and len(per_sentence) == 3  # the sentence with no parsed reply is not scored
+    assert score_predictions(frame, options, "neutral", k=1)[0]["k"] == 1
 
 
 def test_compare_keeps_runs_of_one_model_apart_by_method_and_k(tmp_path: Path) -> None:

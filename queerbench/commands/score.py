@@ -127,6 +127,7 @@ def _score(args: argparse.Namespace) -> int:
         result, _ = score_predictions(frame, options, toxicity_input, k=args.top_k)
         if args.config == "queergen":
             result["queergen"] = _queergen_of_run(frame, args)
+            result["queergen"]["k"] = result["k"]  # instructed runs: the k asked (see score_predictions)
     else:
         raise ValueError(f"{path}: expected a .parquet (from `queerbench run`) or an upstream .csv")
     print(f"QueerBench ({result['config']}, top-{result['k']}):")
