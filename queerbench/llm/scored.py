@@ -242,12 +242,14 @@ def _continue(
     rows: list[int],
     conts: list[list[int]],
     n_inputs: list[int],
+    word_ends: list[int],
 ) -> tuple[torch.Tensor, torch.Tensor, int]:
     """Run the first ``n_inputs[i]`` tokens of continuation ``conts[i]`` on the prefix cache of sentence ``rows[i]``,
     all in one batch.
 
     Returns ``(logprob of conts[i][j+1] given everything before it, zero where there is no such token, shape
-    [n, W]; argmax after each fed position, shape [n, W]; positions run)``, ``W = max(n_inputs)``. Inputs are
+    [n, W]; the most likely token after position ``word_ends[i]`` (the word's last token), shape [n]; positions
+    run)``, ``W = max(n_inputs)``. Inputs are
     right-padded (the padding comes after every real token, so it cannot affect them); positions continue from each
     row's own prefix length.
     """
@@ -268,9 +270,9 @@ def _continue(
     positions = prefix_len.index_select(0, index)[:, None] + torch.arange(width, device=dev)[None, :]
     out = lm._forward(ids, mask, positions, lm._cache_from(layers, index))
     logits = out.logits
-    argmax = logits.argmax(-1)
+    after = logits[torch.arange(len(conts), device=dev), torch.tensor(word_ends, device=dev)].argmax(-1)
     lp = _gather_logprobs(logits, targets) * valid
-    return lp, argmax, len(conts) * width
+    return lp, after, len(conts) * width
 
 
 def _score_batch(
@@ -321,11 +323,10 @@ def _score_batch(
         for group in groups:
             conts = [[*words[j], *batch[rows[j]].suffix] for j in group]
             n_in = [_n_inputs(words[j], batch[rows[j]].suffix) for j in group]
-            lp, argmax, run = _continue(lm, layers, mask, prefix_len, [rows[j] for j in group], conts, n_in)
+            ends = [len(words[j]) - 1 for j in group]
+            lp, after, run = _continue(lm, layers, mask, prefix_len, [rows[j] for j in group], conts, n_in, ends)
             tokens_run += run
             sums = lp.sum(-1).tolist()
-            last = torch.tensor([len(words[j]) - 1 for j in group], device=dev)
-            after = argmax[torch.arange(len(group), device=dev), last]
             goes_on = lm.continuation[after].tolist()
             nxt = after.tolist()
             for i, j in enumerate(group):
