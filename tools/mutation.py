@@ -10,10 +10,13 @@ are data: ``tools/mutation_modules.toml``. Not part of CI (minutes per module).
     python tools/mutation.py score --report         # the figures of the last run, without running anything
     python tools/mutation.py score --survivors      # also list the surviving mutants (``mutmut show NAME`` in the
                                                     # module's workspace prints one as a diff)
+    python tools/mutation.py score --recheck        # rerun only the last survivors (after adding tests)
+    python tools/mutation.py score --fresh          # forget the module's results: check every mutant again
 
 Each module runs in its own workspace ``mutants/<module>/`` (git-ignored): a copy of the tracked tree with a
 ``pyproject.toml`` whose ``[tool.mutmut]`` is the repository's plus the module's files and tests. mutmut keeps its
-results there, so an interrupted run resumes; a workspace is rebuilt when the tree's tracked files change. Runs are
+results there, so an interrupted run resumes; when the tracked files change the workspace is updated in place and
+mutmut re-checks the mutants of every function whose source changed (``--fresh`` re-checks everything). Runs are
 ``nice``d, single-process by default (``--max-children``) and single-threaded (``OMP_NUM_THREADS=1``), for shared
 machines. The score is killed / (killed + survived + no tests + suspicious + segfault); timeouts count as killed,
 as mutmut counts them; "not checked" mutants (a budget ran out) are reported, not scored.
@@ -94,30 +97,50 @@ def _without_mutmut_table(text: str) -> str:
     return "\n".join(out) + "\n"
 
 
-def prepare_workspace(name: str, spec: dict[str, Any], paths: list[str], tests: list[str]) -> Path:
-    """Copy the tracked tree into ``mutants/<name>/`` (package data folders where the installed package has them)."""
+def prepare_workspace(
+    name: str, spec: dict[str, Any], paths: list[str], tests: list[str], *, fresh: bool = False
+) -> Path:
+    """Copy the tracked tree into ``mutants/<name>/`` (package data folders where the installed package has them).
+
+    When the module's settings are unchanged, an existing workspace is brought up to date in place and mutmut's
+    results are kept: mutmut itself re-checks every mutant of a function whose source changed and collects the
+    coverage of new tests, and ``--recheck`` reruns the survivors against the new tests. ``fresh`` (or changed
+    settings) wipes the workspace, so every mutant is checked again.
+    """
     files = tracked_files()
     config = mutmut_config(spec, paths, tests)
     digest = hashlib.sha256(config.encode())
     for f in files:
         digest.update(str(f).encode() + b"\0" + (REPO / f).read_bytes())
     stamp = digest.hexdigest()
+    config_stamp = hashlib.sha256(config.encode()).hexdigest()
     ws = WORKSPACES / name
-    if (ws / ".tree-sha256").is_file() and (ws / ".tree-sha256").read_text() == stamp:
+    if not fresh and (ws / ".tree-sha256").is_file() and (ws / ".tree-sha256").read_text() == stamp:
         return ws  # same tree and settings: keep mutmut's results (resume)
-    shutil.rmtree(ws, ignore_errors=True)
-    ws.mkdir(parents=True)
+    keep = not fresh and (ws / ".config-sha256").is_file() and (ws / ".config-sha256").read_text() == config_stamp
+    if not keep:
+        shutil.rmtree(ws, ignore_errors=True)
+    ws.mkdir(parents=True, exist_ok=True)
+    listing = ws / ".tree-files"
+    before = set(listing.read_text(encoding="utf-8").splitlines()) if keep and listing.is_file() else set()
+    for f in sorted(before - {str(f) for f in files}):  # files deleted from the tree since the last sync
+        (ws / f).unlink(missing_ok=True)
     for f in files:
-        (ws / f).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(REPO / f, ws / f)
+        target = ws / f
+        if not target.is_file() or target.read_bytes() != (REPO / f).read_bytes():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / f, target)
     # package-dir mappings (queerbench.lexicons = lexicons/): the copied package must hold them as real folders
     setup = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8")).get("tool", {}).get("setuptools", {})
     for package, folder in setup.get("package-dir", {}).items():
         target = ws / Path(*package.split("."))
-        if (ws / folder).is_dir() and not target.exists():
+        if (ws / folder).is_dir():
+            shutil.rmtree(target, ignore_errors=True)
             shutil.copytree(ws / folder, target)
     pyproject = _without_mutmut_table((ws / "pyproject.toml").read_text(encoding="utf-8"))
     (ws / "pyproject.toml").write_text(pyproject + "\n" + config, encoding="utf-8")
+    listing.write_text("\n".join(str(f) for f in files), encoding="utf-8")
+    (ws / ".config-sha256").write_text(config_stamp)
     (ws / ".tree-sha256").write_text(stamp)
     return ws
 
@@ -133,9 +156,23 @@ def _mutmut() -> list[str]:
     return [sys.executable, "-m", "mutmut"]
 
 
-def run_module(ws: Path, spec: dict[str, Any], budget: float | None, max_children: int) -> bool:
-    """Run mutmut in the workspace (niced); False when the budget ran out (what finished is kept)."""
-    cmd = ["nice", "-n", "10", *_mutmut(), "run", "--max-children", str(max_children), *spec.get("mutants", [])]
+UNCHECKED = ("not checked", "check was interrupted by user")
+
+
+def run_module(
+    ws: Path, spec: dict[str, Any], budget: float | None, max_children: int, names: list[str] | None = None
+) -> bool:
+    """Run mutmut in the workspace (``nice -n 19``); False when the budget ran out (what finished is kept).
+
+    ``names``: exactly these mutants (mutmut reruns a mutant it is given by name, whatever its last result); else the
+    module's ``mutants`` globs, or all its mutants. mutmut skips a mutant that already has a result only when it is
+    run without names, so a module restricted by globs resumes through :func:`pending`.
+    """
+    selection = names if names is not None else spec.get("mutants", [])
+    # tools/mutmut_every_test.py: mutmut with every mutant facing every test of the module (not only those that
+    # called the mutated function while mutmut collected its statistics: fixtures would hide most tests)
+    runner = [sys.executable, "-m", "tools.mutmut_every_test"]
+    cmd = ["nice", "-n", "19", *runner, "run", "--max-children", str(max_children), *selection]
     with (ws / "mutmut.log").open("ab") as log:
         proc = subprocess.Popen(cmd, cwd=ws, env=_env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         try:
@@ -170,6 +207,13 @@ def results(ws: Path, spec: dict[str, Any]) -> dict[str, str]:
     return found
 
 
+def pending(ws: Path, spec: dict[str, Any]) -> list[str] | None:
+    """For a module restricted by ``mutants`` globs whose mutants exist: the ones not checked yet (to resume)."""
+    if not spec.get("mutants") or not (ws / "mutants").is_dir():
+        return None
+    return sorted(k for k, v in results(ws, spec).items() if v in UNCHECKED)
+
+
 def summarize(statuses: dict[str, str]) -> dict[str, Any]:
     counts = Counter(statuses.values())
     scored = sum(counts[s] for s in SCORED)
@@ -181,7 +225,7 @@ def summarize(statuses: dict[str, str]) -> dict[str, Any]:
         "survived": counts["survived"],
         "no_tests": counts["no tests"],
         "suspicious": counts["suspicious"] + counts["segfault"],
-        "not_checked": counts["not checked"] + counts["check was interrupted by user"],
+        "not_checked": sum(counts[s] for s in UNCHECKED),
         "score": round(100 * killed / scored, 1) if scored else None,
         "survivors": sorted(k for k, v in statuses.items() if v in ("survived", "no tests", "suspicious")),
     }
@@ -194,6 +238,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--report", action="store_true", help="print the last results without running")
     parser.add_argument("--survivors", action="store_true", help="list the surviving mutants")
     parser.add_argument("--budget", type=float, default=None, help="seconds per module (default: no limit)")
+    parser.add_argument(
+        "--recheck", action="store_true", help="rerun only the last survivors (after adding tests); keeps the rest"
+    )
+    parser.add_argument("--fresh", action="store_true", help="wipe the module's workspace: check every mutant again")
     parser.add_argument("--max-children", type=int, default=1, help="parallel mutant runs (default 1)")
     parser.add_argument("--target", type=float, default=90.0, help="score each module should reach (default 90)")
     args = parser.parse_args(argv)
@@ -216,13 +264,24 @@ def main(argv: list[str] | None = None) -> int:
         if not paths or not tests:
             print(f"{name}: skipped ({'no file matches ' + str(spec['paths']) if not paths else 'no test file'})")
             continue
-        ws = prepare_workspace(name, spec, paths, tests)
+        ws = prepare_workspace(name, spec, paths, tests, fresh=args.fresh and not args.report)
         finished = True
         if not args.report:
+            if args.recheck:
+                if not (ws / "mutants").is_dir():
+                    parser.error(f"{name}: nothing to recheck (no results yet); run the module first")
+                names = summarize(results(ws, spec))["survivors"]
+            else:
+                names = pending(ws, spec)
             start = time.monotonic()
-            print(f"{name}: mutating {', '.join(paths)} against {', '.join(tests)} …", flush=True)
-            finished = run_module(ws, spec, args.budget, args.max_children)
-            print(f"{name}: {'done' if finished else 'budget spent'} in {time.monotonic() - start:.0f} s", flush=True)
+            what = f"{len(names)} mutants of " if names is not None else ""
+            print(f"{name}: mutating {what}{', '.join(paths)} against {', '.join(tests)} …", flush=True)
+            if names == []:
+                print(f"{name}: nothing left to check", flush=True)
+            else:
+                finished = run_module(ws, spec, args.budget, args.max_children, names)
+                state = "done" if finished else "budget spent"
+                print(f"{name}: {state} in {time.monotonic() - start:.0f} s", flush=True)
         figures = summarize(results(ws, spec))
         figures.update(paths=paths, tests=tests, finished=finished)
         summary[name] = figures

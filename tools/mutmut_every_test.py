@@ -1,0 +1,34 @@
+"""mutmut's command line with one change: every mutant is judged by every test of its module's test files.
+
+mutmut 3 runs against a mutant only the tests that called the mutated function while it collected its statistics.
+A function called while a module- or session-scoped fixture was being set up is then attributed to the first test
+that requested the fixture alone: the other tests that read the fixture's result (most tests of
+``tests/test_templates.py`` read one ``build_sentences("default")`` frame) never face that function's mutants, so
+they survive although the suite would catch them. Here, once the statistics are collected or loaded, every mutated
+function is mapped to every collected test (of the test files ``tools/mutation.py`` selected for the module). A killed
+mutant still stops at its first failing test (``-x``); only survivors pay for the whole selection.
+
+Run by ``tools/mutation.py`` in a module's workspace, in place of ``python -m mutmut``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mutmut.__main__ as mutmut_main
+from mutmut.state import state
+
+_collect_or_load_stats = mutmut_main.collect_or_load_stats
+
+
+def _every_test_for_every_function(*args: Any, **kwargs: Any) -> None:
+    _collect_or_load_stats(*args, **kwargs)
+    tests = set(state().duration_by_test)
+    functions = set(state().current_function_hashes) | set(state().tests_by_mangled_function_name)
+    for name in functions:
+        state().tests_by_mangled_function_name[name] = set(tests)
+
+
+if __name__ == "__main__":
+    mutmut_main.collect_or_load_stats = _every_test_for_every_function
+    mutmut_main.cli()
