@@ -5,8 +5,8 @@ A function called while a module- or session-scoped fixture was being set up is 
 that requested the fixture alone: the other tests that read the fixture's result (most tests of
 ``tests/test_templates.py`` read one ``build_sentences("default")`` frame) never face that function's mutants, so
 they survive although the suite would catch them. Here, once the statistics are collected or loaded, every mutated
-function is mapped to every collected test (of the test files ``tools/mutation.py`` selected for the module). A killed
-mutant still stops at its first failing test (``-x``); only survivors pay for the whole selection.
+function is mapped to every collected test (of the test files ``tools/mutation.py`` selected for the module), fastest
+first. A killed mutant still stops at its first failing test (``-x``); only survivors pay for the whole selection.
 
 Run by ``tools/mutation.py`` in a module's workspace, in place of ``python -m mutmut``.
 """
@@ -23,10 +23,12 @@ _collect_or_load_stats = mutmut_main.collect_or_load_stats
 
 def _every_test_for_every_function(*args: Any, **kwargs: Any) -> None:
     _collect_or_load_stats(*args, **kwargs)
-    tests = set(state().duration_by_test)
+    durations = state().duration_by_test
+    tests = sorted(durations, key=lambda t: (durations[t], t))  # fastest first: most mutants die in a fast test
     functions = set(state().current_function_hashes) | set(state().tests_by_mangled_function_name)
     for name in functions:
-        state().tests_by_mangled_function_name[name] = set(tests)
+        # a list, not mutmut's set: mutmut hands the tests to pytest in this order (``-x`` stops at the first failure)
+        state().tests_by_mangled_function_name[name] = list(tests)  # type: ignore[assignment]
 
 
 if __name__ == "__main__":
