@@ -76,6 +76,11 @@ def expand(globs: list[str]) -> list[str]:
     return sorted({str(p.relative_to(REPO)) for g in globs for p in REPO.glob(g) if p.is_file()})
 
 
+def expand_each(globs: list[str]) -> list[str]:
+    """Like :func:`expand`, in the order of ``globs`` (each glob's matches sorted)."""
+    return [str(p.relative_to(REPO)) for g in globs for p in sorted(REPO.glob(g)) if p.is_file()]
+
+
 def _toml_value(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)  # JSON strings, lists, numbers and true/false are valid TOML
 
@@ -174,7 +179,9 @@ def run_module(
     runner = [sys.executable, "-m", "tools.mutmut_every_test"]
     cmd = ["nice", "-n", "19", *runner, "run", "--max-children", str(max_children), *selection]
     with (ws / "mutmut.log").open("ab") as log:
-        proc = subprocess.Popen(cmd, cwd=ws, env=_env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        # the order in which every mutant meets the test files: the table's (focused fast files first)
+        env = {**_env(), "QB_MUTATION_TEST_FILES": os.pathsep.join(dict.fromkeys(expand_each(spec["tests"])))}
+        proc = subprocess.Popen(cmd, cwd=ws, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         try:
             proc.wait(timeout=budget)
         except subprocess.TimeoutExpired:
