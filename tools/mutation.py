@@ -10,7 +10,7 @@ are data: ``tools/mutation_modules.toml``. Not part of CI (minutes per module).
     python tools/mutation.py score --report         # the figures of the last run, without running anything
     python tools/mutation.py score --survivors      # also list the surviving mutants (``mutmut show NAME`` in the
                                                     # module's workspace prints one as a diff)
-    python tools/mutation.py score --recheck        # rerun only the last survivors (after adding tests)
+    python tools/mutation.py score --recheck        # rerun only the last survivors and timeouts (after adding tests)
     python tools/mutation.py score --fresh          # forget the module's results: check every mutant again
 
 Each module runs in its own workspace ``mutants/<module>/`` (git-ignored): a copy of the tracked tree with a
@@ -246,7 +246,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--survivors", action="store_true", help="list the surviving mutants")
     parser.add_argument("--budget", type=float, default=None, help="seconds per module (default: no limit)")
     parser.add_argument(
-        "--recheck", action="store_true", help="rerun only the last survivors (after adding tests); keeps the rest"
+        "--recheck",
+        action="store_true",
+        help="rerun only the last survivors and timeouts (after adding tests); keeps the rest",
     )
     parser.add_argument("--fresh", action="store_true", help="wipe the module's workspace: check every mutant again")
     parser.add_argument("--max-children", type=int, default=1, help="parallel mutant runs (default 1)")
@@ -277,7 +279,8 @@ def main(argv: list[str] | None = None) -> int:
             if args.recheck:
                 if not (ws / "mutants").is_dir():
                     parser.error(f"{name}: nothing to recheck (no results yet); run the module first")
-                names = summarize(results(ws, spec))["survivors"]
+                statuses = results(ws, spec)  # survivors, and timeouts (a loaded machine, or an interrupted worker)
+                names = sorted(k for k, v in statuses.items() if v in ("survived", "no tests", "suspicious", "timeout"))
             else:
                 names = pending(ws, spec)
             start = time.monotonic()
