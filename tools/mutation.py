@@ -59,10 +59,13 @@ def load_modules(path: Path = MODULES_FILE) -> dict[str, dict[str, Any]]:
         for key in ("paths", "tests"):
             if not isinstance(spec.get(key), list) or not all(isinstance(x, str) for x in spec[key]) or not spec[key]:
                 raise ValueError(f'{path}: [modules.{name}] needs {key} = ["..."] (a list of globs)')
-        if set(spec) - {"paths", "tests", "mutants"}:
-            raise ValueError(
-                f"{path}: [modules.{name}] has unknown keys {sorted(set(spec) - {'paths', 'tests', 'mutants'})}"
-            )
+        known = {"paths", "tests", "mutants", "timeout_multiplier"}
+        if set(spec) - known:
+            raise ValueError(f"{path}: [modules.{name}] has unknown keys {sorted(set(spec) - known)}")
+        if "timeout_multiplier" in spec and not (
+            isinstance(spec["timeout_multiplier"], int | float) and spec["timeout_multiplier"] > 0
+        ):
+            raise ValueError(f"{path}: [modules.{name}] timeout_multiplier must be a number > 0")
     return data
 
 
@@ -89,6 +92,8 @@ def mutmut_config(spec: dict[str, Any], paths: list[str], tests: list[str]) -> s
     """The workspace's ``[tool.mutmut]``: the repository's settings plus this module's files and tests."""
     base = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8")).get("tool", {}).get("mutmut", {})
     config = {**base, "only_mutate": paths, "pytest_add_cli_args_test_selection": tests}
+    if "timeout_multiplier" in spec:  # mutmut's wall-clock limit is this × the tests' measured time
+        config["timeout_multiplier"] = spec["timeout_multiplier"]
     return "[tool.mutmut]\n" + "".join(f"{k} = {_toml_value(v)}\n" for k, v in config.items())
 
 
@@ -107,10 +112,10 @@ def prepare_workspace(
 ) -> Path:
     """Copy the tracked tree into ``mutants/<name>/`` (package data folders where the installed package has them).
 
-    When the module's settings are unchanged, an existing workspace is brought up to date in place and mutmut's
-    results are kept: mutmut itself re-checks every mutant of a function whose source changed and collects the
-    coverage of new tests, and ``--recheck`` reruns the survivors against the new tests. ``fresh`` (or changed
-    settings) wipes the workspace, so every mutant is checked again.
+    An existing workspace is brought up to date in place and mutmut's results are kept: mutmut itself re-checks every
+    mutant of a function whose source changed, collects the coverage of new tests and resets what changed settings
+    invalidate (all results for another test selection, the timeouts for another timeout), and ``--recheck`` reruns
+    the survivors and timeouts against new tests. ``fresh`` wipes the workspace, so every mutant is checked again.
     """
     files = tracked_files()
     config = mutmut_config(spec, paths, tests)
@@ -118,11 +123,12 @@ def prepare_workspace(
     for f in files:
         digest.update(str(f).encode() + b"\0" + (REPO / f).read_bytes())
     stamp = digest.hexdigest()
-    config_stamp = hashlib.sha256(config.encode()).hexdigest()
     ws = WORKSPACES / name
     if not fresh and (ws / ".tree-sha256").is_file() and (ws / ".tree-sha256").read_text() == stamp:
         return ws  # same tree and settings: keep mutmut's results (resume)
-    keep = not fresh and (ws / ".config-sha256").is_file() and (ws / ".config-sha256").read_text() == config_stamp
+    # changed settings keep the workspace too: mutmut resets what they invalidate (another test selection: every
+    # result; another timeout: the timeouts)
+    keep = not fresh and (ws / ".tree-files").is_file()
     if not keep:
         shutil.rmtree(ws, ignore_errors=True)
     ws.mkdir(parents=True, exist_ok=True)
@@ -145,7 +151,6 @@ def prepare_workspace(
     pyproject = _without_mutmut_table((ws / "pyproject.toml").read_text(encoding="utf-8"))
     (ws / "pyproject.toml").write_text(pyproject + "\n" + config, encoding="utf-8")
     listing.write_text("\n".join(str(f) for f in files), encoding="utf-8")
-    (ws / ".config-sha256").write_text(config_stamp)
     (ws / ".tree-sha256").write_text(stamp)
     return ws
 
