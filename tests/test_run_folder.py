@@ -9,6 +9,8 @@ behaviour through a real run (resume, reuse, refusals) is in ``test_run_key.py``
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
@@ -238,11 +240,21 @@ def test_a_file_in_the_way_is_refused(tmp_path: Path, chosen: bool):
 def test_a_folder_that_cannot_be_written_is_refused():
     # /proc refuses new folders even to root (for whom permission bits do not bind): the real write probe says so
     out = Path("/proc/queerbench-test/run")
+    if os.access("/proc", os.W_OK | os.X_OK):  # root: the permission bits pass, the real attempt fails
+        try:
+            os.rmdir(tempfile.mkdtemp(dir="/proc"))
+        except OSError as exc:
+            reason = exc.strerror
+        else:  # pragma: no cover - a /proc that takes folders
+            pytest.fail("/proc took a new folder")
+    else:
+        reason = "permission denied"
     with pytest.raises(ValueError) as info:
-        run_module._inspect_out_dir(out, KEY, chosen=True)
-    text = str(info.value)
-    assert text.startswith(f"cannot write the output folder {out} (--out): /proc is not writable (")
-    assert text.endswith("); choose an --out in a folder you can write to")
+        run_module._inspect_out_dir(out, KEY)  # chosen (--out) unless told otherwise
+    assert str(info.value) == (
+        f"cannot write the output folder {out} (--out): /proc is not writable ({reason}); "
+        "choose an --out in a folder you can write to"
+    )
 
 
 def test_the_write_probe_leaves_nothing_behind(tmp_path: Path):
