@@ -12,6 +12,8 @@ are data: ``tools/mutation_modules.toml``. Not part of CI (minutes per module).
                                                     # module's workspace prints one as a diff)
     python tools/mutation.py score --recheck        # rerun only the last survivors and timeouts (after adding tests)
     python tools/mutation.py score --fresh          # forget the module's results: check every mutant again
+    python tools/mutation.py run --sample 60        # check 60 more mutants drawn at random (a module too slow to
+                                                    # check in full: the score of the sample estimates it)
 
 Each module runs in its own workspace ``mutants/<module>/`` (git-ignored): a copy of the tracked tree with a
 ``pyproject.toml`` whose ``[tool.mutmut]`` is the repository's plus the module's files and tests. mutmut keeps its
@@ -28,7 +30,9 @@ import argparse
 import fnmatch
 import hashlib
 import json
+import math
 import os
+import random
 import shutil
 import signal
 import subprocess
@@ -226,6 +230,30 @@ def pending(ws: Path, spec: dict[str, Any]) -> list[str] | None:
     return sorted(k for k, v in results(ws, spec).items() if v in UNCHECKED)
 
 
+def generate(ws: Path) -> None:
+    """Write the module's mutants without testing any (so that a sample of them can be chosen by name)."""
+    cmd = ["nice", "-n", "19", sys.executable, "-m", "tools.mutmut_every_test", "generate"]
+    with (ws / "mutmut.log").open("ab") as log:
+        subprocess.run(cmd, cwd=ws, env=_env(), stdout=log, stderr=subprocess.STDOUT, check=True)
+
+
+def sample(ws: Path, spec: dict[str, Any], n: int, seed: int) -> list[str]:
+    """``n`` of the module's unchecked mutants drawn at random (``seed``): their score estimates the module's."""
+    if not (ws / "mutants").is_dir() or not results(ws, spec):
+        generate(ws)
+    unchecked = sorted(k for k, v in results(ws, spec).items() if v in UNCHECKED)
+    return sorted(random.Random(seed).sample(unchecked, min(n, len(unchecked))))
+
+
+def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """The 95% Wilson interval of a proportion k/n (the score of a random sample of a module's mutants)."""
+    if n == 0:
+        return (0.0, 1.0)
+    p, d = k / n, 1 + z * z / n
+    centre, half = (p + z * z / (2 * n)) / d, z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
 def summarize(statuses: dict[str, str]) -> dict[str, Any]:
     counts = Counter(statuses.values())
     scored = sum(counts[s] for s in SCORED)
@@ -239,6 +267,7 @@ def summarize(statuses: dict[str, str]) -> dict[str, Any]:
         "suspicious": counts["suspicious"] + counts["segfault"],
         "not_checked": sum(counts[s] for s in UNCHECKED),
         "score": round(100 * killed / scored, 1) if scored else None,
+        "score_ci95": [round(100 * x, 1) for x in wilson(killed, scored)] if scored else None,
         "survivors": sorted(k for k, v in statuses.items() if v in ("survived", "no tests", "suspicious")),
     }
 
@@ -255,6 +284,10 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="rerun only the last survivors and timeouts (after adding tests); keeps the rest",
     )
+    parser.add_argument(
+        "--sample", type=int, default=None, help="check N more of the module's unchecked mutants, drawn at random"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="random seed of --sample (default 0)")
     parser.add_argument("--fresh", action="store_true", help="wipe the module's workspace: check every mutant again")
     parser.add_argument("--max-children", type=int, default=1, help="parallel mutant runs (default 1)")
     parser.add_argument("--target", type=float, default=90.0, help="score each module should reach (default 90)")
@@ -286,6 +319,8 @@ def main(argv: list[str] | None = None) -> int:
                     parser.error(f"{name}: nothing to recheck (no results yet); run the module first")
                 statuses = results(ws, spec)  # survivors, and timeouts (a loaded machine, or an interrupted worker)
                 names = sorted(k for k, v in statuses.items() if v in ("survived", "no tests", "suspicious", "timeout"))
+            elif args.sample is not None:
+                names = sample(ws, spec, args.sample, args.seed)
             else:
                 names = pending(ws, spec)
             start = time.monotonic()
@@ -301,6 +336,9 @@ def main(argv: list[str] | None = None) -> int:
         figures.update(paths=paths, tests=tests, finished=finished)
         summary[name] = figures
         score = "n/a" if figures["score"] is None else f"{figures['score']:.1f}%"
+        if figures["score"] is not None and figures["not_checked"]:
+            lo, hi = figures["score_ci95"]
+            score += f" (95% CI {lo:.1f}–{hi:.1f}% if the checked mutants are a random sample)"
         flag = "" if figures["score"] is None or figures["score"] >= args.target else f"  (below {args.target:g}%)"
         print(
             f"{name}: score {score}{flag} — {figures['mutants']} mutants, {figures['killed']} killed, "

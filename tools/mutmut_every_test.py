@@ -9,12 +9,14 @@ function is mapped to every collected test (of the test files ``tools/mutation.p
 file in the order the module's table lists them (``QB_MUTATION_TEST_FILES``), fastest first within a file. A killed
 mutant still stops at its first failing test (``-x``); only survivors pay for the whole selection.
 
-Run by ``tools/mutation.py`` in a module's workspace, in place of ``python -m mutmut``.
+Run by ``tools/mutation.py`` in a module's workspace, in place of ``python -m mutmut``; ``generate`` only writes the
+mutants.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any
 
 import mutmut.__main__ as mutmut_main
@@ -41,6 +43,21 @@ def _every_test_for_every_function(*args: Any, **kwargs: Any) -> None:
         state().tests_by_mangled_function_name[name] = list(tests)  # type: ignore[assignment]
 
 
+def generate() -> None:
+    """Only write the mutants (what ``mutmut run`` does before it tests any), so that their names can be listed
+    (``mutmut results --all true``) and a random sample of them checked."""
+    mutmut_main.set_mutant_under_test("mutant_generation")
+    os.makedirs("mutants", exist_ok=True)
+    mutmut_main.copy_src_dir()
+    mutmut_main.copy_also_copy_files()
+    mutmut_main.setup_source_paths()
+    mutmut_main.store_lines_covered_by_tests()
+    mutmut_main.create_mutants(os.cpu_count() or 1)
+
+
 if __name__ == "__main__":
-    mutmut_main.collect_or_load_stats = _every_test_for_every_function
-    mutmut_main.cli()
+    if sys.argv[1:] == ["generate"]:
+        generate()
+    else:
+        mutmut_main.collect_or_load_stats = _every_test_for_every_function
+        mutmut_main.cli()
