@@ -304,6 +304,36 @@ def test_a_claim_that_cannot_write_is_one_line_and_leaves_no_folder(tmp_path: Pa
     assert kept.is_dir()
 
 
+def test_a_claim_that_fails_at_once_is_one_line(tmp_path: Path, monkeypatch):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    out = blocker / "run"  # mkdir fails: the folder never existed, and the undo must not trip over that
+    with pytest.raises(ValueError) as info:
+        run_module._claim_out_dir(out, KEY, "new")
+    assert str(info.value).startswith(f"cannot write the output folder {out} (--out): ")
+    assert str(info.value).endswith("; choose an --out in a folder you can write to")
+
+    def broken(path, data):
+        raise OSError("the disk went away")  # an OSError without an errno text: its type is named
+
+    monkeypatch.setattr(run_module, "write_json", broken)
+    with pytest.raises(ValueError) as info:
+        run_module._claim_out_dir(tmp_path / "run", KEY, "new")
+    assert str(info.value) == (
+        f"cannot write the output folder {tmp_path / 'run'} (--out): OSError; choose an --out in a folder you can "
+        "write to"
+    )
+
+
+def test_a_restart_without_chunks_and_an_undo_of_what_is_gone_never_fail(tmp_path: Path):
+    out = _started(tmp_path / "run", KEY)  # run.json only: a restart, no .chunks folder to drop
+    assert run_module._claim_out_dir(out, KEY, "restart") is False and (out / "run.json").is_file()
+    run_module._unclaim_out_dir(out, created=False)  # no .chunks either
+    assert list(out.iterdir()) == []
+    run_module._unclaim_out_dir(tmp_path / "gone", created=True)  # removed meanwhile: nothing to undo
+    assert not (tmp_path / "gone").exists()
+
+
 def _replies(path: Path, n: int) -> Path:
     with ResponseCache(path) as cache:
         for i in range(n):
@@ -357,6 +387,9 @@ def test_a_changed_model_folder_is_refused_naming_the_files(tmp_path: Path):
     many = {"model_fingerprint": _local({f"f{i}": "1" for i in range(5)})}
     with pytest.raises(ValueError, match=r"started \(f0, f1, f2 and 2 more\); resuming"):
         run_module._check_same_model(tmp_path, options, many, _local({f"f{i}": "2" for i in range(5)}))
+    four = {"model_fingerprint": _local({f"f{i}": "1" for i in range(4)})}
+    with pytest.raises(ValueError, match=r"started \(f0, f1, f2 and 1 more\); resuming"):
+        run_module._check_same_model(tmp_path, options, four, _local({f"f{i}": "2" for i in range(4)}))
     three = {"model_fingerprint": _local({f"f{i}": "1" for i in range(3)})}
     with pytest.raises(ValueError, match=r"started \(f0, f1, f2\); resuming"):
         run_module._check_same_model(tmp_path, options, three, _local({f"f{i}": "2" for i in range(3)}))
