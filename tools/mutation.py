@@ -288,6 +288,9 @@ def main(argv: list[str] | None = None) -> int:
         "--sample", type=int, default=None, help="check N more of the module's unchecked mutants, drawn at random"
     )
     parser.add_argument("--seed", type=int, default=0, help="random seed of --sample (default 0)")
+    parser.add_argument(
+        "--names", nargs="+", default=None, metavar="GLOB", help="rerun exactly the module's mutants matching these"
+    )
     parser.add_argument("--fresh", action="store_true", help="wipe the module's workspace: check every mutant again")
     parser.add_argument("--max-children", type=int, default=1, help="parallel mutant runs (default 1)")
     parser.add_argument("--target", type=float, default=90.0, help="score each module should reach (default 90)")
@@ -319,6 +322,8 @@ def main(argv: list[str] | None = None) -> int:
                     parser.error(f"{name}: nothing to recheck (no results yet); run the module first")
                 statuses = results(ws, spec)  # survivors, and timeouts (a loaded machine, or an interrupted worker)
                 names = sorted(k for k, v in statuses.items() if v in ("survived", "no tests", "suspicious", "timeout"))
+            elif args.names:
+                names = sorted(k for k in results(ws, spec) if any(fnmatch.fnmatchcase(k, g) for g in args.names))
             elif args.sample is not None:
                 names = sample(ws, spec, args.sample, args.seed)
             else:
