@@ -21,6 +21,7 @@ from queerbench import __version__
 from queerbench import run as run_module
 from queerbench.llm import DEFAULT_MODEL, ResponseCache
 from queerbench.run import RunOptions, default_out_dir
+from queerbench.templates import COLUMNS
 
 KEY = {"model": "org/m", "revision": None, "config": "default", "mode": "default", "top_k": 5, "limit": None}
 
@@ -332,6 +333,10 @@ def test_a_restart_without_chunks_and_an_undo_of_what_is_gone_never_fail(tmp_pat
     assert list(out.iterdir()) == []
     run_module._unclaim_out_dir(tmp_path / "gone", created=True)  # removed meanwhile: nothing to undo
     assert not (tmp_path / "gone").exists()
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    run_module._unclaim_out_dir(bare, created=False)  # neither run.json nor .chunks: nothing to undo either
+    assert bare.is_dir()
 
 
 def _replies(path: Path, n: int) -> Path:
@@ -416,4 +421,5 @@ def test_limit_keeps_the_first_templates_with_every_subject():
     frame = run_module._sentences(RunOptions(model="org/m", limit=2))
     assert sorted(frame["template_id"].unique()) == [0, 1] and len(frame) == 2 * 77
     assert list(frame.index) == list(range(len(frame)))
+    assert list(frame.columns) == [*COLUMNS, "split"]  # the frame's own columns, no old index among them
     assert len(run_module._sentences(RunOptions(model="org/m", config="paper", limit=1))) == 78
