@@ -141,22 +141,25 @@ def test_cache_key_is_the_sha256_of_model_prompt_sample_and_settings():
 
 
 def test_the_cache_stores_replies_across_reopening(tmp_path: Path):
-    path = tmp_path / "sub" / "c.sqlite"  # the folder is created
+    path = tmp_path / "sub" / "dir" / "c.sqlite"  # the folders are created
     with ResponseCache(path) as cache:
         assert cache.path == path and cache.get("k") is None and cache.count() == 0
         cache.put("k", "r0", 0, "doctor", {"b": 1, "a": [2]})
         cache.put("k2", "r1", 1, "", {})  # an empty reply is a reply
-        cache.put("k", "r0", 0, "nurse", {"a": 1})  # the same key again: replaced, not added
+        cache.put("k", "r0", 0, "nurse", {"z": 1, "a": 2})  # the same key again: replaced, not added
         assert cache.count() == 2
     with ResponseCache(path) as cache:
-        assert cache.get("k") == {"text": "nurse", "meta": {"a": 1}} and cache.get("k2") == {"text": "", "meta": {}}
+        assert cache.get("k") == {"text": "nurse", "meta": {"z": 1, "a": 2}} and cache.get("k2") == {
+            "text": "",
+            "meta": {},
+        }
         with pytest.raises(TypeError, match="stores replies only"):
             cache.put("k3", "r2", 0, None, {})  # type: ignore[arg-type]
         assert cache.count() == 2
     with sqlite3.connect(path) as db:
         rows = db.execute("SELECT key, prompt_id, sample, status, text, error, meta FROM responses ORDER BY key")
         assert rows.fetchall() == [
-            ("k", "r0", 0, "ok", "nurse", None, '{"a": 1}'),
+            ("k", "r0", 0, "ok", "nurse", None, '{"a": 2, "z": 1}'),  # meta stored with sorted keys
             ("k2", "r1", 1, "ok", "", None, "{}"),
         ]
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
@@ -231,6 +234,8 @@ def test_samples_and_shared_prompts(tmp_path: Path):
     # the second row with the same prompt gets the first one's replies (asked once), but its own seed column
     assert frame["response"][2] == frame["response"][0] and frame["response"][3] == frame["response"][1]
     assert frame["seed"][2] == item_seed(0, "r1", 0) != frame["seed"][0]
+    # the shared prompt was asked once, as the first row that has it: under that row's seed
+    assert frame["response"][0] == f"reply to same #{item_seed(0, 'r0', 0)}"
 
 
 def test_errors_are_reported_never_cached_and_retried_on_the_next_run(tmp_path: Path):
