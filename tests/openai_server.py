@@ -14,7 +14,7 @@ behaviour from that key's list:
 
 ``latency`` (seconds, or a function of the request body) delays every answer; ``hold=N`` makes each request wait
 until N requests have been in flight at once (or ``hold_timeout`` passes), so overlap is checked without timing.
-Recorded: ``calls``, ``bodies``, ``auth_headers``, ``in_flight`` and ``max_in_flight``. The reply text is
+Recorded: ``calls``, ``bodies``, ``auth_headers``, ``content_types``, ``in_flight`` and ``max_in_flight``. The reply text is
 ``answer`` plus ``[len(prompt)]``, or with ``echo=True`` ``"echo: " + prompt``, so tests can check nothing was mixed.
 """
 
@@ -55,6 +55,7 @@ class FakeOpenAI:
         self.in_flight = 0
         self.max_in_flight = 0
         self.auth_headers: list[str | None] = []
+        self.content_types: list[str | None] = []
         self.bodies: list[dict] = []
         self._cond = threading.Condition()
         outer = self
@@ -69,6 +70,7 @@ class FakeOpenAI:
                 with outer._cond:
                     outer.calls += 1
                     outer.auth_headers.append(self.headers.get("Authorization"))
+                    outer.content_types.append(self.headers.get("Content-Type"))
                     outer.bodies.append(body)
                     mode = outer._next_mode(body)
                     outer.in_flight += 1
