@@ -153,8 +153,9 @@ def test_the_cache_stores_replies_across_reopening(tmp_path: Path):
             "text": "",
             "meta": {},
         }
-        with pytest.raises(TypeError, match="stores replies only"):
+        with pytest.raises(TypeError) as info:
             cache.put("k3", "r2", 0, None, {})  # type: ignore[arg-type]
+        assert str(info.value) == ("ResponseCache.put stores replies only (text must be a str); errors are not cached")
         assert cache.count() == 2
     with sqlite3.connect(path) as db:
         rows = db.execute("SELECT key, prompt_id, sample, status, text, error, meta FROM responses ORDER BY key")
@@ -170,8 +171,10 @@ def test_a_reply_not_marked_ok_is_never_served(tmp_path: Path):
     ResponseCache(path).close()
     with sqlite3.connect(path) as db:
         db.execute("INSERT INTO responses VALUES ('bad', 'r', 0, 'error', NULL, 'HTTP 500', '{}', 0)")
+        db.execute("INSERT INTO responses VALUES ('bare', 'r', 0, 'ok', 'x', NULL, NULL, 0)")  # no meta stored
     with ResponseCache(path) as cache:
-        assert cache.get("bad") is None and cache.count() == 0
+        assert cache.get("bad") is None and cache.count() == 1
+        assert cache.get("bare") == {"text": "x", "meta": {}}
 
 
 def test_a_closed_cache_is_closed(tmp_path: Path):
@@ -204,6 +207,19 @@ def test_collect_returns_the_rows_order_with_every_column(tmp_path: Path):
     assert frame["meta"][0] == json.dumps(json.loads(frame["meta"][0]), sort_keys=True)
     assert seen == [(1, 3), (2, 3), (3, 3)]
     assert runner.closed == 1
+    with sqlite3.connect(tmp_path / "c.sqlite") as db:  # each reply stored with its row id and sample index
+        stored = db.execute("SELECT prompt_id, sample, text FROM responses ORDER BY prompt_id").fetchall()
+    assert stored == [(f"r{i}", 0, f"reply to {p} #{s}") for i, (p, s) in enumerate(zip("abc", seeds, strict=True))]
+
+
+def test_a_runner_may_return_any_iterator(tmp_path: Path):
+    class Listing(Scripted):
+        def generate(self, prompts, seeds, settings):
+            return iter([(i, Reply(f"r{i}", None, {})) for i in range(len(prompts))])  # no close()
+
+    with ResponseCache(tmp_path / "c.sqlite") as cache:
+        frame = collect(Listing(), _rows(["a", "b"]), GREEDY, cache)
+    assert frame["response"].tolist() == ["r0", "r1"]
 
 
 def test_a_rerun_is_served_from_the_cache_and_asks_nothing(tmp_path: Path):
@@ -243,6 +259,7 @@ def test_errors_are_reported_never_cached_and_retried_on_the_next_run(tmp_path: 
     with ResponseCache(tmp_path / "c.sqlite") as cache:
         frame = collect(Scripted(fail=["bad"]), rows, GREEDY, cache)
         assert frame["status"].tolist() == ["ok", "error", "ok"] and cache.count() == 2
+        assert frame["cached"].tolist() == [False, False, False]
         assert frame["error"][1] == "HTTP 500 for bad" and pd.isna(frame["response"][1])
         assert json.loads(frame["meta"][1]) == {"attempts": 3} and frame["prompt_format"][1] == ""
         assert pd.isna(frame["finish_reason"][1]) and not frame["truncated"][1]
