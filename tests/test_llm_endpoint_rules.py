@@ -333,3 +333,11 @@ def test_a_refused_connection_word_for_word(monkeypatch):
         f"cannot connect to http://127.0.0.1:{port}/v1/chat/completions (connection refused or unknown host): is the "
         "server running and the URL right? Replies received so far are cached; rerun the same command to resume."
     )
+
+
+def test_the_documented_defaults(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    runner = OpenAIChatRunner("https://h.example/v1", "m")
+    assert (runner.concurrency, runner.max_retries, runner.backoff_base, runner.backoff_max) == (8, 5, 1.0, 60.0)
+    assert runner.timeout == (10.0, 60.0) and runner._limiter.interval == 1.0  # 60 requests a minute
+    assert runner.api_key_env == "OPENAI_API_KEY" and runner.system_prompt is None and runner.extra_body == {}
