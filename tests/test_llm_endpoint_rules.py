@@ -341,3 +341,11 @@ def test_the_documented_defaults(monkeypatch):
     assert (runner.concurrency, runner.max_retries, runner.backoff_base, runner.backoff_max) == (8, 5, 1.0, 60.0)
     assert runner.timeout == (10.0, 60.0) and runner._limiter.interval == 1.0  # 60 requests a minute
     assert runner.api_key_env == "OPENAI_API_KEY" and runner.system_prompt is None and runner.extra_body == {}
+
+
+def test_a_local_server_without_a_key_gets_its_errors_reported(monkeypatch):
+    monkeypatch.delenv("QB_NONE", raising=False)
+    with FakeOpenAI(script=["400"]) as server:
+        runner = OpenAIChatRunner(server.url, "m", api_key_env="QB_NONE", sleep=lambda s: None)
+        reply = runner.call("hi", 0, GREEDY)  # no key to scrub from the message
+    assert reply.error == 'HTTP 400: {"error": {"message": "injected"}}'
