@@ -315,8 +315,9 @@ def test_a_stopped_run_asks_nothing_more(monkeypatch):
 
 def test_generate_checks_its_inputs(monkeypatch):
     runner = _runner("http://127.0.0.1:1/v1", monkeypatch)
-    with pytest.raises(ValueError, match="prompts and seeds must have the same length"):
+    with pytest.raises(ValueError) as info:
         list(runner.generate(["a"], [], GREEDY))
+    assert str(info.value) == "prompts and seeds must have the same length"
     assert list(runner.generate([], [], GREEDY)) == []
 
 
@@ -349,3 +350,50 @@ def test_a_local_server_without_a_key_gets_its_errors_reported(monkeypatch):
         runner = OpenAIChatRunner(server.url, "m", api_key_env="QB_NONE", sleep=lambda s: None)
         reply = runner.call("hi", 0, GREEDY)  # no key to scrub from the message
     assert reply.error == 'HTTP 400: {"error": {"message": "injected"}}'
+
+
+class Shaped(FakeOpenAI):
+    """The fake endpoint with the message of every completion changed by ``shape``."""
+
+    def __init__(self, shape, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.shape = shape
+
+    def _completion(self, body: dict, mode: str) -> dict:
+        out = super()._completion(body, mode)
+        self.shape(out["choices"][0]["message"])
+        return out
+
+
+def test_a_refusal_field_is_recorded_and_the_reply_is_empty(monkeypatch):
+    def refuse(message: dict) -> None:
+        message.update(content=None, refusal="I can't help with that. " + "x" * 600)
+
+    with Shaped(refuse) as server:
+        reply = _runner(server.url, monkeypatch).call("hi", 0, GREEDY)
+    assert reply.text == "" and reply.error is None
+    assert reply.meta["refusal"] == ("I can't help with that. " + "x" * 600)[:500]
+
+
+def test_content_that_is_not_text_is_a_malformed_reply(monkeypatch):
+    with Shaped(lambda message: message.update(content=42)) as server:
+        reply = _runner(server.url, monkeypatch, max_retries=0).call("hi", 0, GREEDY)
+    assert reply.error == "gave up after 1 attempts: malformed reply (content is not a string)"
+
+
+def test_a_reply_without_choices_names_what_is_missing(monkeypatch):
+    with FakeOpenAI(script=["nochoices"]) as server:
+        reply = _runner(server.url, monkeypatch, max_retries=0).call("hi", 0, GREEDY)
+    assert reply.error == "gave up after 1 attempts: malformed reply (KeyError: 'choices')"
+
+
+def test_each_prompt_is_sent_with_its_own_seed(monkeypatch):
+    with FakeOpenAI(echo=True) as server:
+        runner = _runner(server.url, monkeypatch, concurrency=2)
+        got = dict(runner.generate(["first", "second", "third"], [11, 22, 33], GREEDY))
+    assert sorted(got) == [0, 1, 2] and got[1].text == "echo: second" and got[2].meta["seed"] == 33
+    assert sorted((b["messages"][-1]["content"], b["seed"]) for b in server.bodies) == [
+        ("first", 11),
+        ("second", 22),
+        ("third", 33),
+    ]
