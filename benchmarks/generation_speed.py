@@ -16,7 +16,9 @@ alternate ``--repeats`` times and the best time counts, since the machine may be
 Two checks that depend less on the machine's load follow: the same batch through transformers' own ``model.generate`` (same sampling,
 ``min_new_tokens`` = ``max_new_tokens``; ``--no-hf`` skips it), and the share of the loop's CPU time spent in the
 weight matmuls (``aten::mm``/``addmm``, torch profiler, a short run) — the part the floor is about; the rest is
-overhead of the loop, attention, sampling and transformers' Python.
+overhead of the loop, attention, sampling and transformers' Python. Last, one step's weight matmuls alone
+(every ``nn.Linear`` weight through ``F.linear`` at the batch's row count, best of 5): the ceiling that torch's
+float32 GEMM puts on the share of the floor at that batch, whatever the loop around it.
 
 Run: ``QUEERBENCH_DATA_DIR=../shared nice python benchmarks/generation_speed.py [--new-tokens 200] [--batch 8]``
 """
@@ -51,6 +53,22 @@ def copy_bandwidth(n_bytes: int = 512 * 2**20, repeats: int = 5) -> float:
         dst.copy_(src)
         best = min(best, time.perf_counter() - start)
     return 2 * n_bytes / best
+
+
+def weight_matmul_time(model: torch.nn.Module, rows: int, repeats: int = 5) -> float:
+    """Best time of one decoding step's weight matmuls alone: every ``nn.Linear`` weight of the model (the LM head
+    included, tied weights once) times a ``[rows, in_features]`` input through ``torch.nn.functional.linear``, the
+    call the model itself makes. What no decoding loop on torch's float32 GEMM can go below at that batch."""
+    weights = {id(m.weight): m.weight for m in model.modules() if isinstance(m, torch.nn.Linear)}
+    inputs = {w.shape[1]: torch.randn(rows, w.shape[1], dtype=w.dtype, device=w.device) for w in weights.values()}
+    best = float("inf")
+    with torch.inference_mode():
+        for _ in range(repeats):
+            start = time.perf_counter()
+            for w in weights.values():
+                torch.nn.functional.linear(inputs[w.shape[1]], w)
+            best = min(best, time.perf_counter() - start)
+    return best
 
 
 def main() -> None:
@@ -115,6 +133,7 @@ def main() -> None:
     mm_cpu = sum(e.self_cpu_time_total for e in events if e.key in ("aten::mm", "aten::addmm", "aten::bmm"))
     bandwidth = max(bandwidth, copy_bandwidth())
     step_floor = weights / bandwidth
+    gemm = {batch: weight_matmul_time(runner.model, batch) for batch in (args.batch, 1)}
 
     print(
         f"SmolLM2-135M-Instruct (embedded GGUF -> float32), {runner.fingerprint()['params'] / 1e6:.1f}M parameters = "
@@ -143,6 +162,12 @@ def main() -> None:
             f"generation layer's loop is {rate[args.batch] / hf_rate:.2f}x its speed"
         )
     print(f"weight matmuls (aten::mm/addmm): {mm_cpu / total_cpu:.0%} of the loop's CPU time at batch {args.batch}")
+    for batch, seconds in gemm.items():
+        print(
+            f"one step's weight matmuls alone (F.linear), batch {batch}: {seconds * 1000:.1f} ms = "
+            f"{weights / seconds / 1e9:.1f} GB/s of weights -> at most {step_floor / seconds:.0%} of the floor for any "
+            "loop on torch's fp32 GEMM"
+        )
     print(
         f"default batch {args.batch} vs batch 1: {rate[args.batch] / rate[1]:.2f}x tokens/s; share of the "
         f"bandwidth floor at batch {args.batch}: {share:.1%} (target >= 50%: {'met' if share >= 0.5 else 'NOT met'})"

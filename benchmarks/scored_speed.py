@@ -8,8 +8,8 @@ the pinned GGUF dequantised to float32; ``--model`` takes any causal LM folder):
    sentence, its top-N word-start tokens proposed and extended, and every candidate ``[word, text after the blank]``
    run as one batch of continuations on the prefix's KV cache;
 2. **one pass per candidate sentence** — the *same* candidates, each full sentence (start token + prefix + word +
-   suffix) run through the model from scratch (batched, left-padded, explicit positions, LM head only on the
-   positions that are scored), which is what scoring filled sentences one by one costs. Its time excludes the
+   suffix, less its last token, which is only a target) run through the model from scratch (batched, left-padded,
+   explicit positions, LM head only on the positions that are scored), which is what scoring filled sentences one by one costs. Its time excludes the
    proposal step (it gets the candidates for free), so the ratio is conservative.
 
 Checked: every candidate's log-probability agrees between the two to 1e-4. Printed: both times, their ratio (target
@@ -63,22 +63,27 @@ def sample_sentences(n: int, per_template: int = 16) -> list[str]:
 
 
 def one_pass_per_sentence(lm: ScoredLM, rows: list[tuple[list[int], list[int]]], batch: int) -> tuple[list[float], int]:
-    """log P(continuation | prefix) for each (prefix, continuation), one full forward pass per sequence, batched."""
-    out: list[float] = []
+    """log P(continuation | prefix) for each (prefix, continuation), one full forward pass per sequence, batched.
+
+    Each sequence is fed without its last token (only a target, as in the shared-cache path), left-padded, with
+    explicit positions, and the LM head runs only on the positions that predict the continuation."""
     run = 0
     order = sorted(range(len(rows)), key=lambda i: len(rows[i][0]) + len(rows[i][1]), reverse=True)
     scores = [0.0] * len(rows)
     with torch.inference_mode():
         for start in range(0, len(order), batch):
             idx = order[start : start + batch]
-            seqs = [rows[i][0] + rows[i][1] for i in idx]
+            seqs = [(rows[i][0] + rows[i][1])[:-1] for i in idx]
             width = max(len(s) for s in seqs)
             ids = torch.full((len(idx), width), lm.pad_id, dtype=torch.long)
             mask = torch.zeros((len(idx), width), dtype=torch.long)
             for r, s in enumerate(seqs):
                 ids[r, width - len(s) :] = torch.tensor(s)
                 mask[r, width - len(s) :] = 1
-            keep = max(len(rows[i][1]) for i in idx) + 1
+            keep = max(len(rows[i][1]) for i in idx)  # the last `keep` positions predict the continuations
+            targets = torch.full((len(idx), keep), lm.pad_id, dtype=torch.long)
+            for r, i in enumerate(idx):
+                targets[r, keep - len(rows[i][1]) :] = torch.tensor(rows[i][1])
             positions = (mask.cumsum(-1) - 1).clamp(min=0)
             logits = lm.model(
                 input_ids=ids.to(lm.device),
@@ -87,13 +92,11 @@ def one_pass_per_sentence(lm: ScoredLM, rows: list[tuple[list[int], list[int]]],
                 logits_to_keep=keep,
             ).logits.float()
             run += ids.numel()
-            logp = torch.log_softmax(logits[:, :-1], dim=-1)
-            targets = ids[:, width - keep + 1 :].to(lm.device)
-            token_lp = logp.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+            logp = torch.log_softmax(logits, dim=-1)
+            token_lp = logp.gather(-1, targets.to(lm.device).unsqueeze(-1)).squeeze(-1)
             for r, i in enumerate(idx):
-                scores[i] = float(token_lp[r, keep - 1 - len(rows[i][1]) :].sum())
-    out = scores
-    return out, run
+                scores[i] = float(token_lp[r, keep - len(rows[i][1]) :].sum())
+    return scores, run
 
 
 def main() -> None:

@@ -69,6 +69,29 @@ def test_a_sampled_reply_does_not_depend_on_its_batch(runner, top_p) -> None:
     assert len(set(same_prompt)) > 1  # one generator per row, not one per batch
 
 
+def test_samples_of_one_prompt_share_one_prefill_and_equal_their_replies_alone(runner) -> None:
+    """The k samples of a prompt are prefilled once (the batch's first forward pass has one row per distinct prompt)
+    and each sample's reply is the one it gets decoded alone with its seed."""
+    kw = {"temperature": 1.0, "top_p": None, "max_new_tokens": 10}
+    prompts = [PROMPTS[0]] * 3 + [PROMPTS[1]] * 2 + [PROMPTS[0]]
+    seeds = [5, 6, 7, 8, 9, 10]
+    prefill_rows: list[int] = []
+
+    def record(module, args, kwargs):  # the first call of each batch is the prefill
+        prefill_rows.append(kwargs["input_ids"].shape[0])
+
+    handle = runner.model.register_forward_pre_hook(record, with_kwargs=True)
+    try:
+        together = _texts(runner, prompts, seeds, batch_size=6, **kw)
+    finally:
+        handle.remove()
+    assert prefill_rows[0] == 2  # two distinct prompts, six rows
+    assert set(prefill_rows[1:]) <= set(range(1, 7)) and max(prefill_rows[1:]) == 6  # then all six rows decode
+    alone = [_texts(runner, [p], [s], batch_size=1, **kw)[0] for p, s in zip(prompts, seeds, strict=True)]
+    assert together == alone
+    assert len(set(together[:3])) > 1  # same prompt, own seeds: the copies of the cache do not share a generator
+
+
 def test_greedy_is_deterministic_batch_independent_and_equals_transformers_generate(runner) -> None:
     kw = {"temperature": 0.0, "top_p": None, "max_new_tokens": 10}
     batched = _texts(runner, PROMPTS, [1, 2, 3, 4, 5], batch_size=5, **kw)

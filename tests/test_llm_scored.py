@@ -141,3 +141,18 @@ def test_bad_sentences_are_refused(lm: ScoredLM):
         score_blanks(lm, ["no blank here."], 5)
     with pytest.raises(ValueError, match="k must be"):
         score_blanks(lm, SENTENCES[:1], 0)
+
+
+def test_a_blank_with_nothing_after_it_and_a_one_token_cap(lm: ScoredLM):
+    """No suffix at all (the word ends the text): a candidate's score is its word's own log-probability; with
+    ``max_word_tokens=1`` every word that the model would go on with is dropped, the others kept."""
+    sentence = "The gay person is a [MASK]"
+    res = score_blanks(lm, [sentence], 5)
+    prefix = _encode(lm, sentence).prefix
+    assert res.candidates[0] and all(c.suffix_ids == () for c in res.candidates[0])
+    for c in res.candidates[0]:
+        assert c.logprob == pytest.approx(sentence_logprob_reference(lm.model, prefix, list(c.word_ids)), abs=1e-4)
+    capped = score_blanks(lm, [sentence], 5, max_word_tokens=1)
+    assert all(len(c.word_ids) == 1 for c in capped.candidates[0])
+    one_token = {c.word_ids for c in res.candidates[0] if len(c.word_ids) == 1}
+    assert {c.word_ids for c in capped.candidates[0]} == one_token

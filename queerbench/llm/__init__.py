@@ -101,6 +101,7 @@ def load_runner(
     api_key_env: str = "OPENAI_API_KEY",
     requests_per_minute: float | None = 60.0,
     extra_body: dict[str, Any] | None = None,
+    revision: str | None = None,
     **endpoint_options: Any,
 ) -> Runner:
     """A runner for ``--endpoint URL --model NAME`` (endpoint) or ``--model ID_OR_PATH`` (local; None = embedded).
@@ -110,6 +111,8 @@ def load_runner(
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
         raise ValueError(f"--concurrency must be a whole number >= 1, got {concurrency!r}")
     if endpoint:
+        if revision:
+            raise ValueError("--revision pins a Hub model's commit; an --endpoint serves its own weights: drop it")
         return OpenAIChatRunner(
             endpoint,
             model or "",
@@ -122,4 +125,4 @@ def load_runner(
         )
     if extra_body or endpoint_options:
         raise ValueError("extra_body and endpoint options need --endpoint")
-    return TransformersRunner(model, device=device, dtype=dtype, system_prompt=system_prompt)
+    return TransformersRunner(model, device=device, dtype=dtype, system_prompt=system_prompt, revision=revision)

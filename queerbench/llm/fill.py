@@ -78,12 +78,12 @@ def resolve_method(method: str, model: str | None, endpoint: str | None, revisio
     return method
 
 
-def model_fingerprint(model: str, endpoint: str | None = None) -> dict[str, Any]:
+def model_fingerprint(model: str, endpoint: str | None = None, revision: str | None = None) -> dict[str, Any]:
     """What identifies the weights, so that a resume never mixes two models' rows.
 
     The generation layer's :func:`~queerbench.llm.local.weights_fingerprint` (embedded sha256, local file hashes
-    via :mod:`queerbench.fingerprint`, Hub commit — resolved here from the model's configuration); an endpoint: URL
-    and model name (all one can know).
+    via :mod:`queerbench.fingerprint`, Hub commit — resolved here from the model's configuration at ``revision``);
+    an endpoint: URL and model name (all one can know).
     """
     from queerbench.llm.local import weights_fingerprint
 
@@ -94,7 +94,8 @@ def model_fingerprint(model: str, endpoint: str | None = None) -> dict[str, Any]
     from transformers import AutoConfig
 
     try:
-        commit = getattr(AutoConfig.from_pretrained(model, trust_remote_code=False), "_commit_hash", None)
+        kwargs = {"revision": revision} if revision else {}
+        commit = getattr(AutoConfig.from_pretrained(model, trust_remote_code=False, **kwargs), "_commit_hash", None)
     except (OSError, ValueError):
         commit = None
     return weights_fingerprint(model, commit)
@@ -105,14 +106,20 @@ class ScoredPredictor:
 
     method = "scored"
 
-    def __init__(self, model: str, *, top_k: int, device: str, dtype: str, batch_size: int) -> None:
+    def __init__(
+        self, model: str, *, top_k: int, device: str, dtype: str, batch_size: int, revision: str | None = None
+    ) -> None:
         from queerbench.llm import load_causal_lm
         from queerbench.llm.scored import ScoredLM
 
         self.model_id, self.top_k, self.batch_size = model, top_k, batch_size
-        lm, tokenizer = load_causal_lm(None if model == _default_model() else model, device=device, dtype=dtype)
+        local = None if model == _default_model() else model
+        lm, tokenizer = load_causal_lm(local, device=device, dtype=dtype, revision=revision)
         self.lm = ScoredLM(lm, tokenizer)
-        self.fingerprint = model_fingerprint(model)
+        from queerbench.llm.local import weights_fingerprint
+
+        # what was loaded: a Hub model's commit at --revision (the config records it), else the files themselves
+        self.fingerprint = weights_fingerprint(local, getattr(lm.config, "_commit_hash", None))
 
     def metadata(self) -> dict[str, Any]:
         """Method, model and its fingerprint, and the scoring settings."""
@@ -167,6 +174,7 @@ class InstructedPredictor:
         max_new_tokens: int | None,
         cache_path: Path,
         log: Callable[[str], None] = print,
+        revision: str | None = None,
     ) -> None:
         from queerbench.llm import ResponseCache, load_runner
         from queerbench.llm.instructed import instructed_settings, load_prompts
@@ -184,11 +192,13 @@ class InstructedPredictor:
                 dtype=dtype,
                 concurrency=concurrency,
                 requests_per_minute=requests_per_minute,
+                revision=revision,
             )
         for w in caught:  # e.g. "no chat template: plain prompt" — said once, here, and recorded in the metadata
             log(f"note: {w.message}")
         self.cache = ResponseCache(cache_path)
-        self.fingerprint = model_fingerprint(model, endpoint)
+        weights = getattr(self.runner, "weights", None)  # a local runner fingerprinted what it loaded
+        self.fingerprint = weights if weights is not None and not endpoint else model_fingerprint(model, endpoint)
         # a local model at temperature 0 would repeat an empty reply: it is not asked again
         self.reask_empty = bool(endpoint) or self.settings.temperature > 0
 
@@ -243,7 +253,12 @@ def load_predictor(options: Any, cache_path: Path, log: Callable[[str], None] = 
     model = options.model
     if options.method == "scored":
         return ScoredPredictor(
-            model, top_k=options.top_k, device=options.device, dtype=options.dtype, batch_size=options.batch_size
+            model,
+            top_k=options.top_k,
+            device=options.device,
+            dtype=options.dtype,
+            batch_size=options.batch_size,
+            revision=options.revision,
         )
     return InstructedPredictor(
         model,
@@ -259,6 +274,7 @@ def load_predictor(options: Any, cache_path: Path, log: Callable[[str], None] = 
         max_new_tokens=options.max_new_tokens,
         cache_path=cache_path,
         log=log,
+        revision=options.revision,
     )
 
 

@@ -190,10 +190,11 @@ class TransformersRunner:
         device: str = "cpu",
         dtype: str = "float32",
         system_prompt: str | None = None,
+        revision: str | None = None,
     ) -> None:
         self.model_id = model or DEFAULT_MODEL
         self.name = self.model_id
-        self.model, self.tokenizer = load_causal_lm(model, device=device, dtype=dtype)
+        self.model, self.tokenizer = load_causal_lm(model, device=device, dtype=dtype, revision=revision)
         self.device = str(self.model.device)
         self.weights = weights_fingerprint(model, getattr(self.model.config, "_commit_hash", None))
         self.system_prompt = system_prompt
@@ -278,7 +279,8 @@ class TransformersRunner:
     ) -> list[tuple[list[int], str]]:
         """Decode a batch of token sequences: ``(new token ids, finish_reason)`` per row (``stop`` or ``length``).
 
-        One prefill over the left-padded batch, then one token per step with the KV cache. Explicit position ids
+        One prefill over the left-padded batch (identical sequences, such as the k samples of one prompt, are
+        prefilled once and their KV cache copied), then one token per step with the KV cache. Explicit position ids
         (0 at each row's first real token) keep absolute-position models (GPT-2) from seeing padding as text.
         Greedy when ``temperature == 0``; otherwise temperature and nucleus (``top_p``) sampling, each row drawing
         from its **own** ``torch.Generator`` seeded with its seed (on the CPU, so a seed means the same on every
@@ -291,10 +293,13 @@ class TransformersRunner:
         n = len(seqs)
         pad = self.tokenizer.pad_token_id
         stop = self.stop_token_ids()
-        width = max(len(s) for s in seqs)
-        ids = torch.full((n, width), pad, dtype=torch.long)
-        mask = torch.zeros((n, width), dtype=torch.long)
-        for r, seq in enumerate(seqs):
+        # identical prompts (the k samples of one sentence) are prefilled once and their KV cache copied per row
+        unique: dict[tuple[int, ...], int] = {}
+        source = [unique.setdefault(tuple(seq), len(unique)) for seq in seqs]
+        width = max(len(s) for s in unique)
+        ids = torch.full((len(unique), width), pad, dtype=torch.long)
+        mask = torch.zeros((len(unique), width), dtype=torch.long)
+        for r, seq in enumerate(unique):
             ids[r, width - len(seq) :] = torch.tensor(list(seq), dtype=torch.long)
             mask[r, width - len(seq) :] = 1
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
@@ -312,9 +317,14 @@ class TransformersRunner:
         with torch.inference_mode():
             out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, **keep)
             cache = getattr(out, cache_arg)
+            logits = out.logits[:, -1, :]
+            if len(unique) < n:
+                rows = torch.tensor(source, device=dev)
+                cache.reorder_cache(rows)
+                logits, mask, positions = logits[rows], mask[rows], positions[rows]
             next_pos = positions[:, -1:] + 1
             for step in range(settings.max_new_tokens):
-                picked = self._pick(out.logits[:, -1, :], [generators[r] for r in active], settings)
+                picked = self._pick(logits, [generators[r] for r in active], settings)
                 for r, tok in zip(active, picked, strict=True):
                     if finish[r] is not None:  # finished, still in the batch (a cache that cannot drop rows)
                         continue
@@ -346,6 +356,7 @@ class TransformersRunner:
                     **{cache_arg: cache},
                 )
                 cache = getattr(out, cache_arg)
+                logits = out.logits[:, -1, :]
                 next_pos = next_pos + 1
         return [(toks, f or "length") for toks, f in zip(new, finish, strict=True)]
 

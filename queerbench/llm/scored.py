@@ -19,11 +19,14 @@ of the **whole** sentence with the word in place:
    ``logsumexp``), only whole words pass (:data:`queerbench.vocab_filter.WORD`: letters with inner ``'``/``-``), and
    the ``k`` best are returned with their probabilities renormalised over all candidate words of the sentence.
 
-Speed: the prefix is run once per sentence and its KV cache is shared by all ``N`` candidates, which run as one
-batch of continuations ``[first token, suffix…]`` on top of it (candidates whose greedy extension needs more
-tokens, a minority, are re-run in a second small batch on the same cache). Sentences are batched too. Positions are
-always passed explicitly, so left padding is safe for models with absolute position embeddings (GPT-2) as well as
-rotary ones (Llama). ``benchmarks/scored_speed.py`` measures this against one forward pass per candidate sentence.
+Speed: the prefix is run once per sentence and its KV cache is shared by all ``N`` candidates. The first pass runs
+a sentence's candidates as ``N`` branches ``[first token, suffix…]`` side by side in **one row** on that cache (less
+the suffix's last token, which is only a target and never fed): a 4-D attention mask lets each branch see the
+prefix and its own earlier tokens only, and each branch's positions restart after the prefix, so no candidate needs
+a copy of the prefix cache. The few candidates whose greedy extension needs more tokens are re-run one row each on
+a copy of their sentence's cache. Sentences are batched too. Positions are always passed explicitly, so left
+padding is safe for models with absolute position embeddings (GPT-2) as well as rotary ones (Llama).
+``benchmarks/scored_speed.py`` measures this against one forward pass per candidate sentence.
 """
 
 from __future__ import annotations
@@ -226,6 +229,13 @@ def _gather_logprobs(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tenso
     return logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, dim=-1)
 
 
+def _n_inputs(word: Sequence[int], suffix: Sequence[int]) -> int:
+    """How many tokens of ``[word…, suffix…]`` must be fed: all but the last when there is a suffix (its last token
+    is only ever a target, the logits after it are never read), else the whole word (the logits after its last
+    token say whether the word goes on)."""
+    return len(word) + len(suffix) - 1 if suffix else len(word)
+
+
 def _continue(
     lm: ScoredLM,
     layers: Sequence[tuple[torch.Tensor, torch.Tensor]],
@@ -233,29 +243,106 @@ def _continue(
     prefix_len: torch.Tensor,
     rows: list[int],
     conts: list[list[int]],
+    n_inputs: list[int],
+    word_ends: list[int],
 ) -> tuple[torch.Tensor, torch.Tensor, int]:
-    """Run continuations ``conts[i]`` on the prefix cache of sentence ``rows[i]`` in one batch.
+    """Run the first ``n_inputs[i]`` tokens of continuation ``conts[i]`` on the prefix cache of sentence ``rows[i]``,
+    all in one batch.
 
-    Returns ``(logprob of conts[i][j+1] given everything before it, shape [n, L-1]; argmax after each position,
-    shape [n, L]; positions run)``. Continuations are right-padded (the padding comes after every real token, so it
-    cannot affect them); positions continue from each row's own prefix length.
+    Returns ``(logprob of conts[i][j+1] given everything before it, zero where there is no such token, shape
+    [n, W]; the most likely token after position ``word_ends[i]`` (the word's last token), shape [n]; positions
+    run)``, ``W = max(n_inputs)``. Inputs are
+    right-padded (the padding comes after every real token, so it cannot affect them); positions continue from each
+    row's own prefix length.
     """
     dev = lm.device
-    width = max(len(c) for c in conts)
+    width = max(n_inputs)
     ids = torch.full((len(conts), width), lm.pad_id, dtype=torch.long)
+    targets = torch.full((len(conts), width), lm.pad_id, dtype=torch.long)
     cmask = torch.zeros((len(conts), width), dtype=torch.long)
-    for r, cont in enumerate(conts):
-        ids[r, : len(cont)] = torch.tensor(cont)
-        cmask[r, : len(cont)] = 1
+    valid = torch.zeros((len(conts), width), dtype=torch.bool)
+    for r, (cont, n_in) in enumerate(zip(conts, n_inputs, strict=True)):
+        ids[r, :n_in] = torch.tensor(cont[:n_in])
+        cmask[r, :n_in] = 1
+        targets[r, : len(cont) - 1] = torch.tensor(cont[1:], dtype=torch.long)
+        valid[r, : len(cont) - 1] = True
     index = torch.tensor(rows, device=dev)
-    ids, cmask = ids.to(dev), cmask.to(dev)
+    ids, cmask, targets, valid = ids.to(dev), cmask.to(dev), targets.to(dev), valid.to(dev)
     mask = torch.cat([prefix_mask.index_select(0, index), cmask], dim=1)
     positions = prefix_len.index_select(0, index)[:, None] + torch.arange(width, device=dev)[None, :]
     out = lm._forward(ids, mask, positions, lm._cache_from(layers, index))
     logits = out.logits
-    argmax = logits.argmax(-1)
-    lp = _gather_logprobs(logits[:, :-1], ids[:, 1:]) if width > 1 else logits.new_zeros((len(conts), 0))
-    return lp, argmax, len(conts) * width
+    after = logits[torch.arange(len(conts), device=dev), torch.tensor(word_ends, device=dev)].argmax(-1)
+    lp = _gather_logprobs(logits, targets) * valid
+    return lp, after, len(conts) * width
+
+
+def _first_pass(
+    lm: ScoredLM,
+    layers: Sequence[tuple[torch.Tensor, torch.Tensor]],
+    prefix_mask: torch.Tensor,
+    prefix_len: torch.Tensor,
+    batch: list[_Sentence],
+    top_ids: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """Every sentence's ``n`` candidate first tokens as one-token words, all in **one row** on its prefix cache.
+
+    Row ``r`` holds ``n`` branches ``[t_j, suffix…]`` (less the suffix's last token) side by side; a 4-D attention
+    mask lets each branch see the prefix and its own earlier tokens only, and each branch's positions restart at
+    the prefix length, so every branch computes exactly what it would alone — without a copy of the prefix cache per
+    candidate. Returns ``(sum of the suffix's log-probabilities per candidate, [B, n]; the most likely token after
+    the one-token word, [B, n]; positions run)``.
+    """
+    dev = lm.device
+    n = top_ids.shape[1]
+    sums = torch.zeros(top_ids.shape, dtype=torch.float32, device=dev)
+    after = torch.zeros(top_ids.shape, dtype=torch.long, device=dev)
+    run = 0
+    by_len: dict[int, list[int]] = {}
+    for r, s in enumerate(batch):
+        by_len.setdefault(_n_inputs([0], s.suffix), []).append(r)
+    dtype = next(lm.model.parameters()).dtype
+    for width, members in by_len.items():
+        tree = torch.kron(torch.eye(n), torch.tril(torch.ones(width, width))).bool().to(dev)  # own branch, causal
+        step = max(1, MAX_POSITIONS // (n * width))
+        for start in range(0, len(members), step):
+            rows = members[start : start + step]
+            index = torch.tensor(rows, device=dev)
+            fed = torch.full((len(rows), n, width), lm.pad_id, dtype=torch.long)
+            targets = torch.full((len(rows), n, width), lm.pad_id, dtype=torch.long)
+            valid = torch.zeros((len(rows), n, width), dtype=torch.bool)
+            for b, r in enumerate(rows):
+                suffix = batch[r].suffix
+                if width > 1:
+                    fed[b, :, 1:] = torch.tensor(suffix[: width - 1])
+                if suffix:
+                    targets[b, :, : len(suffix)] = torch.tensor(suffix)
+                    valid[b, :, : len(suffix)] = True
+            fed[:, :, 0] = top_ids.index_select(0, index).cpu()
+            fed, targets, valid = fed.to(dev), targets.to(dev), valid.to(dev)
+            positions = (prefix_len.index_select(0, index)[:, None, None] + torch.arange(width, device=dev)).expand(
+                -1, n, -1
+            )
+            seen = torch.cat(
+                [
+                    prefix_mask.index_select(0, index).bool()[:, None, :].expand(-1, n * width, -1),
+                    tree.expand(len(rows), -1, -1),
+                ],
+                dim=-1,
+            )
+            # additive float mask (0 = attend), which every attention implementation that takes a mask reads alike
+            mask4d = torch.zeros(seen.shape, dtype=dtype, device=dev).masked_fill(~seen, torch.finfo(dtype).min)
+            out = lm._forward(
+                fed.reshape(len(rows), -1),
+                mask4d[:, None],
+                positions.reshape(len(rows), -1),
+                lm._cache_from(layers, index),
+            )
+            logits = out.logits.reshape(len(rows), n, width, -1)
+            sums[index] = (_gather_logprobs(logits, targets) * valid).sum(-1)
+            after[index] = logits[:, :, 0].argmax(-1)
+            run += len(rows) * n * width
+    return sums, after, run
 
 
 def _score_batch(
@@ -279,38 +366,38 @@ def _score_batch(
     n = min(n_first, int(allowed.sum(-1).min()))
     top_lp, top_ids = torch.topk(first_lp.masked_fill(~allowed, float("-inf")), n, dim=-1)
 
-    # every candidate runs as [word so far, suffix…] on the shared prefix cache: one pass gives both the sentence's
-    # log-probability with that word and the model's most likely token after the word (does it continue the word?).
-    # Pass 0 runs all candidates as one-token words; later passes only the few whose word goes on (greedy).
+    # every candidate runs as [word so far, suffix…] (less its last token, which is only a target) on the shared
+    # prefix cache: one pass gives both the sentence's log-probability with that word and the model's most likely
+    # token after the word (does it continue the word?).
+    # The first pass runs all candidates as one-token words (a sentence's candidates side by side in one row, see
+    # _first_pass); later passes only the few whose word goes on (greedy).
     rows = [r for r in range(len(batch)) for _ in range(n)]
     first_lp = top_lp.reshape(-1).tolist()
     words: list[list[int]] = [[t] for t in top_ids.reshape(-1).tolist()]
-    scores = [0.0] * len(words)
     dropped: set[int] = set()
-    active = list(range(len(words)))
-    first_pass = True
-    while active:
+    sums0, after0, run = _first_pass(lm, layers, mask, prefix_len, batch, top_ids)
+    tokens_run += run
+    scores = [a + b for a, b in zip(first_lp, sums0.reshape(-1).tolist(), strict=True)]
+    goes_on0 = lm.continuation[after0.reshape(-1)].tolist()
+    active = []
+    for j, (more, tok) in enumerate(zip(goes_on0, after0.reshape(-1).tolist(), strict=True)):
+        if more:
+            if max_word_tokens <= 1:
+                dropped.add(j)  # still unfinished at the cap: not a whole word
+            else:
+                words[j].append(tok)
+                active.append(j)
+    while active:  # the few words that go on: one row each, on a copy of their sentence's prefix cache
         grow: list[int] = []
-        # the first pass runs one group per continuation length (no padding between sentences whose text after the
-        # blank differs in length); the few later rows run together
-        by_width: dict[int, list[int]] = {}
-        for j in active:
-            by_width.setdefault(len(words[j]) + len(batch[rows[j]].suffix) if first_pass else 0, []).append(j)
-        first_pass = False
-        groups = []
-        for members in by_width.values():
-            width = max(len(words[j]) + len(batch[rows[j]].suffix) for j in members)
-            step = max(1, MAX_POSITIONS // width)
-            groups += [members[i : i + step] for i in range(0, len(members), step)]
+        step = max(1, MAX_POSITIONS // max(_n_inputs(words[j], batch[rows[j]].suffix) for j in active))
+        groups = [active[i : i + step] for i in range(0, len(active), step)]
         for group in groups:
             conts = [[*words[j], *batch[rows[j]].suffix] for j in group]
-            lp, argmax, run = _continue(lm, layers, mask, prefix_len, [rows[j] for j in group], conts)
+            n_in = [_n_inputs(words[j], batch[rows[j]].suffix) for j in group]
+            ends = [len(words[j]) - 1 for j in group]
+            lp, after, run = _continue(lm, layers, mask, prefix_len, [rows[j] for j in group], conts, n_in, ends)
             tokens_run += run
-            n_real = torch.tensor([len(c) - 1 for c in conts], device=dev)
-            valid = torch.arange(lp.shape[1], device=dev)[None, :] < n_real[:, None]
-            sums = (lp * valid).sum(-1).tolist()
-            last = torch.tensor([len(words[j]) - 1 for j in group], device=dev)
-            after = argmax[torch.arange(len(group), device=dev), last]
+            sums = lp.sum(-1).tolist()
             goes_on = lm.continuation[after].tolist()
             nxt = after.tolist()
             for i, j in enumerate(group):
