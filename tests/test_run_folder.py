@@ -40,6 +40,10 @@ KEY = {"model": "org/m", "revision": None, "config": "default", "mode": "default
             {"model": None, "endpoint": "http://127.0.0.1:9/v1"},
             "--endpoint needs --model NAME (the model name the endpoint serves, e.g. gpt-4o-mini)",
         ),
+        (
+            {"method": "instructed", "endpoint": "http://127.0.0.1:9/v1", "revision": "v1"},
+            "--revision pins a Hub model's commit; an --endpoint serves its own weights: drop --revision",
+        ),
         ({"prompt_id": "nope"}, "unknown prompt id 'nope' (--prompt); choose one of queergen-1, queergen-2"),
         ({"max_new_tokens": 0}, "--max-new-tokens must be at least 1, got 0"),
         ({"top_k": 0}, "--top-k must be a positive integer, got 0"),
