@@ -168,7 +168,11 @@ def load_terms(path: str | Path | None = None) -> pd.DataFrame:
     frame = _read_semicolon_csv(Path(file), ["queerness", "name", "type", "the"], "terms")
     cfg = _groups_config()["nouns"]
     for i, row in frame.iterrows():
-        if row["queerness"] not in cfg["groups"] or row["type"] not in cfg["categories"] or row["the"] not in "yn":
+        if (
+            row["queerness"] not in cfg["groups"]
+            or row["type"] not in cfg["categories"]
+            or row["the"] not in ("y", "n")
+        ):
             raise TemplateError(
                 f"terms row {i + 1} ({row.to_dict()}) is malformed: queerness must be one of {list(cfg['groups'])}, "
                 f"type one of {cfg['categories']}, the 'y' or 'n'"

@@ -13,8 +13,8 @@ behaviour from that key's list:
   connection closes), ``"drop"`` (the connection closes before any answer).
 
 ``latency`` (seconds, or a function of the request body) delays every answer; ``hold=N`` makes each request wait
-until N requests are in flight at once (or ``hold_timeout`` passes), so overlap is checked without timing.
-Recorded: ``calls``, ``bodies``, ``auth_headers``, ``in_flight`` and ``max_in_flight``. The reply text is
+until N requests have been in flight at once (or ``hold_timeout`` passes), so overlap is checked without timing.
+Recorded: ``calls``, ``bodies``, ``auth_headers``, ``content_types``, ``in_flight`` and ``max_in_flight``. The reply text is
 ``answer`` plus ``[len(prompt)]``, or with ``echo=True`` ``"echo: " + prompt``, so tests can check nothing was mixed.
 """
 
@@ -55,6 +55,7 @@ class FakeOpenAI:
         self.in_flight = 0
         self.max_in_flight = 0
         self.auth_headers: list[str | None] = []
+        self.content_types: list[str | None] = []
         self.bodies: list[dict] = []
         self._cond = threading.Condition()
         outer = self
@@ -69,13 +70,15 @@ class FakeOpenAI:
                 with outer._cond:
                     outer.calls += 1
                     outer.auth_headers.append(self.headers.get("Authorization"))
+                    outer.content_types.append(self.headers.get("Content-Type"))
                     outer.bodies.append(body)
                     mode = outer._next_mode(body)
                     outer.in_flight += 1
                     outer.max_in_flight = max(outer.max_in_flight, outer.in_flight)
                     outer._cond.notify_all()
                     if outer.hold:
-                        outer._cond.wait_for(lambda: outer.in_flight >= outer.hold, timeout=outer.hold_timeout)
+                        # max_in_flight, not in_flight: a waiter woken late must not miss a moment that has passed
+                        outer._cond.wait_for(lambda: outer.max_in_flight >= outer.hold, timeout=outer.hold_timeout)
                 try:
                     delay = outer.latency(body) if callable(outer.latency) else outer.latency
                     if delay:
@@ -127,7 +130,8 @@ class FakeOpenAI:
         self._server = _Server(("127.0.0.1", 0), Handler)
         self.port = self._server.server_address[1]
         self.url = f"http://127.0.0.1:{self.port}/v1"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        # a short poll interval: shutdown() waits up to one interval (0.5 s by default, per server, per test)
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.02,), daemon=True)
 
     def _next_mode(self, body: dict) -> str:
         prompt = str(body.get("messages", [{}])[-1].get("content", ""))

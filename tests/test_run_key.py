@@ -6,6 +6,7 @@ not replaced, to count loads and to see which revision a resume asks for; the re
 
 from __future__ import annotations
 
+import re
 import shutil
 from dataclasses import replace
 from pathlib import Path
@@ -166,9 +167,29 @@ def test_a_resume_is_pinned_to_the_commit_of_its_first_chunks(bert: str, tmp_pat
     monkeypatch.setattr(run_module, "CHUNK_SIZE", 40)
     _reporting_commit(monkeypatch, [first, later])
     _interrupted(options, tmp_path / "s", monkeypatch)
-    with pytest.raises(RuntimeError, match="another commit"):
+    with pytest.raises(RuntimeError) as info:
         run_benchmark(options, tmp_path / "s", log=quiet)
+    assert str(info.value) == (
+        f"{bert} now resolves to commit {later}, but the saved chunks in {tmp_path / 's/.chunks'} came from another "
+        "commit; delete that folder to start over"
+    )
     assert not (tmp_path / "s/predictions.parquet").exists()
+
+
+def test_a_resume_loads_the_model_as_the_run_asked(bert: str, tmp_path: Path, monkeypatch, capsys):
+    """The device and dtype of the options reach the loader on the first start and on the resume; without a
+    progress callback a terminal bar counts the sentences, the saved ones included."""
+    monkeypatch.setattr(run_module, "CHUNK_SIZE", 40)
+    calls = _reporting_commit(monkeypatch, ["c" * 40])
+    options = RunOptions(model=bert, limit=1, device="cpu", dtype="bfloat16", **FAST)
+    _interrupted(options, tmp_path / "r", monkeypatch)
+    capsys.readouterr()
+    result = run_benchmark(options, tmp_path / "r", log=quiet)
+    assert [(c["device"], c["dtype"]) for c in calls] == [("cpu", "bfloat16")] * 2
+    assert result.scores["run"]["dtype"] == "bfloat16" and result.n_predicted == N_SENTENCES_PER_TEMPLATE - 40
+    bar = capsys.readouterr().err
+    assert re.search(rf"predicting: +100%.*\b{N_SENTENCES_PER_TEMPLATE}/{N_SENTENCES_PER_TEMPLATE}\b.*sent", bar), bar
+    assert f"40/{N_SENTENCES_PER_TEMPLATE}" in bar  # the bar starts at the saved chunk
 
 
 def test_a_resume_never_mixes_chunks_of_other_sentences(bert: str, tmp_path: Path, monkeypatch):

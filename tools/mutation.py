@@ -10,10 +10,15 @@ are data: ``tools/mutation_modules.toml``. Not part of CI (minutes per module).
     python tools/mutation.py score --report         # the figures of the last run, without running anything
     python tools/mutation.py score --survivors      # also list the surviving mutants (``mutmut show NAME`` in the
                                                     # module's workspace prints one as a diff)
+    python tools/mutation.py score --recheck        # rerun only the last survivors and timeouts (after adding tests)
+    python tools/mutation.py score --fresh          # forget the module's results: check every mutant again
+    python tools/mutation.py run --sample 60        # check 60 more mutants drawn at random (a module too slow to
+                                                    # check in full: the score of the sample estimates it)
 
 Each module runs in its own workspace ``mutants/<module>/`` (git-ignored): a copy of the tracked tree with a
 ``pyproject.toml`` whose ``[tool.mutmut]`` is the repository's plus the module's files and tests. mutmut keeps its
-results there, so an interrupted run resumes; a workspace is rebuilt when the tree's tracked files change. Runs are
+results there, so an interrupted run resumes; when the tracked files change the workspace is updated in place and
+mutmut re-checks the mutants of every function whose source changed (``--fresh`` re-checks everything). Runs are
 ``nice``d, single-process by default (``--max-children``) and single-threaded (``OMP_NUM_THREADS=1``), for shared
 machines. The score is killed / (killed + survived + no tests + suspicious + segfault); timeouts count as killed,
 as mutmut counts them; "not checked" mutants (a budget ran out) are reported, not scored.
@@ -25,7 +30,9 @@ import argparse
 import fnmatch
 import hashlib
 import json
+import math
 import os
+import random
 import shutil
 import signal
 import subprocess
@@ -56,10 +63,13 @@ def load_modules(path: Path = MODULES_FILE) -> dict[str, dict[str, Any]]:
         for key in ("paths", "tests"):
             if not isinstance(spec.get(key), list) or not all(isinstance(x, str) for x in spec[key]) or not spec[key]:
                 raise ValueError(f'{path}: [modules.{name}] needs {key} = ["..."] (a list of globs)')
-        if set(spec) - {"paths", "tests", "mutants"}:
-            raise ValueError(
-                f"{path}: [modules.{name}] has unknown keys {sorted(set(spec) - {'paths', 'tests', 'mutants'})}"
-            )
+        known = {"paths", "tests", "mutants", "timeout_multiplier"}
+        if set(spec) - known:
+            raise ValueError(f"{path}: [modules.{name}] has unknown keys {sorted(set(spec) - known)}")
+        if "timeout_multiplier" in spec and not (
+            isinstance(spec["timeout_multiplier"], int | float) and spec["timeout_multiplier"] > 0
+        ):
+            raise ValueError(f"{path}: [modules.{name}] timeout_multiplier must be a number > 0")
     return data
 
 
@@ -73,6 +83,11 @@ def expand(globs: list[str]) -> list[str]:
     return sorted({str(p.relative_to(REPO)) for g in globs for p in REPO.glob(g) if p.is_file()})
 
 
+def expand_each(globs: list[str]) -> list[str]:
+    """Like :func:`expand`, in the order of ``globs`` (each glob's matches sorted)."""
+    return [str(p.relative_to(REPO)) for g in globs for p in sorted(REPO.glob(g)) if p.is_file()]
+
+
 def _toml_value(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)  # JSON strings, lists, numbers and true/false are valid TOML
 
@@ -81,6 +96,8 @@ def mutmut_config(spec: dict[str, Any], paths: list[str], tests: list[str]) -> s
     """The workspace's ``[tool.mutmut]``: the repository's settings plus this module's files and tests."""
     base = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8")).get("tool", {}).get("mutmut", {})
     config = {**base, "only_mutate": paths, "pytest_add_cli_args_test_selection": tests}
+    if "timeout_multiplier" in spec:  # mutmut's wall-clock limit is this × the tests' measured time
+        config["timeout_multiplier"] = spec["timeout_multiplier"]
     return "[tool.mutmut]\n" + "".join(f"{k} = {_toml_value(v)}\n" for k, v in config.items())
 
 
@@ -94,8 +111,16 @@ def _without_mutmut_table(text: str) -> str:
     return "\n".join(out) + "\n"
 
 
-def prepare_workspace(name: str, spec: dict[str, Any], paths: list[str], tests: list[str]) -> Path:
-    """Copy the tracked tree into ``mutants/<name>/`` (package data folders where the installed package has them)."""
+def prepare_workspace(
+    name: str, spec: dict[str, Any], paths: list[str], tests: list[str], *, fresh: bool = False
+) -> Path:
+    """Copy the tracked tree into ``mutants/<name>/`` (package data folders where the installed package has them).
+
+    An existing workspace is brought up to date in place and mutmut's results are kept: mutmut itself re-checks every
+    mutant of a function whose source changed, collects the coverage of new tests and resets what changed settings
+    invalidate (all results for another test selection, the timeouts for another timeout), and ``--recheck`` reruns
+    the survivors and timeouts against new tests. ``fresh`` wipes the workspace, so every mutant is checked again.
+    """
     files = tracked_files()
     config = mutmut_config(spec, paths, tests)
     digest = hashlib.sha256(config.encode())
@@ -103,21 +128,33 @@ def prepare_workspace(name: str, spec: dict[str, Any], paths: list[str], tests: 
         digest.update(str(f).encode() + b"\0" + (REPO / f).read_bytes())
     stamp = digest.hexdigest()
     ws = WORKSPACES / name
-    if (ws / ".tree-sha256").is_file() and (ws / ".tree-sha256").read_text() == stamp:
+    if not fresh and (ws / ".tree-sha256").is_file() and (ws / ".tree-sha256").read_text() == stamp:
         return ws  # same tree and settings: keep mutmut's results (resume)
-    shutil.rmtree(ws, ignore_errors=True)
-    ws.mkdir(parents=True)
+    # changed settings keep the workspace too: mutmut resets what they invalidate (another test selection: every
+    # result; another timeout: the timeouts)
+    keep = not fresh and (ws / ".tree-files").is_file()
+    if not keep:
+        shutil.rmtree(ws, ignore_errors=True)
+    ws.mkdir(parents=True, exist_ok=True)
+    listing = ws / ".tree-files"
+    before = set(listing.read_text(encoding="utf-8").splitlines()) if keep and listing.is_file() else set()
+    for f in sorted(before - {str(f) for f in files}):  # files deleted from the tree since the last sync
+        (ws / f).unlink(missing_ok=True)
     for f in files:
-        (ws / f).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(REPO / f, ws / f)
+        target = ws / f
+        if not target.is_file() or target.read_bytes() != (REPO / f).read_bytes():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / f, target)
     # package-dir mappings (queerbench.lexicons = lexicons/): the copied package must hold them as real folders
     setup = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8")).get("tool", {}).get("setuptools", {})
     for package, folder in setup.get("package-dir", {}).items():
         target = ws / Path(*package.split("."))
-        if (ws / folder).is_dir() and not target.exists():
+        if (ws / folder).is_dir():
+            shutil.rmtree(target, ignore_errors=True)
             shutil.copytree(ws / folder, target)
     pyproject = _without_mutmut_table((ws / "pyproject.toml").read_text(encoding="utf-8"))
     (ws / "pyproject.toml").write_text(pyproject + "\n" + config, encoding="utf-8")
+    listing.write_text("\n".join(str(f) for f in files), encoding="utf-8")
     (ws / ".tree-sha256").write_text(stamp)
     return ws
 
@@ -133,11 +170,27 @@ def _mutmut() -> list[str]:
     return [sys.executable, "-m", "mutmut"]
 
 
-def run_module(ws: Path, spec: dict[str, Any], budget: float | None, max_children: int) -> bool:
-    """Run mutmut in the workspace (niced); False when the budget ran out (what finished is kept)."""
-    cmd = ["nice", "-n", "10", *_mutmut(), "run", "--max-children", str(max_children), *spec.get("mutants", [])]
+UNCHECKED = ("not checked", "check was interrupted by user")
+
+
+def run_module(
+    ws: Path, spec: dict[str, Any], budget: float | None, max_children: int, names: list[str] | None = None
+) -> bool:
+    """Run mutmut in the workspace (``nice -n 19``); False when the budget ran out (what finished is kept).
+
+    ``names``: exactly these mutants (mutmut reruns a mutant it is given by name, whatever its last result); else the
+    module's ``mutants`` globs, or all its mutants. mutmut skips a mutant that already has a result only when it is
+    run without names, so a module restricted by globs resumes through :func:`pending`.
+    """
+    selection = names if names is not None else spec.get("mutants", [])
+    # tools/mutmut_every_test.py: mutmut with every mutant facing every test of the module (not only those that
+    # called the mutated function while mutmut collected its statistics: fixtures would hide most tests)
+    runner = [sys.executable, "-m", "tools.mutmut_every_test"]
+    cmd = ["nice", "-n", "19", *runner, "run", "--max-children", str(max_children), *selection]
     with (ws / "mutmut.log").open("ab") as log:
-        proc = subprocess.Popen(cmd, cwd=ws, env=_env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        # the order in which every mutant meets the test files: the table's (focused fast files first)
+        env = {**_env(), "QB_MUTATION_TEST_FILES": os.pathsep.join(dict.fromkeys(expand_each(spec["tests"])))}
+        proc = subprocess.Popen(cmd, cwd=ws, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         try:
             proc.wait(timeout=budget)
         except subprocess.TimeoutExpired:
@@ -170,6 +223,37 @@ def results(ws: Path, spec: dict[str, Any]) -> dict[str, str]:
     return found
 
 
+def pending(ws: Path, spec: dict[str, Any]) -> list[str] | None:
+    """For a module restricted by ``mutants`` globs whose mutants exist: the ones not checked yet (to resume)."""
+    if not spec.get("mutants") or not (ws / "mutants").is_dir():
+        return None
+    return sorted(k for k, v in results(ws, spec).items() if v in UNCHECKED)
+
+
+def generate(ws: Path) -> None:
+    """Write the module's mutants without testing any (so that a sample of them can be chosen by name)."""
+    cmd = ["nice", "-n", "19", sys.executable, "-m", "tools.mutmut_every_test", "generate"]
+    with (ws / "mutmut.log").open("ab") as log:
+        subprocess.run(cmd, cwd=ws, env=_env(), stdout=log, stderr=subprocess.STDOUT, check=True)
+
+
+def sample(ws: Path, spec: dict[str, Any], n: int, seed: int) -> list[str]:
+    """``n`` of the module's unchecked mutants drawn at random (``seed``): their score estimates the module's."""
+    if not (ws / "mutants").is_dir() or not results(ws, spec):
+        generate(ws)
+    unchecked = sorted(k for k, v in results(ws, spec).items() if v in UNCHECKED)
+    return sorted(random.Random(seed).sample(unchecked, min(n, len(unchecked))))
+
+
+def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """The 95% Wilson interval of a proportion k/n (the score of a random sample of a module's mutants)."""
+    if n == 0:
+        return (0.0, 1.0)
+    p, d = k / n, 1 + z * z / n
+    centre, half = (p + z * z / (2 * n)) / d, z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
 def summarize(statuses: dict[str, str]) -> dict[str, Any]:
     counts = Counter(statuses.values())
     scored = sum(counts[s] for s in SCORED)
@@ -181,8 +265,9 @@ def summarize(statuses: dict[str, str]) -> dict[str, Any]:
         "survived": counts["survived"],
         "no_tests": counts["no tests"],
         "suspicious": counts["suspicious"] + counts["segfault"],
-        "not_checked": counts["not checked"] + counts["check was interrupted by user"],
+        "not_checked": sum(counts[s] for s in UNCHECKED),
         "score": round(100 * killed / scored, 1) if scored else None,
+        "score_ci95": [round(100 * x, 1) for x in wilson(killed, scored)] if scored else None,
         "survivors": sorted(k for k, v in statuses.items() if v in ("survived", "no tests", "suspicious")),
     }
 
@@ -194,6 +279,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--report", action="store_true", help="print the last results without running")
     parser.add_argument("--survivors", action="store_true", help="list the surviving mutants")
     parser.add_argument("--budget", type=float, default=None, help="seconds per module (default: no limit)")
+    parser.add_argument(
+        "--recheck",
+        action="store_true",
+        help="rerun only the last survivors and timeouts (after adding tests); keeps the rest",
+    )
+    parser.add_argument(
+        "--sample", type=int, default=None, help="check N more of the module's unchecked mutants, drawn at random"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="random seed of --sample (default 0)")
+    parser.add_argument(
+        "--names", nargs="+", default=None, metavar="GLOB", help="rerun exactly the module's mutants matching these"
+    )
+    parser.add_argument("--fresh", action="store_true", help="wipe the module's workspace: check every mutant again")
     parser.add_argument("--max-children", type=int, default=1, help="parallel mutant runs (default 1)")
     parser.add_argument("--target", type=float, default=90.0, help="score each module should reach (default 90)")
     args = parser.parse_args(argv)
@@ -216,17 +314,36 @@ def main(argv: list[str] | None = None) -> int:
         if not paths or not tests:
             print(f"{name}: skipped ({'no file matches ' + str(spec['paths']) if not paths else 'no test file'})")
             continue
-        ws = prepare_workspace(name, spec, paths, tests)
+        ws = prepare_workspace(name, spec, paths, tests, fresh=args.fresh and not args.report)
         finished = True
         if not args.report:
+            if args.recheck:
+                if not (ws / "mutants").is_dir():
+                    parser.error(f"{name}: nothing to recheck (no results yet); run the module first")
+                statuses = results(ws, spec)  # survivors, and timeouts (a loaded machine, or an interrupted worker)
+                names = sorted(k for k, v in statuses.items() if v in ("survived", "no tests", "suspicious", "timeout"))
+            elif args.names:
+                names = sorted(k for k in results(ws, spec) if any(fnmatch.fnmatchcase(k, g) for g in args.names))
+            elif args.sample is not None:
+                names = sample(ws, spec, args.sample, args.seed)
+            else:
+                names = pending(ws, spec)
             start = time.monotonic()
-            print(f"{name}: mutating {', '.join(paths)} against {', '.join(tests)} …", flush=True)
-            finished = run_module(ws, spec, args.budget, args.max_children)
-            print(f"{name}: {'done' if finished else 'budget spent'} in {time.monotonic() - start:.0f} s", flush=True)
+            what = f"{len(names)} mutants of " if names is not None else ""
+            print(f"{name}: mutating {what}{', '.join(paths)} against {', '.join(tests)} …", flush=True)
+            if names == []:
+                print(f"{name}: nothing left to check", flush=True)
+            else:
+                finished = run_module(ws, spec, args.budget, args.max_children, names)
+                state = "done" if finished else "budget spent"
+                print(f"{name}: {state} in {time.monotonic() - start:.0f} s", flush=True)
         figures = summarize(results(ws, spec))
         figures.update(paths=paths, tests=tests, finished=finished)
         summary[name] = figures
         score = "n/a" if figures["score"] is None else f"{figures['score']:.1f}%"
+        if figures["score"] is not None and figures["not_checked"]:
+            lo, hi = figures["score_ci95"]
+            score += f" (95% CI {lo:.1f}–{hi:.1f}% if the checked mutants are a random sample)"
         flag = "" if figures["score"] is None or figures["score"] >= args.target else f"  (below {args.target:g}%)"
         print(
             f"{name}: score {score}{flag} — {figures['mutants']} mutants, {figures['killed']} killed, "
