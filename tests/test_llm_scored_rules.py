@@ -116,7 +116,8 @@ def _prefix_suffix(lm: ScoredLM, sentence: str) -> tuple[list[int], list[int]]:
     punctuation before merging, so the text after a word tokenizes as it does alone)."""
     before, after = sentence.split("[MASK]")
     tok = lm.tokenizer
-    prefix = [tok.convert_tokens_to_ids(EOT)] + (tok(before.rstrip(" "))["input_ids"] if before.strip() else [])
+    start = [tok.convert_tokens_to_ids(EOT)] if EOT in tok.get_vocab() else []
+    prefix = start + (tok(before.rstrip(" "))["input_ids"] if before.strip() else [])
     return prefix, tok(after)["input_ids"] if after else []
 
 
@@ -155,6 +156,7 @@ def test_split_blank_and_its_errors() -> None:
     assert split_blank("The [MASK] is kind.") == ("The", " is kind.")
     assert split_blank("[MASK] are.") == ("", " are.")
     assert split_blank("A  \t [MASK]") == ("A  \t", "")  # only spaces are stripped before the blank
+    assert split_blank("Call X [MASK].") == ("Call X", ".")
     with pytest.raises(ValueError, match=r"^sentence 'no blank' has 0 '\[MASK\]' placeholders; each sentence needs "):
         split_blank("no blank")
     with pytest.raises(ValueError, match=r"has 2 '\[MASK\]' placeholders; each sentence needs exactly one$"):
@@ -194,6 +196,8 @@ def test_output_size_is_the_head_s_not_the_config_s() -> None:
     assert _output_size(model) == len(tok)
     headless = GPT2Model(model.config)  # no output embeddings: the config's size
     assert _output_size(headless) == 7
+    model.lm_head = torch.nn.Identity()  # an output layer without a weight matrix: the config's size
+    assert _output_size(model) == 7
 
 
 def test_tables(lm: ScoredLM) -> None:
@@ -442,3 +446,17 @@ def test_half_precision_runs() -> None:
     ref = score_blanks(full, SENTENCES[:3], 3)
     overlap = sum(len(set(a) & set(b)) for a, b in zip(res.tokens, ref.tokens, strict=True))
     assert overlap >= 6  # the same model at lower precision mostly agrees (a wrong mask would not)
+
+
+def test_a_tokenizer_without_any_special_token() -> None:
+    """No BOS, EOS, pad or separator: the text is scored from its own first token (and padded with id 0)."""
+    tok = PreTrainedTokenizerFast(tokenizer_object=_bpe([])._tokenizer)
+    lm = ScoredLM(_gpt2(tok), tok)
+    assert lm.start_id is None and lm.pad_id == 0 and lm.metadata()["start_token"] is None
+    mid = [s for s in SENTENCES if not s.startswith("[MASK]")]
+    res = score_blanks(lm, mid, 3, batch_size=4)
+    for sentence, cands in zip(mid, res.candidates, strict=True):
+        assert _encode(lm, sentence).prefix == _prefix_suffix(lm, sentence)[0]
+        want = brute_candidates(lm, sentence, 12, 4)
+        got = {c.word_ids: c.logprob for c in cands}
+        assert got.keys() == want.keys() and all(got[i] == pytest.approx(want[i], abs=1e-4) for i in want)

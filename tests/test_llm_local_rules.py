@@ -1,0 +1,323 @@
+"""The local causal-LM layer's rules (``queerbench.llm.local``), fast: tiny random models saved once per module.
+
+What a model is from its configuration alone (every kind, every one-line error), how it loads (dtype, padding, pad
+token, refused before any weights), what fingerprints its weights, the prompt the model sees, which tokens stop a
+reply, that a batch that fails loses only its own replies, option scoring against one plain forward pass per
+option, and sampling: each reply a function of (prompt, seed) alone, the nucleus the smallest set of most likely
+tokens reaching ``top_p``. transformers' ``AutoConfig.from_pretrained`` is watched (or, for Hub ids that cannot be
+reached offline, answered) where a revision must reach it; everything else is the real code.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+import transformers
+
+from queerbench.fingerprint import fingerprint_model
+from queerbench.llm import DEFAULT_MODEL, GenerationSettings
+from queerbench.llm.local import (
+    TransformersRunner,
+    check_causal_lm,
+    describe_model,
+    load_causal_lm,
+    model_kind,
+    resolve_device,
+    resolve_model,
+    weights_fingerprint,
+)
+from queerbench.predict import ModelLoadError
+from queerbench.sources import fetch, get_source
+from tests.tiny_models import tiny_gpt2, tiny_llama
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("models")
+    configs = {
+        "bert": transformers.BertConfig(architectures=["BertForMaskedLM"]),
+        "bert-bare": transformers.BertConfig(),  # in both auto mappings, not a decoder: masked
+        "bert-decoder": transformers.BertConfig(is_decoder=True),  # BertLMHeadModel: causal
+        "gpt2-bare": transformers.GPT2Config(),  # causal mapping only
+        "t5": transformers.T5Config(architectures=["T5ForConditionalGeneration"]),
+        "vit": transformers.ViTConfig(),  # no language-model head at all
+        "two": transformers.GPT2Config(architectures=["GPT2LMHeadModel", "GPT2DoubleHeadsModel"]),
+        "seq-classifier": transformers.BertConfig(architectures=["BertForSequenceClassification"]),
+    }
+    out = {}
+    for name, config in configs.items():
+        config.save_pretrained(root / name)
+        out[name] = root / name
+    out["gpt2"] = tiny_gpt2(root)
+    out["chat"] = tiny_llama(root)
+    out["plain"] = tiny_llama(root, name="plain", chat_template=False)
+    return out
+
+
+@pytest.fixture()
+def config_calls(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, dict]]:
+    """Every ``AutoConfig.from_pretrained`` call; ``org/…`` Hub ids are answered (nothing can be fetched here)."""
+    seen: list[tuple[str, dict]] = []
+    real = transformers.AutoConfig.from_pretrained.__func__
+
+    def spy(cls, name, *args, **kwargs):
+        seen.append((str(name), dict(kwargs)))
+        if str(name) == "org/causal":
+            return transformers.GPT2Config(architectures=["GPT2LMHeadModel"])
+        if str(name) == "org/silent":
+            raise OSError("")
+        if str(name).startswith("org/"):
+            raise OSError("org/x is not a local folder and is not a valid model identifier\nsecond line " + "x" * 300)
+        return real(cls, name, *args, **kwargs)
+
+    monkeypatch.setattr(transformers.AutoConfig, "from_pretrained", classmethod(spy))
+    return seen
+
+
+@pytest.fixture(scope="module")
+def gpt2(folders) -> TransformersRunner:
+    with pytest.warns(UserWarning, match="no chat template"):
+        return TransformersRunner(str(folders["gpt2"]))
+
+
+@pytest.fixture(scope="module")
+def chat(folders) -> TransformersRunner:
+    return TransformersRunner(str(folders["chat"]))
+
+
+# ------------------------------------------------------------------------------------------ what it is ---
+def test_model_kinds_from_the_config_alone(folders, config_calls) -> None:
+    want = {
+        "bert": ("masked", "BertForMaskedLM"),
+        "bert-bare": ("masked", "model type 'bert'"),
+        "bert-decoder": ("causal", "model type 'bert'"),
+        "gpt2-bare": ("causal", "model type 'gpt2'"),
+        "t5": ("seq2seq", "T5ForConditionalGeneration"),
+        "vit": ("other", "model type 'vit'"),
+        "two": ("causal", "GPT2LMHeadModel, GPT2DoubleHeadsModel"),
+        "seq-classifier": ("masked", "BertForSequenceClassification"),  # a BERT config: the masked-LM mapping
+        "gpt2": ("causal", "GPT2LMHeadModel"),
+        "chat": ("causal", "LlamaForCausalLM"),
+    }
+    for name, (kind, arch) in want.items():
+        assert describe_model(str(folders[name])) == (kind, arch), name
+        assert model_kind(str(folders[name])) == kind
+    assert all((folders["gpt2"] / "model.safetensors").is_file() for _ in [0])  # the weights were there, unread
+    assert describe_model(None) == describe_model(DEFAULT_MODEL) == ("causal", "LlamaForCausalLM")
+    config_calls.clear()
+    assert model_kind(None) == "causal" and config_calls == []  # the embedded model needs no config read
+    assert describe_model("org/causal", "v1") == ("causal", "GPT2LMHeadModel")
+    assert config_calls == [("org/causal", {"trust_remote_code": False, "revision": "v1"})]
+    describe_model("org/causal")
+    assert config_calls[-1] == ("org/causal", {"trust_remote_code": False})
+
+
+def test_check_causal_lm_names_the_mismatch(folders) -> None:
+    check_causal_lm(str(folders["gpt2"]))
+    check_causal_lm(None)
+    hints = {
+        "bert": "BertForMaskedLM) is a masked LM: measure it with `queerbench run --method mlm`",
+        "t5": "T5ForConditionalGeneration) is an encoder-decoder (seq2seq) model, which the generation layer does not run",
+        "vit": "model type 'vit') is not a language model with a generation head",
+    }
+    for name, hint in hints.items():
+        with pytest.raises(ModelLoadError) as info:
+            check_causal_lm(str(folders[name]))
+        assert str(info.value) == f"--model {folders[name]} ({hint}; a causal (decoder-only) LM is needed here"
+
+
+def test_missing_models_are_one_line_errors(tmp_path: Path, folders, config_calls) -> None:
+    for model in ("/no/such/dir", "./nowhere", "../nowhere", "~/nowhere-at-all", "gone.gguf"):
+        with pytest.raises(FileNotFoundError) as info:
+            model_kind(model)
+        assert str(info.value) == f"--model {model}: no such file or folder"
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(FileNotFoundError) as info:
+        model_kind(str(tmp_path / "empty"))
+    assert str(info.value) == (
+        f"--model {tmp_path / 'empty'}: the folder has no config.json (not a transformers model folder)"
+    )
+    with pytest.raises(ModelLoadError) as info:
+        model_kind("org/missing")
+    assert str(info.value) == (
+        "cannot load the config of --model org/missing: not a local model folder and not available from the Hub "
+        "(org/x is not a local folder and is not a valid model identifier)"
+    )
+    with pytest.raises(ModelLoadError, match=r"the Hub \(OSError\)$"):
+        model_kind("org/silent")
+    config_calls.clear()
+    with pytest.raises(ModelLoadError, match=r"cannot load the config of --model nowhere: "):
+        model_kind("nowhere")  # a bare name is a Hub id: asked for, not refused as a path
+    assert config_calls and config_calls[0][0] == "nowhere"
+
+
+def test_long_hub_errors_are_cut(config_calls, monkeypatch) -> None:
+    real = transformers.AutoConfig.from_pretrained.__func__
+
+    def long(cls, name, *args, **kwargs):
+        if name == "org/long":
+            raise ValueError("y" * 500)
+        return real(cls, name, *args, **kwargs)
+
+    monkeypatch.setattr(transformers.AutoConfig, "from_pretrained", classmethod(long))
+    with pytest.raises(ModelLoadError) as info:
+        model_kind("org/long")
+    assert str(info.value).endswith("(" + "y" * 200 + ")")
+
+
+def test_resolve_model(tmp_path: Path) -> None:
+    gguf = Path(fetch("smollm2_135m_instruct_gguf"))
+    assert resolve_model(None) == resolve_model(DEFAULT_MODEL) == (str(gguf.parent), gguf.name)
+    single = tmp_path / "m.gguf"
+    single.write_bytes(b"GGUF")
+    assert resolve_model(str(single)) == (str(tmp_path), "m.gguf")
+    other = tmp_path / "m.bin"
+    other.write_bytes(b"x")
+    assert resolve_model(str(other)) == (str(other), None)  # only a .gguf file is split
+    assert resolve_model(str(tmp_path)) == (str(tmp_path), None)
+    assert resolve_model("org/name") == ("org/name", None)
+
+
+def test_resolve_device() -> None:
+    assert resolve_device("cpu") == "cpu" and isinstance(resolve_device("cpu"), str)
+    with pytest.raises(ValueError, match="unknown device"):
+        resolve_device("tpu:9")
+
+
+# ------------------------------------------------------------------------------------------ loading ---
+def test_load_causal_lm(folders, config_calls) -> None:
+    model, tok = load_causal_lm(str(folders["gpt2"]))
+    assert tok.padding_side == "left" and tok.pad_token == tok.eos_token and tok.pad_token_id is not None
+    assert not model.training and next(model.parameters()).dtype == torch.float32
+    assert str(model.device) == "cpu"
+    for dtype in ("float16", "bfloat16"):
+        model, _ = load_causal_lm(str(folders["chat"]), dtype=dtype)
+        assert next(model.parameters()).dtype == getattr(torch, dtype)
+    _, llama_tok = load_causal_lm(str(folders["chat"]))
+    assert llama_tok.pad_token == "<|endoftext|>"  # its own pad token is kept
+    config_calls.clear()
+    load_causal_lm(str(folders["chat"]), revision="abc")
+    assert config_calls and all(kw.get("revision") == "abc" for _, kw in config_calls)
+
+
+def test_load_causal_lm_refuses_before_reading_weights(folders, tmp_path: Path) -> None:
+    with pytest.raises(ValueError) as info:
+        load_causal_lm("/no/such/dir", dtype="int8")  # the dtype first, before the model is looked at
+    assert str(info.value) == "dtype must be float32, float16 or bfloat16, got 'int8'"
+    with pytest.raises(ModelLoadError, match="is a masked LM"):
+        load_causal_lm(str(folders["bert"]))  # a config only: refused before any weights are looked for
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    transformers.GPT2Config(architectures=["GPT2LMHeadModel"]).save_pretrained(broken)  # no tokenizer, no weights
+    with pytest.raises(ModelLoadError) as info:
+        load_causal_lm(str(broken))
+    message = str(info.value)
+    assert message.startswith(f"cannot load --model {broken}: ") and "\n" not in message
+    assert len(message) <= len(f"cannot load --model {broken}: ") + 200
+
+
+def test_weights_fingerprint(folders, tmp_path: Path, monkeypatch) -> None:
+    embedded = {"kind": "embedded", "sha256": get_source("smollm2_135m_instruct_gguf").sha256}
+    assert weights_fingerprint(None) == weights_fingerprint(DEFAULT_MODEL) == embedded
+    assert weights_fingerprint(str(folders["gpt2"])) == fingerprint_model(folders["gpt2"])
+    assert weights_fingerprint(str(folders["gpt2"]), "ignored")["kind"] == "local"
+    assert weights_fingerprint("org/name", "c0ffee") == {"kind": "hub", "commit_hash": "c0ffee"}
+    assert weights_fingerprint("org/name") == {"kind": "hub", "commit_hash": None}
+    monkeypatch.setenv("HOME", str(folders["gpt2"].parent))
+    assert weights_fingerprint("~/tiny-gpt2") == fingerprint_model(folders["gpt2"])
+
+
+# ------------------------------------------------------------------------------------------ the runner ---
+def test_runner_fingerprint_and_prompt_format(folders, gpt2: TransformersRunner, chat: TransformersRunner) -> None:
+    assert gpt2.prompt_format == "plain" and chat.prompt_format == "chat"
+    assert not gpt2.has_chat_template and chat.has_chat_template
+    assert gpt2.fingerprint() == {
+        "kind": "transformers",
+        "model": str(folders["gpt2"]),
+        "class": "GPT2LMHeadModel",
+        "params": sum(p.numel() for p in gpt2.model.parameters()),
+        "weights": fingerprint_model(folders["gpt2"]),
+        "prompt_format": "plain",
+        "system": None,
+    }
+    assert gpt2.name == gpt2.model_id == str(folders["gpt2"]) and gpt2.device == "cpu"
+    assert chat.fingerprint()["prompt_format"] == "chat" and chat.fingerprint()["class"] == "LlamaForCausalLM"
+
+
+def test_the_text_the_model_sees(folders, gpt2: TransformersRunner, chat: TransformersRunner) -> None:
+    assert gpt2.format_prompt("Fill it.") == "Fill it.\n"
+    assert chat.format_prompt("Fill it.") == "<|user|>Fill it.\n<|assistant|>"
+    with pytest.warns(UserWarning, match=r"^model '.*' has no chat template: prompts are fed as plain text"):
+        brief = TransformersRunner(str(folders["gpt2"]), system_prompt="Be brief.")
+    assert brief.format_prompt("Fill it.") == "Be brief.\n\nFill it.\n"
+    assert brief.fingerprint()["system"] == "Be brief."
+    chat_brief = TransformersRunner(str(folders["chat"]), system_prompt="Be brief.")
+    assert chat_brief.format_prompt("Fill it.") == "<|user|>Be brief.\n<|user|>Fill it.\n<|assistant|>"
+
+
+def test_stop_tokens(chat: TransformersRunner) -> None:
+    config = chat.model.generation_config
+    old = config.eos_token_id
+    try:
+        config.eos_token_id = [5, 7]
+        assert chat.stop_token_ids() == {5, 7, chat.tokenizer.eos_token_id}
+        config.eos_token_id = 9
+        assert chat.stop_token_ids() == {9, chat.tokenizer.eos_token_id}
+        config.eos_token_id = None
+        assert chat.stop_token_ids() == {chat.tokenizer.eos_token_id}
+    finally:
+        config.eos_token_id = old
+
+
+def _brute_option_logprob(runner: TransformersRunner, prompt: str, prefix: str, option: str) -> float:
+    tok = runner.tokenizer
+    ctx = tok(runner.format_prompt(prompt) + prefix, add_special_tokens=not runner.has_chat_template)["input_ids"]
+    cont = tok(" " + option, add_special_tokens=False)["input_ids"]
+    with torch.inference_mode():
+        logp = torch.log_softmax(runner.model(input_ids=torch.tensor([ctx + cont])).logits[0].float(), -1)
+    return float(sum(logp[len(ctx) - 1 + j, t] for j, t in enumerate(cont)))
+
+
+@pytest.mark.parametrize("which", ["gpt2", "chat"])
+def test_score_options_equal_one_plain_pass_per_option(which: str, request) -> None:
+    runner = request.getfixturevalue(which)
+    prompts = ["Rate the gay person.", "How warm is the person who is very kind, smart and funny?"]
+    options = [["1", "2", "very warm"], ["cold", "warm and kind"]]
+    want = [
+        [_brute_option_logprob(runner, p, "Rating:", o) for o in opts] for p, opts in zip(prompts, options, strict=True)
+    ]
+    for batch_size in (1, 2, 8):
+        got = runner.score_options(prompts, options, "Rating:", batch_size=batch_size)
+        assert [len(g) for g in got] == [3, 2]
+        for g, w in zip(got, want, strict=True):
+            assert g == pytest.approx(w, abs=1e-4)
+    default = runner.score_options(prompts, options, "Rating:")
+    assert default[1] == pytest.approx(want[1], abs=1e-4)
+
+
+def test_a_failing_batch_loses_only_its_own_replies(gpt2: TransformersRunner) -> None:
+    """GPT-2's 64 positions: a prompt longer than that fails in its own batch; the others are answered."""
+    long = "The person is very kind, smart and funny. " * 8
+    prompts = ["The gay person is", long, "xe"]
+    settings = GenerationSettings(temperature=0.0, top_p=None, max_new_tokens=3, batch_size=1)
+    replies = dict(gpt2.generate(prompts, [1, 2, 3], settings))
+    assert sorted(replies) == [0, 1, 2]
+    bad = replies[1]
+    assert bad.text is None and bad.meta == {"prompt_format": "plain"}
+    name, _, message = bad.error.partition(": ")
+    assert name.isidentifier() and name[0].isupper() and message
+    for i in (0, 2):
+        ok = replies[i]
+        assert ok.error is None and isinstance(ok.text, str)
+        assert ok.meta["prompt_format"] == "plain" and ok.meta["seed"] == [1, 2, 3][i]
+        assert ok.meta["finish_reason"] in ("stop", "length") and 0 <= ok.meta["new_tokens"] <= 3
