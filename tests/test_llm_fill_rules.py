@@ -302,6 +302,8 @@ def test_instructed_predictor_on_an_endpoint(tmp_path: Path, monkeypatch: pytest
         meta = predictor.metadata()
         assert meta["fingerprint"] == {"kind": "endpoint", "base_url": server.url.rstrip("/"), "model": "served"}
         assert meta["runner"]["kind"] == "openai-chat" and meta["device"] is None and meta["endpoint"] == server.url
+        assert meta["prompt_format"] == "chat" and meta["system_prompt"] is None and meta["model"] == "served"
+        assert meta["prompt_id"] == "queergen-3" and meta["decoding"]["kind"] == "greedy"
         assert meta["decoding"]["empty_reasks"] == int(load_prompts()["decoding"]["empty_reasks"])  # greedy, remote
         assert meta["decoding"]["max_new_tokens"] == int(load_prompts()["decoding"]["max_new_tokens"])
         assert predictor.runner.concurrency == 3 and predictor.runner._limiter.interval == pytest.approx(0.01)

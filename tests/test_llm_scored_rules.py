@@ -394,6 +394,10 @@ def test_batching_chunking_and_accounting(lm: ScoredLM, monkeypatch: pytest.Monk
     continuation = [n for n, is_prefix, _ in calls if not is_prefix]
     assert all(n <= max(30, 12 * widest) for n in continuation) and len(continuation) > 8
     assert small.tokens_run == sum(n for n, _, _ in calls)
+    monkeypatch.setattr(scored, "MAX_ROWS", 5)  # fewer rows than one sentence's candidates: one sentence a batch
+    ticks.clear()
+    one = score_blanks(lm, SENTENCES[:3], 3, batch_size=32, progress=ticks.append)
+    assert ticks == [1, 1, 1] and one.tokens == base.tokens[:3]
 
 
 def test_a_single_sentence_batch_equals_its_batch_mates_run(lm: ScoredLM) -> None:
