@@ -270,6 +270,24 @@ def test_encode(lm: ScoredLM) -> None:
     assert enc.suffix == tok("er is kind.")["input_ids"]
 
 
+def test_encode_never_lets_the_tokenizer_add_its_own_tokens() -> None:
+    """A tokenizer that adds its BOS itself: the BOS starts the prefix once, and neither the text before the blank
+    nor a suffix tokenized on its own carries another."""
+    from tokenizers.processors import TemplateProcessing
+
+    bpe = _bpe([EOT, "<s>"])
+    bpe.post_processor = TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 1)])
+    tok = PreTrainedTokenizerFast(tokenizer_object=bpe._tokenizer, bos_token="<s>")
+    lm = ScoredLM(_gpt2(tok), tok)
+    plain = {"add_special_tokens": False}
+    assert lm.start_id == 1 and tok("The")["input_ids"][0] == 1
+    enc = _encode(lm, "The [MASK]er is kind.")  # "word" + "er" merge: the suffix is tokenized alone
+    assert enc.prefix == [1, *tok("The", **plain)["input_ids"]]
+    assert enc.suffix == tok("er is kind.", **plain)["input_ids"]
+    enc = _encode(lm, "[MASK] is kind.")
+    assert enc.prefix == [1] and enc.suffix == tok(" is kind.", **plain)["input_ids"]
+
+
 def test_encode_takes_the_suffix_as_it_follows_a_word(tmp_path) -> None:
     """SentencePiece marks a word start with "▁": "." after a word is "." but alone it is "▁." — the suffix must be
     the tokens that follow a word, at the start of a sentence ("Word") and after text ("… word") alike."""
@@ -286,6 +304,8 @@ def test_encode_takes_the_suffix_as_it_follows_a_word(tmp_path) -> None:
         assert enc.suffix == tok(probe + ".", **plain)["input_ids"][len(tok(probe, **plain)["input_ids"]) :]
         assert enc.suffix != tok(".", **plain)["input_ids"]
         assert enc.prefix[0] == lm.start_id == tok.cls_token_id  # ALBERT adds its [CLS] itself
+        before = sentence.split(" [MASK]")[0] if sentence[0] != "[" else ""
+        assert enc.prefix == [tok.cls_token_id, *(tok(before, **plain)["input_ids"] if before else [])]
 
 
 @pytest.mark.parametrize("cap", [1, 2, 4])
