@@ -420,3 +420,30 @@ def test_load_runner_for_a_local_model(folders: dict[str, str], config_calls) ->
     pinned = load_runner(folders["chat"], revision="abc123")
     assert next(pinned.model.parameters()).dtype == torch.float32 and pinned.system_prompt is None
     assert config_calls and all(kw.get("revision") == "abc123" for _, kw in config_calls)
+
+
+def test_the_device_reaches_the_loader(folders: dict[str, str], tmp_path: Path, monkeypatch) -> None:
+    """With CUDA unavailable, asking for it must fail: that shows the option reached the loader."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(ValueError, match="CUDA is not available"):
+        load_runner(folders["chat"], device="cuda")
+    with pytest.raises(ValueError, match="CUDA is not available"):
+        ScoredPredictor(folders["gpt2"], top_k=1, device="cuda", dtype="float32", batch_size=1)
+    for model, method in ((folders["gpt2"], "scored"), (folders["chat"], "instructed")):
+        options = types.SimpleNamespace(
+            model=model,
+            method=method,
+            top_k=1,
+            device="cuda",
+            dtype="float32",
+            batch_size=1,
+            revision=None,
+            endpoint=None,
+            concurrency=1,
+            requests_per_minute=60.0,
+            seed=0,
+            prompt_id=None,
+            max_new_tokens=2,
+        )
+        with pytest.raises(ValueError, match="CUDA is not available"):
+            load_predictor(options, tmp_path / f"{method}.sqlite")

@@ -321,3 +321,12 @@ def test_a_failing_batch_loses_only_its_own_replies(gpt2: TransformersRunner) ->
         assert ok.error is None and isinstance(ok.text, str)
         assert ok.meta["prompt_format"] == "plain" and ok.meta["seed"] == [1, 2, 3][i]
         assert ok.meta["finish_reason"] in ("stop", "length") and 0 <= ok.meta["new_tokens"] <= 3
+
+
+def test_the_device_reaches_the_model(folders, monkeypatch) -> None:
+    """With CUDA unavailable, asking for it must fail: that shows the option reached the model's placement."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(ValueError, match="CUDA is not available"):
+        load_causal_lm(str(folders["chat"]), device="cuda")
+    with pytest.raises(ValueError, match="CUDA is not available"):
+        TransformersRunner(str(folders["chat"]), device="cuda")
