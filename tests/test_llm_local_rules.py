@@ -18,6 +18,7 @@ import transformers
 
 from queerbench.fingerprint import fingerprint_model
 from queerbench.llm import DEFAULT_MODEL, GenerationSettings
+from queerbench.llm.cpu_linear import linear_kernel, prepack_linear_weights
 from queerbench.llm.local import (
     TransformersRunner,
     check_causal_lm,
@@ -200,6 +201,7 @@ def test_load_causal_lm(folders, config_calls) -> None:
     assert tok.padding_side == "left" and tok.pad_token == tok.eos_token and tok.pad_token_id is not None
     assert not model.training and next(model.parameters()).dtype == torch.float32
     assert str(model.device) == "cpu"
+    assert linear_kernel(model) == prepack_linear_weights(model)  # packed when loaded (packing twice: a no-op)
     for dtype in ("float16", "bfloat16"):
         model, _ = load_causal_lm(str(folders["chat"]), dtype=dtype)
         assert next(model.parameters()).dtype == getattr(torch, dtype)
@@ -321,6 +323,7 @@ def test_a_failing_batch_loses_only_its_own_replies(gpt2: TransformersRunner) ->
         assert ok.error is None and isinstance(ok.text, str)
         assert ok.meta["prompt_format"] == "plain" and ok.meta["seed"] == [1, 2, 3][i]
         assert ok.meta["finish_reason"] in ("stop", "length") and 0 <= ok.meta["new_tokens"] <= 3
+        assert ok.meta["linear_kernel"] == gpt2.linear_kernel == linear_kernel(gpt2.model)
 
 
 def test_the_device_reaches_the_model(folders, monkeypatch) -> None:

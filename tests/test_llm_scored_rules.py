@@ -251,6 +251,7 @@ def test_metadata(lm: ScoredLM) -> None:
         "device": "cpu",
         "dtype": "float32",
         "architecture": type(lm.model).__name__,
+        "linear_kernel": "torch",  # built here, never packed
     }
     none = ScoredLM(lm.model, lm.tokenizer)
     none.start_id = None
