@@ -161,6 +161,7 @@ def test_model_fingerprint_per_kind(folders: dict[str, str], config_calls) -> No
         "base_url": "http://127.0.0.1:9/v1",
         "model": "gpt-4o",
     }
+    assert model_fingerprint("m", "http://127.0.0.1:9/vX//")["base_url"] == "http://127.0.0.1:9/vX"  # "/" only
     embedded = {"kind": "embedded", "sha256": get_source("smollm2_135m_instruct_gguf").sha256}
     assert model_fingerprint(DEFAULT_MODEL) == embedded
     assert model_fingerprint(folders["gpt2"]) == fingerprint_model(folders["gpt2"])

@@ -333,3 +333,114 @@ def test_the_device_reaches_the_model(folders, monkeypatch) -> None:
         load_causal_lm(str(folders["chat"]), device="cuda")
     with pytest.raises(ValueError, match="CUDA is not available"):
         TransformersRunner(str(folders["chat"]), device="cuda")
+
+
+# ------------------------------------------------------------------------------------------ decoding ---
+@pytest.fixture(scope="module", params=["gpt2", "llama"])
+def peaked(request, tmp_path_factory) -> TransformersRunner:
+    """A tiny model with a large initialisation (peaked next-token distributions: no near-ties for greedy)."""
+    root = tmp_path_factory.mktemp(f"peaked-{request.param}")
+    path = tiny_gpt2(root) if request.param == "gpt2" else tiny_llama(root, chat_template=False)
+    config = transformers.AutoConfig.from_pretrained(path)
+    config.initializer_range = 0.5
+    torch.manual_seed(3)
+    transformers.AutoModelForCausalLM.from_config(config).save_pretrained(path)
+    with pytest.warns(UserWarning, match="no chat template"):
+        return TransformersRunner(str(path))
+
+
+def _greedy_reference(runner: TransformersRunner, seq: list[int], n: int, stop: set[int]) -> tuple[list[int], str]:
+    """Greedy decoding by plain forward passes over the whole sequence (no cache, no padding, no batch)."""
+    ids, new = list(seq), []
+    for _ in range(n):
+        with torch.inference_mode():
+            tok = int(runner.model(input_ids=torch.tensor([ids])).logits[0, -1].argmax())
+        if tok in stop:
+            return new, "stop"
+        new.append(tok)
+        ids.append(tok)
+    return new, "length"
+
+
+PROMPTS = ["The gay person is", "xe", "He is a hero, and she is a singer, and they are", "The person is very kind"]
+
+
+def test_greedy_decoding_equals_plain_forward_passes(peaked: TransformersRunner) -> None:
+    tok = peaked.tokenizer
+    seqs = [tok(peaked.format_prompt(p))["input_ids"] for p in PROMPTS]
+    settings = GenerationSettings(temperature=0.0, top_p=None, max_new_tokens=6)
+    free = [_greedy_reference(peaked, s, 6, peaked.stop_token_ids()) for s in seqs]
+    assert peaked.decode(seqs, [1, 2, 3, 4], settings) == free
+    # a stop token that some rows meet mid-reply: they stop there (the stop token not returned), the others go on
+    stop = next(t for toks, _ in free for t in toks[1:] if 0 < sum(t in other for other, _ in free) < len(free))
+    config = peaked.model.generation_config
+    old = config.eos_token_id
+    try:
+        config.eos_token_id = stop
+        want = [_greedy_reference(peaked, s, 6, peaked.stop_token_ids()) for s in seqs]
+        assert peaked.decode(seqs, [1, 2, 3, 4], settings) == want
+        assert {f for _, f in want} == {"stop", "length"}
+        replies = dict(peaked.generate(PROMPTS, [1, 2, 3, 4], GenerationSettings(temperature=0.0, max_new_tokens=6)))
+    finally:
+        config.eos_token_id = old
+    for i, (toks, finish) in enumerate(want):
+        reply = replies[i]
+        assert reply.text == tok.decode(toks, skip_special_tokens=True).strip()
+        assert reply.meta["finish_reason"] == finish and reply.meta["new_tokens"] == len(toks)
+        assert reply.truncated == (finish == "length")
+    one = peaked.decode(seqs[:1], [0], GenerationSettings(temperature=0.0, max_new_tokens=1))
+    assert one == [(free[0][0][:1], "length")]
+
+
+def test_identical_prompts_and_lonely_rows(peaked: TransformersRunner) -> None:
+    """Copies of one prompt (prefilled once) each get their own seed's reply, the one they get alone."""
+    tok = peaked.tokenizer
+    seqs = [tok(peaked.format_prompt(p))["input_ids"] for p in (PROMPTS[0], PROMPTS[1], PROMPTS[0], PROMPTS[0])]
+    settings = GenerationSettings(temperature=1.0, top_p=None, max_new_tokens=5)
+    together = peaked.decode(seqs, [5, 6, 7, 8], settings)
+    alone = [peaked.decode([s], [seed], settings)[0] for s, seed in zip(seqs, [5, 6, 7, 8], strict=True)]
+    assert together == alone
+    assert len({tuple(t) for t, _ in (together[0], together[2], together[3])}) > 1
+
+
+def _draws(logits: list[float], settings: GenerationSettings, n: int = 3000) -> torch.Tensor:
+    rows = torch.tensor([logits] * n)
+    gens = [torch.Generator().manual_seed(s) for s in range(n)]
+    return torch.tensor(TransformersRunner._pick(rows, gens, settings))
+
+
+def test_pick_greedy_temperature_and_nucleus() -> None:
+    logits = torch.log(torch.tensor([0.5, 0.3, 0.2])).tolist()
+    greedy = GenerationSettings(temperature=0.0, top_p=0.5)
+    rows = torch.tensor([logits, [0.0, 2.0, 1.0]])
+    assert TransformersRunner._pick(rows, [None, None], greedy) == [0, 1]  # argmax, no generator used
+
+    def freq(draws: torch.Tensor) -> list[float]:
+        return (torch.bincount(draws, minlength=3).float() / len(draws)).tolist()
+
+    full = freq(_draws(logits, GenerationSettings(temperature=1.0, top_p=None)))
+    assert full == pytest.approx([0.5, 0.3, 0.2], abs=0.04)
+    assert freq(_draws(logits, GenerationSettings(temperature=1.0, top_p=1.0))) == full  # 1 is no cut either
+    hot = torch.softmax(torch.tensor(logits) / 2.0, 0).tolist()  # temperature 2 flattens
+    assert freq(_draws(logits, GenerationSettings(temperature=2.0, top_p=None))) == pytest.approx(hot, abs=0.04)
+    # the nucleus: the smallest set of most likely tokens reaching top_p, renormalised
+    assert freq(_draws(logits, GenerationSettings(temperature=1.0, top_p=0.6))) == pytest.approx(
+        [0.5 / 0.8, 0.3 / 0.8, 0.0], abs=0.04
+    )
+    assert freq(_draws(logits, GenerationSettings(temperature=1.0, top_p=0.5))) == [1.0, 0.0, 0.0]  # 0.5 reaches it
+    assert freq(_draws(logits, GenerationSettings(temperature=1.0, top_p=0.81)))[2] > 0.1
+    assert freq(_draws(logits, GenerationSettings(temperature=1.0, top_p=1e-6))) == [1.0, 0.0, 0.0]
+
+
+def test_pick_nucleus_beyond_the_top_64() -> None:
+    """200 nearly equal tokens: the top 64 hold about a third of the mass, so the nucleus of top_p = 0.9 is looked for
+    in the whole vocabulary: about 180 tokens, never the 20 least likely."""
+    logits = torch.linspace(0.0, -0.2, 200).tolist()
+    draws = _draws(logits, GenerationSettings(temperature=1.0, top_p=0.9), n=4000)
+    probs = torch.softmax(torch.tensor(logits), 0)
+    keep = int((probs.cumsum(0) - probs < 0.9).sum())
+    assert 170 < keep < 190
+    assert int(draws.max()) == keep - 1 and (draws >= 64).float().mean() > 0.5
+    small = _draws(logits[:100], GenerationSettings(temperature=1.0, top_p=0.3), n=2000)  # inside the top 64
+    p = torch.softmax(torch.tensor(logits[:100]), 0)
+    assert int(small.max()) == int((p.cumsum(0) - p < 0.3).sum()) - 1
