@@ -288,6 +288,9 @@ def test_instructed_predictor_on_a_local_model(folders: dict[str, str], tmp_path
     assert meta["decoding"]["max_new_tokens"] == 4 and meta["decoding"]["temperature"] == 1.0
     assert chat.reask_empty and not plain.reask_empty
     chat.close()
+    half = _instructed(folders["chat"], cache_path=tmp_path / "h.sqlite", dtype="bfloat16")
+    assert next(half.runner.model.parameters()).dtype == torch.bfloat16
+    half.close()
 
 
 def test_instructed_predictor_on_an_endpoint(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -310,6 +313,9 @@ def test_instructed_predictor_on_an_endpoint(tmp_path: Path, monkeypatch: pytest
         assert meta["decoding"]["empty_reasks"] == int(load_prompts()["decoding"]["empty_reasks"])  # greedy, remote
         assert meta["decoding"]["max_new_tokens"] == int(load_prompts()["decoding"]["max_new_tokens"])
         assert predictor.runner.concurrency == 3 and predictor.runner._limiter.interval == pytest.approx(0.01)
+        default_rate = _instructed("served", endpoint=server.url, cache_path=tmp_path / "d.sqlite")
+        assert default_rate.runner._limiter.interval == pytest.approx(0.1)  # 600 requests a minute
+        default_rate.close()
         out = predictor.predict(["a"], SENTENCES[:1], lambda n: None)
         assert out["reply"][0][0].startswith("Doctor.") and len(out["label"][0]) == 1 and server.calls == 1
         assert server.bodies[0]["messages"][-1]["content"] == build_prompt(SENTENCES[0], "queergen-3")
