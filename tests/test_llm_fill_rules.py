@@ -456,3 +456,27 @@ def test_the_device_reaches_the_loader(folders: dict[str, str], tmp_path: Path, 
         )
         with pytest.raises(ValueError, match="CUDA is not available"):
             load_predictor(options, tmp_path / f"{method}.sqlite")
+
+
+def test_empty_replies_are_asked_again_only_where_that_can_help(folders, tmp_path: Path, monkeypatch) -> None:
+    """An endpoint's empty reply is asked again; a local model's at temperature 0 is not (it would repeat itself)."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    with FakeOpenAI(script=["null", "ok"]) as server:
+        remote = _instructed("served", endpoint=server.url, cache_path=tmp_path / "e.sqlite")
+        out = remote.predict(["a"], SENTENCES[:1], lambda n: None)
+        remote.close()
+    assert out["reasks"] == [1] and server.calls == 2
+    local = _instructed(folders["plain"], cache_path=tmp_path / "l.sqlite")
+    runner = local.runner
+    enc = runner.tokenizer(runner.format_prompt(build_prompt(SENTENCES[0])), return_tensors="pt")
+    with torch.inference_mode():
+        first = int(runner.model(**enc).logits[0, -1].argmax())
+    config = runner.model.generation_config
+    old = config.eos_token_id
+    config.eos_token_id = sorted(runner.stop_token_ids() | {first})  # the greedy reply is empty
+    try:
+        out = local.predict(["a"], SENTENCES[:1], lambda n: None)
+    finally:
+        config.eos_token_id = old
+        local.close()
+    assert out["reply"] == [[""]] and out["reasks"] == [0]
