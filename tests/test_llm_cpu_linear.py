@@ -112,3 +112,14 @@ def test_runner_records_the_kernel_and_decodes_like_f_linear(llama_dir: Path) ->
     plain = dict(runner.generate(["Say a word.", "Name a colour, please."], [0, 1], settings))
     assert [r.meta["linear_kernel"] for r in plain.values()] == [TORCH, TORCH]
     assert [replies[i].text for i in (0, 1)] == [plain[i].text for i in (0, 1)]
+
+
+def test_environment_variable_keeps_torchs_kernel_or_is_one_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8))
+    monkeypatch.setenv("QUEERBENCH_LINEAR_KERNEL", "torch")
+    assert prepack_linear_weights(model) == TORCH and not hasattr(model[0], "_qb_packed")
+    monkeypatch.setenv("QUEERBENCH_LINEAR_KERNEL", "mkl")
+    with pytest.raises(ValueError, match="QUEERBENCH_LINEAR_KERNEL='mkl'"):
+        prepack_linear_weights(model)
+    monkeypatch.setenv("QUEERBENCH_LINEAR_KERNEL", "onednn-prepacked")
+    assert prepack_linear_weights(model) == PACKED

@@ -19,7 +19,15 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["MAX_PACKED_BYTES", "PACKED", "TORCH", "linear_kernel", "prepack_linear_weights", "unpack_linear_weights"]
+__all__ = [
+    "ENV",
+    "MAX_PACKED_BYTES",
+    "PACKED",
+    "TORCH",
+    "linear_kernel",
+    "prepack_linear_weights",
+    "unpack_linear_weights",
+]
 
 PACKED = "onednn-prepacked"
 """Kernel name recorded for a model whose linear layers were packed."""
@@ -27,6 +35,9 @@ TORCH = "torch"
 """Kernel name recorded for a model left on torch's own ``F.linear``."""
 MAX_PACKED_BYTES = 4 * 2**30
 """Largest total of linear-weight bytes packed (a model up to ~1B float32 parameters): the copy doubles them."""
+
+ENV = "QUEERBENCH_LINEAR_KERNEL"
+"""Environment variable: ``torch`` keeps torch's own kernel (e.g. to compare); unset or ``onednn-prepacked``: pack."""
 
 _ATTR = "queerbench_linear_kernel"
 
@@ -68,17 +79,23 @@ def _supported(model: Any, max_bytes: int) -> list[Any]:
 def prepack_linear_weights(model: Any, *, max_bytes: int = MAX_PACKED_BYTES) -> str:
     """Pack every ``nn.Linear`` weight of ``model`` for oneDNN (in place) and return the kernel now in use.
 
-    Returns :data:`PACKED`, or :data:`TORCH` when the model is not on the CPU, has weights other than float32 or
+    Returns :data:`PACKED`, or :data:`TORCH` when ``QUEERBENCH_LINEAR_KERNEL=torch`` asks for it, the model is not
+    on the CPU, has weights other than float32 or
     bfloat16, exceeds ``max_bytes`` of linear weights, when this torch build has no oneDNN, or when a packed layer
     does not reproduce ``F.linear`` (to float rounding) on a random input. Calling it again is a no-op. The kernel
     is also stored on the model (:func:`linear_kernel`) for the run's record.
     """
+    import os
+
     import torch
     import torch.nn.functional as F
 
+    wanted = os.environ.get(ENV, PACKED) or PACKED
+    if wanted not in (PACKED, TORCH):
+        raise ValueError(f"{ENV}={wanted!r}: use {PACKED!r} (the default on the CPU) or {TORCH!r}")
     if linear_kernel(model) == PACKED:
         return PACKED
-    layers = _supported(model, max_bytes)
+    layers = _supported(model, max_bytes) if wanted == PACKED else []
     if not layers:
         setattr(model, _ATTR, TORCH)
         return TORCH
