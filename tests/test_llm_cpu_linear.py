@@ -190,3 +190,21 @@ def test_a_packed_kernel_that_does_not_reproduce_f_linear_is_not_used(
     assert prepack_linear_weights(model) == kernel
     assert linear_kernel(model) == kernel
     assert hasattr(layer, "_qb_packed") == (kernel == PACKED)
+
+
+def test_an_all_zero_layer_is_packed() -> None:
+    """Zero weights give zero outputs under both kernels: agreement, so packed (a fresh zero-initialised head)."""
+    layer = torch.nn.Linear(16, 4, bias=False)
+    torch.nn.init.zeros_(layer.weight)
+    assert prepack_linear_weights(torch.nn.Sequential(layer)) == PACKED
+
+
+@pytest.mark.parametrize("error", [RuntimeError, NotImplementedError])
+def test_a_onednn_failure_while_packing_keeps_torchs_kernel(monkeypatch: pytest.MonkeyPatch, error: type) -> None:
+    def fails(*args):
+        raise error("simulated oneDNN failure")
+
+    monkeypatch.setattr(torch.ops.mkldnn, "_reorder_linear_weight", fails)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8))
+    assert prepack_linear_weights(model) == TORCH
+    assert linear_kernel(model) == TORCH and type(model[0]) is torch.nn.Linear
