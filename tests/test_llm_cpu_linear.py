@@ -112,3 +112,99 @@ def test_runner_records_the_kernel_and_decodes_like_f_linear(llama_dir: Path) ->
     plain = dict(runner.generate(["Say a word.", "Name a colour, please."], [0, 1], settings))
     assert [r.meta["linear_kernel"] for r in plain.values()] == [TORCH, TORCH]
     assert [replies[i].text for i in (0, 1)] == [plain[i].text for i in (0, 1)]
+
+
+def test_environment_variable_keeps_torchs_kernel_or_is_one_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8))
+    monkeypatch.setenv("QUEERBENCH_LINEAR_KERNEL", "torch")
+    assert prepack_linear_weights(model) == TORCH and not hasattr(model[0], "_qb_packed")
+    monkeypatch.setenv("QUEERBENCH_LINEAR_KERNEL", "mkl")
+    with pytest.raises(ValueError, match="QUEERBENCH_LINEAR_KERNEL='mkl'"):
+        prepack_linear_weights(model)
+    monkeypatch.setenv("QUEERBENCH_LINEAR_KERNEL", "onednn-prepacked")
+    assert prepack_linear_weights(model) == PACKED
+
+
+def test_a_model_never_packed_reports_torchs_kernel() -> None:
+    assert linear_kernel(torch.nn.Sequential(torch.nn.Linear(4, 4))) == TORCH
+
+
+class _OwnLinear(torch.nn.Linear):
+    """A subclass of nn.Linear, as some architectures define."""
+
+
+def test_each_layer_keeps_its_own_class_packed_and_unpacked() -> None:
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), _OwnLinear(8, 8), torch.nn.Linear(8, 3))
+    x = torch.randn(2, 8)
+    with torch.inference_mode():
+        want = model(x)
+    assert prepack_linear_weights(model) == PACKED
+    assert [type(m).__mro__[1] for m in model] == [torch.nn.Linear, _OwnLinear, torch.nn.Linear]
+    assert type(model[0]) is type(model[2]) and type(model[0]) is not type(model[1])
+    with torch.inference_mode():
+        torch.testing.assert_close(model(x), want, rtol=1e-5, atol=1e-5)
+    unpack_linear_weights(model)
+    assert [type(m) for m in model] == [torch.nn.Linear, _OwnLinear, torch.nn.Linear]
+
+
+def test_bfloat16_weights_are_packed_and_agree() -> None:
+    model = torch.nn.Sequential(torch.nn.Linear(64, 32)).to(torch.bfloat16)
+    x = torch.randn(4, 64).to(torch.bfloat16)
+    with torch.inference_mode():
+        want = model(x).float()
+    assert prepack_linear_weights(model) == PACKED
+    with torch.inference_mode():
+        torch.testing.assert_close(model(x).float(), want, rtol=2e-2, atol=2e-2)
+
+
+def test_weights_off_the_cpu_are_left_alone() -> None:
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8, device="meta"))
+    assert prepack_linear_weights(model) == TORCH
+    assert not hasattr(model[0], "_qb_packed") and type(model[0]) is torch.nn.Linear
+
+
+@pytest.mark.parametrize(
+    ("dtype", "error", "kernel"),
+    [
+        (torch.float32, 1e-6, PACKED),  # rounding-sized: accepted
+        (torch.float32, 1e-3, TORCH),  # beyond float32 rounding: refused
+        (torch.bfloat16, 5e-3, PACKED),  # bfloat16 rounding is coarser
+        (torch.bfloat16, 1e-1, TORCH),
+    ],
+)
+def test_a_packed_kernel_that_does_not_reproduce_f_linear_is_not_used(
+    monkeypatch: pytest.MonkeyPatch, dtype: torch.dtype, error: float, kernel: str
+) -> None:
+    """The check at load time: a (simulated) faulty oneDNN kernel, off by ``error`` × the output's scale."""
+    real = torch.ops.mkldnn._linear_pointwise
+
+    def off(x, w, b, *rest):
+        out = real(x, w, b, *rest)
+        return out + (error * out.float().abs().max()).to(out.dtype)
+
+    monkeypatch.setattr(torch.ops.mkldnn, "_linear_pointwise", off)
+    layer = torch.nn.Linear(64, 16).to(dtype)
+    with torch.no_grad():
+        layer.weight.mul_(0.01)  # outputs well below 1: the tolerance is relative to them
+    model = torch.nn.Sequential(layer)
+    assert prepack_linear_weights(model) == kernel
+    assert linear_kernel(model) == kernel
+    assert hasattr(layer, "_qb_packed") == (kernel == PACKED)
+
+
+def test_an_all_zero_layer_is_packed() -> None:
+    """Zero weights give zero outputs under both kernels: agreement, so packed (a fresh zero-initialised head)."""
+    layer = torch.nn.Linear(16, 4, bias=False)
+    torch.nn.init.zeros_(layer.weight)
+    assert prepack_linear_weights(torch.nn.Sequential(layer)) == PACKED
+
+
+@pytest.mark.parametrize("error", [RuntimeError, NotImplementedError])
+def test_a_onednn_failure_while_packing_keeps_torchs_kernel(monkeypatch: pytest.MonkeyPatch, error: type) -> None:
+    def fails(*args):
+        raise error("simulated oneDNN failure")
+
+    monkeypatch.setattr(torch.ops.mkldnn, "_reorder_linear_weight", fails)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8))
+    assert prepack_linear_weights(model) == TORCH
+    assert linear_kernel(model) == TORCH and type(model[0]) is torch.nn.Linear

@@ -19,7 +19,15 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["MAX_PACKED_BYTES", "PACKED", "TORCH", "linear_kernel", "prepack_linear_weights", "unpack_linear_weights"]
+__all__ = [
+    "ENV",
+    "MAX_PACKED_BYTES",
+    "PACKED",
+    "TORCH",
+    "linear_kernel",
+    "prepack_linear_weights",
+    "unpack_linear_weights",
+]
 
 PACKED = "onednn-prepacked"
 """Kernel name recorded for a model whose linear layers were packed."""
@@ -28,12 +36,22 @@ TORCH = "torch"
 MAX_PACKED_BYTES = 4 * 2**30
 """Largest total of linear-weight bytes packed (a model up to ~1B float32 parameters): the copy doubles them."""
 
+ENV = "QUEERBENCH_LINEAR_KERNEL"
+"""Environment variable: ``torch`` keeps torch's own kernel (e.g. to compare); unset or ``onednn-prepacked``: pack."""
+
 _ATTR = "queerbench_linear_kernel"
 
 
 def linear_kernel(model: Any) -> str:
     """Which kernel ``model``'s linear layers run: :data:`PACKED` or :data:`TORCH`."""
     return str(getattr(model, _ATTR, TORCH))
+
+
+def _packed_linear(x: Any, packed: Any, bias: Any) -> Any:
+    """``x @ W.T + bias`` with ``W`` packed by ``torch.ops.mkldnn._reorder_linear_weight``."""
+    import torch
+
+    return torch.ops.mkldnn._linear_pointwise(x.contiguous(), packed, bias, "none", [], "")
 
 
 def _packed_class(base: type) -> type:
@@ -44,9 +62,22 @@ def _packed_class(base: type) -> type:
     def forward(self: Any, x: torch.Tensor) -> torch.Tensor:
         if torch.is_grad_enabled() or x.dtype != self.weight.dtype or x.device.type != "cpu":
             return F.linear(x, self.weight, self.bias)
-        return torch.ops.mkldnn._linear_pointwise(x.contiguous(), self._qb_packed, self.bias, "none", [], "")
+        return _packed_linear(x, self._qb_packed, self.bias)
 
-    return type(f"Prepacked{base.__name__}", (base,), {"forward": forward, "__module__": __name__, "_qb_base": base})
+    return type(f"Prepacked{base.__name__}", (base,), {"forward": forward, "_qb_base": base})
+
+
+def _reproduces(layer: Any, packed: Any) -> bool:
+    """Whether the packed weight gives ``F.linear``'s output to float rounding (on the layer's own weight rows as
+    input): relative to the output's scale, 1e-4 in float32, 2e-2 in bfloat16."""
+    import torch
+    import torch.nn.functional as F
+
+    x = layer.weight.detach()[:3]
+    got = _packed_linear(x, packed, layer.bias).float()
+    want = F.linear(x, layer.weight, layer.bias).float()
+    tolerance = 1e-4 if layer.weight.dtype == torch.float32 else 2e-2
+    return bool((got - want).abs().max() <= tolerance * want.abs().max())
 
 
 def _supported(model: Any, max_bytes: int) -> list[Any]:
@@ -68,38 +99,35 @@ def _supported(model: Any, max_bytes: int) -> list[Any]:
 def prepack_linear_weights(model: Any, *, max_bytes: int = MAX_PACKED_BYTES) -> str:
     """Pack every ``nn.Linear`` weight of ``model`` for oneDNN (in place) and return the kernel now in use.
 
-    Returns :data:`PACKED`, or :data:`TORCH` when the model is not on the CPU, has weights other than float32 or
+    Returns :data:`PACKED`, or :data:`TORCH` when ``QUEERBENCH_LINEAR_KERNEL=torch`` asks for it, the model is not
+    on the CPU, has weights other than float32 or
     bfloat16, exceeds ``max_bytes`` of linear weights, when this torch build has no oneDNN, or when a packed layer
-    does not reproduce ``F.linear`` (to float rounding) on a random input. Calling it again is a no-op. The kernel
+    does not reproduce ``F.linear`` (to float rounding). Calling it again is a no-op. The kernel
     is also stored on the model (:func:`linear_kernel`) for the run's record.
     """
-    import torch
-    import torch.nn.functional as F
+    import os
 
+    import torch
+
+    wanted = os.environ.get(ENV) or PACKED
+    if wanted not in (PACKED, TORCH):
+        raise ValueError(f"{ENV}={wanted!r}: use {PACKED!r} (the default on the CPU) or {TORCH!r}")
     if linear_kernel(model) == PACKED:
         return PACKED
-    layers = _supported(model, max_bytes)
-    if not layers:
-        setattr(model, _ATTR, TORCH)
-        return TORCH
+    layers = _supported(model, max_bytes) if wanted == PACKED else []
     try:
         with torch.no_grad():
-            packed = [torch.ops.mkldnn._reorder_linear_weight(m.weight.detach(), None) for m in layers]
-            first = layers[0]
-            x = torch.randn(3, first.in_features, generator=torch.Generator().manual_seed(0)).to(first.weight.dtype)
-            got = torch.ops.mkldnn._linear_pointwise(x, packed[0], first.bias, "none", [], "").float()
-            want = F.linear(x, first.weight, first.bias).float()
-        tolerance = 1e-4 if first.weight.dtype == torch.float32 else 2e-2
-        if not torch.allclose(got, want, rtol=tolerance, atol=tolerance * float(want.abs().max().clamp(min=1.0))):
-            raise RuntimeError("packed linear does not reproduce F.linear")
+            packed = [torch.ops.mkldnn._reorder_linear_weight(m.weight.detach()) for m in layers]
+            usable = bool(layers) and _reproduces(layers[0], packed[0])
     except (RuntimeError, NotImplementedError):
+        usable = False
+    if not usable:
         setattr(model, _ATTR, TORCH)
         return TORCH
     classes: dict[type, type] = {}
-    for layer, weight in zip(layers, packed, strict=True):
-        base = type(layer)
-        layer._qb_packed = weight
-        layer.__class__ = classes.setdefault(base, _packed_class(base))
+    for i, layer in enumerate(layers):
+        layer._qb_packed = packed[i]
+        layer.__class__ = classes.setdefault(type(layer), _packed_class(type(layer)))
     setattr(model, _ATTR, PACKED)
     return PACKED
 
