@@ -189,8 +189,13 @@ def test_resolve_model(tmp_path: Path) -> None:
     assert resolve_model("org/name") == ("org/name", None)
 
 
-def test_resolve_device() -> None:
+def test_resolve_device(monkeypatch) -> None:
     assert resolve_device("cpu") == "cpu" and isinstance(resolve_device("cpu"), str)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: True)
+    assert resolve_device() == "mps"  # auto by default
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+    assert resolve_device() == "cpu"
     with pytest.raises(ValueError, match="unknown device"):
         resolve_device("tpu:9")
 
