@@ -54,6 +54,9 @@ def folders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "vit": transformers.ViTConfig(),  # no language-model head at all
         "two": transformers.GPT2Config(architectures=["GPT2LMHeadModel", "GPT2DoubleHeadsModel"]),
         "seq-classifier": transformers.BertConfig(architectures=["BertForSequenceClassification"]),
+        # a BERT config (in the masked-LM mapping) whose architecture says causal: the architecture decides
+        "bert-causal": transformers.BertConfig(architectures=["BertForCausalLM"]),
+        "bert-lmhead": transformers.BertConfig(architectures=["BertLMHeadModel"]),
     }
     out = {}
     for name, config in configs.items():
@@ -109,6 +112,8 @@ def test_model_kinds_from_the_config_alone(folders, config_calls) -> None:
         "seq-classifier": ("masked", "BertForSequenceClassification"),  # a BERT config: the masked-LM mapping
         "gpt2": ("causal", "GPT2LMHeadModel"),
         "chat": ("causal", "LlamaForCausalLM"),
+        "bert-causal": ("causal", "BertForCausalLM"),
+        "bert-lmhead": ("causal", "BertLMHeadModel"),
     }
     for name, (kind, arch) in want.items():
         assert describe_model(str(folders[name])) == (kind, arch), name
@@ -178,6 +183,7 @@ def test_long_hub_errors_are_cut(config_calls, monkeypatch) -> None:
 
 def test_resolve_model(tmp_path: Path) -> None:
     gguf = Path(fetch("smollm2_135m_instruct_gguf"))
+    assert model_kind(str(gguf)) == "causal"  # a .gguf file: its config is read from the file
     assert resolve_model(None) == resolve_model(DEFAULT_MODEL) == (str(gguf.parent), gguf.name)
     single = tmp_path / "m.gguf"
     single.write_bytes(b"GGUF")
