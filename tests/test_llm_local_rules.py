@@ -57,6 +57,7 @@ def folders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         # a BERT config (in the masked-LM mapping) whose architecture says causal: the architecture decides
         "bert-causal": transformers.BertConfig(architectures=["BertForCausalLM"]),
         "bert-lmhead": transformers.BertConfig(architectures=["BertLMHeadModel"]),
+        "gpt2-masked": transformers.GPT2Config(architectures=["GPT2ForMaskedLM"]),  # and the other way round
     }
     out = {}
     for name, config in configs.items():
@@ -114,6 +115,7 @@ def test_model_kinds_from_the_config_alone(folders, config_calls) -> None:
         "chat": ("causal", "LlamaForCausalLM"),
         "bert-causal": ("causal", "BertForCausalLM"),
         "bert-lmhead": ("causal", "BertLMHeadModel"),
+        "gpt2-masked": ("masked", "GPT2ForMaskedLM"),
     }
     for name, (kind, arch) in want.items():
         assert describe_model(str(folders[name])) == (kind, arch), name
