@@ -218,6 +218,8 @@ def test_load_causal_lm(folders, config_calls) -> None:
     for dtype in ("float16", "bfloat16"):
         model, _ = load_causal_lm(str(folders["chat"]), dtype=dtype)
         assert next(model.parameters()).dtype == getattr(torch, dtype)
+    half = TransformersRunner(str(folders["chat"]), dtype="bfloat16")
+    assert next(half.model.parameters()).dtype == torch.bfloat16
     _, llama_tok = load_causal_lm(str(folders["chat"]))
     assert llama_tok.pad_token == "<|endoftext|>"  # its own pad token is kept
     config_calls.clear()
@@ -278,6 +280,12 @@ def test_the_text_the_model_sees(folders, gpt2: TransformersRunner, chat: Transf
     assert brief.fingerprint()["system"] == "Be brief."
     chat_brief = TransformersRunner(str(folders["chat"]), system_prompt="Be brief.")
     assert chat_brief.format_prompt("Fill it.") == "<|user|>Be brief.\n<|user|>Fill it.\n<|assistant|>"
+    # a template that shows the roles: a system turn, then the user's
+    chat_brief.tokenizer.chat_template = "{% for m in messages %}[{{ m['role'] }}]{{ m['content'] }}{% endfor %}"
+    assert chat_brief.format_prompt("Fill it.") == "[system]Be brief.[user]Fill it."
+    with pytest.warns(UserWarning) as caught:
+        TransformersRunner(str(folders["gpt2"]), dtype="bfloat16")
+    assert caught[0].filename == __file__  # the warning names the caller's line, not the layer's
 
 
 def test_stop_tokens(chat: TransformersRunner) -> None:
