@@ -465,3 +465,40 @@ def test_pick_nucleus_beyond_the_top_64() -> None:
     small = _draws(logits[:100], GenerationSettings(temperature=1.0, top_p=0.3), n=2000)  # inside the top 64
     p = torch.softmax(torch.tensor(logits[:100]), 0)
     assert int(small.max()) == int((p.cumsum(0) - p < 0.3).sum()) - 1
+
+
+def test_special_tokens_are_added_only_without_a_chat_template(folders, tmp_path: Path) -> None:
+    """A tokenizer that adds its BOS itself: a plain prompt gets it; a chat template's text is fed as it is."""
+    from tokenizers.processors import TemplateProcessing
+    from transformers import AutoTokenizer
+
+    path = tiny_llama(tmp_path, name="bos")
+    tok = AutoTokenizer.from_pretrained(path)
+    tok._tokenizer.post_processor = TemplateProcessing(
+        single="<|endoftext|> $A", special_tokens=[("<|endoftext|>", tok.convert_tokens_to_ids("<|endoftext|>"))]
+    )
+    tok.save_pretrained(path)
+    first: list[int] = []
+
+    def record(module, args, kwargs):
+        first.append(int(kwargs["input_ids"][0, 0]))
+
+    for chat_template in (True, False):
+        if not chat_template:
+            tok.chat_template = None
+            tok.save_pretrained(path)
+            (path / "chat_template.jinja").unlink(missing_ok=True)
+        runner = TransformersRunner(str(path)) if chat_template else _plain(path)
+        assert runner.has_chat_template == chat_template
+        handle = runner.model.register_forward_pre_hook(record, with_kwargs=True)
+        try:
+            first.clear()
+            dict(runner.generate(["xe"], [0], GenerationSettings(temperature=0.0, max_new_tokens=1)))
+        finally:
+            handle.remove()
+        assert (first[0] == tok.bos_token_id) == (not chat_template), chat_template
+
+
+def _plain(path: Path) -> TransformersRunner:
+    with pytest.warns(UserWarning, match="no chat template"):
+        return TransformersRunner(str(path))
