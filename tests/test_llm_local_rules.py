@@ -509,6 +509,10 @@ def test_special_tokens_are_added_only_without_a_chat_template(folders, tmp_path
         finally:
             handle.remove()
         assert (first[0] == tok.bos_token_id) == (not chat_template), chat_template
+        # and option scoring: the context as the model sees it, each option without added tokens
+        got = runner.score_options(["Rate xe."], [["1", "warm"]], "Rating:")
+        want = [_brute_option_logprob(runner, "Rate xe.", "Rating:", o) for o in ("1", "warm")]
+        assert got[0] == pytest.approx(want, abs=1e-4)
 
 
 def _plain(path: Path) -> TransformersRunner:
