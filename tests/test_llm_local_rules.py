@@ -406,7 +406,9 @@ def test_greedy_decoding_equals_plain_forward_passes(peaked: TransformersRunner)
         want = [_greedy_reference(peaked, s, 6, peaked.stop_token_ids()) for s in seqs]
         assert peaked.decode(seqs, [1, 2, 3, 4], settings) == want
         assert {f for _, f in want} == {"stop", "length"}
-        replies = dict(peaked.generate(PROMPTS, [1, 2, 3, 4], GenerationSettings(temperature=0.0, max_new_tokens=6)))
+        listed = list(peaked.generate(PROMPTS, [1, 2, 3, 4], GenerationSettings(temperature=0.0, max_new_tokens=6)))
+        assert sorted(i for i, _ in listed) == [0, 1, 2, 3]  # each prompt answered once
+        replies = dict(listed)
     finally:
         config.eos_token_id = old
     for i, (toks, finish) in enumerate(want):
