@@ -190,5 +190,12 @@ def test_instructed_chunks_keep_their_replies_in_the_run_cache(models: dict[str,
     assert ticks.seen[-1] == (3, 3)
     # the model has no chat template: said once through the run's log, not printed
     assert [line for line in log if line.startswith("note: ")], log
+    # the cache is closed when the predictions are in: SQLite removes its write-ahead log with the last connection
+    assert sorted(p.name for p in (out / ".chunks").iterdir()) == [
+        "chunk-00000.parquet",
+        "chunk-00001.parquet",
+        "model.json",
+        "replies.sqlite",
+    ]
     with ResponseCache(out / ".chunks/replies.sqlite") as cache:  # where a resume finds them
         assert cache.count() == 3
