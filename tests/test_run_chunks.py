@@ -111,17 +111,20 @@ def test_masked_lm_chunks_hold_the_predictions_in_order(models: dict[str, str], 
     assert "predicting" not in capsys.readouterr().err
 
 
-def test_a_masked_lm_resume_predicts_only_the_missing_chunk(models: dict[str, str], tmp_path: Path, capsys):
+def test_a_masked_lm_resume_predicts_only_the_missing_chunks(models: dict[str, str], tmp_path: Path, capsys):
+    """A run killed after its first chunk: the resume predicts the other two, in batches of the run's size."""
     frame = _frame()
-    options = RunOptions(model=models["bert"], method="mlm", top_k=2, **FAST)
+    options = RunOptions(model=models["bert"], method="mlm", top_k=2, batch_size=1, **FAST)
     out = tmp_path / "run"
     first, first_meta, _ = _chunks(frame, options, out)
     bar = capsys.readouterr().err  # no progress callback: a terminal bar counts the sentences
     assert re.search(rf"predicting: 100%\|[^|]*\| {N}/{N} \[[^]]*(\d|\?)sent/s\]", bar), bar
-    (out / ".chunks/chunk-00001.parquet").unlink()
+    for c in (1, 2):
+        (out / f".chunks/chunk-{c:05d}.parquet").unlink()
     ticks = Ticks()
     again, meta, predicted = _chunks(frame, options, out, ticks)
-    assert predicted == 2 and ticks.seen == [(N, N)]  # the saved 3 sentences count from the start
+    # the 2 saved sentences count from the start; then a tick per batch of one sentence
+    assert predicted == 3 and ticks.seen == [(3, N), (4, N), (5, N)]
     assert meta == first_meta == json.loads((out / ".chunks/model.json").read_text())
     assert again.equals(first) and _saved_chunks(out) == [f"chunk-{c:05d}.parquet" for c in range(3)]
 
