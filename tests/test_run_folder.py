@@ -149,6 +149,7 @@ def test_generative_keys_add_the_method_endpoint_prompt_and_decoding():
         ({"model": "/models/My Model v2/"}, "models_My_Model_v2-default-k5"),
         ({"model": "org/m", "revision": "refs/pr/1"}, "org_m-default-k5-revrefs_pr_1"),
         ({"model": "a.b_c-d"}, "a.b_c-d-default-k5"),
+        ({"model": "Xorg/VAE-X"}, "Xorg_VAE-X-default-k5"),  # only slashes and underscores go from the ends
         ({"model": "///"}, "x-default-k5"),
         ({"model": "_?_"}, "x-default-k5"),
         ({"model": "org/m", "revision": ""}, "org_m-default-k5"),
