@@ -13,12 +13,14 @@ large float32 tensor copy (STREAM "copy" convention: bytes read + bytes written,
 tokens/s over the whole reply (prefill included) and over the decoding steps alone, and their share of the floor;
 then the speed-up of the default batch over batch 1 (target: ≥ 50 % of the floor at the default batch). Batches
 alternate ``--repeats`` times and the best time counts, since the machine may be shared (its load is printed).
-Two checks that depend less on the machine's load follow: the same batch through transformers' own ``model.generate`` (same sampling,
-``min_new_tokens`` = ``max_new_tokens``; ``--no-hf`` skips it), and the share of the loop's CPU time spent in the
-weight matmuls (``aten::mm``/``addmm``, torch profiler, a short run) — the part the floor is about; the rest is
-overhead of the loop, attention, sampling and transformers' Python. Last, one step's weight matmuls alone
-(every ``nn.Linear`` weight through ``F.linear`` at the batch's row count, best of 5): the ceiling that torch's
-float32 GEMM puts on the share of the floor at that batch, whatever the loop around it.
+Both linear kernels run side by side, alternating: the default on the CPU, oneDNN-prepacked weights
+(:mod:`queerbench.llm.cpu_linear`), and torch's own ``F.linear``; the ratio between them is printed per batch, with
+how many sampled replies came out token-identical under the two. Checks that depend less on the machine's load
+follow: the same batch through transformers' own ``model.generate`` (same sampling, ``min_new_tokens`` =
+``max_new_tokens``; ``--no-hf`` skips it), the share of the loop's CPU time spent in the linear layers (torch
+profiler, a short run) — the part the floor is about; the rest is attention, the KV cache, norms, sampling and
+transformers' Python — and, last, one step's linear layers alone (every ``nn.Linear`` layer at the batch's row
+count, best of 5, per kernel): the ceiling that kernel puts on the share of the floor, whatever the loop around it.
 
 Run: ``QUEERBENCH_DATA_DIR=../shared nice python benchmarks/generation_speed.py [--new-tokens 200] [--batch 8]``
 """
@@ -39,6 +41,7 @@ import torch
 from transformers.utils import logging as hf_logging
 
 from queerbench.llm import GenerationSettings, TransformersRunner
+from queerbench.llm.cpu_linear import PACKED, TORCH, linear_kernel, prepack_linear_weights, unpack_linear_weights
 from queerbench.scm.dataset import scm_splits
 
 
@@ -56,19 +59,28 @@ def copy_bandwidth(n_bytes: int = 512 * 2**20, repeats: int = 5) -> float:
 
 
 def weight_matmul_time(model: torch.nn.Module, rows: int, repeats: int = 5) -> float:
-    """Best time of one decoding step's weight matmuls alone: every ``nn.Linear`` weight of the model (the LM head
-    included, tied weights once) times a ``[rows, in_features]`` input through ``torch.nn.functional.linear``, the
-    call the model itself makes. What no decoding loop on torch's float32 GEMM can go below at that batch."""
-    weights = {id(m.weight): m.weight for m in model.modules() if isinstance(m, torch.nn.Linear)}
-    inputs = {w.shape[1]: torch.randn(rows, w.shape[1], dtype=w.dtype, device=w.device) for w in weights.values()}
+    """Best time of one decoding step's weight matmuls alone: every ``nn.Linear`` layer of the model (the LM head
+    included) called on a ``[rows, in_features]`` input, with the kernel the layers have now. What no decoding loop
+    on that kernel can go below at that batch."""
+    layers = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    inputs = {m.in_features: torch.randn(rows, m.in_features, dtype=m.weight.dtype) for m in layers}
     best = float("inf")
     with torch.inference_mode():
         for _ in range(repeats):
             start = time.perf_counter()
-            for w in weights.values():
-                torch.nn.functional.linear(inputs[w.shape[1]], w)
+            for m in layers:
+                m(inputs[m.in_features])
             best = min(best, time.perf_counter() - start)
     return best
+
+
+def use_kernel(model: torch.nn.Module, kernel: str) -> None:
+    """Switch the model's linear layers to ``kernel`` (packed or torch's)."""
+    if kernel == PACKED:
+        assert prepack_linear_weights(model) == PACKED, "this torch build cannot pack linear weights"
+    else:
+        unpack_linear_weights(model)
+    assert linear_kernel(model) == kernel
 
 
 def main() -> None:
@@ -93,18 +105,24 @@ def main() -> None:
     prefill_only = GenerationSettings(temperature=0.6, top_p=0.9, max_new_tokens=1)
 
     bandwidth = copy_bandwidth()
-    best: dict[int, tuple[float, float]] = {}
+    kernels = (PACKED, TORCH)
+    best: dict[tuple[str, int], tuple[float, float]] = {}
+    replies: dict[tuple[str, int], list[list[int]]] = {}
     for _ in range(args.repeats):
-        for batch in (args.batch, 1):
-            rows, seeds = seqs[:batch], list(range(batch))
-            start = time.perf_counter()
-            runner.decode(rows, seeds, prefill_only)
-            prefill = time.perf_counter() - start
-            start = time.perf_counter()
-            out = runner.decode(rows, seeds, settings)
-            total = time.perf_counter() - start
-            assert all(len(toks) == args.new_tokens for toks, _ in out)
-            best[batch] = min(best.get(batch, (float("inf"), 0.0)), (total, prefill))
+        for kernel in kernels:
+            use_kernel(runner.model, kernel)
+            for batch in (args.batch, 1):
+                rows, seeds = seqs[:batch], list(range(batch))
+                start = time.perf_counter()
+                runner.decode(rows, seeds, prefill_only)
+                prefill = time.perf_counter() - start
+                start = time.perf_counter()
+                out = runner.decode(rows, seeds, settings)
+                total = time.perf_counter() - start
+                assert all(len(toks) == args.new_tokens for toks, _ in out)
+                replies[kernel, batch] = [toks for toks, _ in out]
+                best[kernel, batch] = min(best.get((kernel, batch), (float("inf"), 0.0)), (total, prefill))
+    use_kernel(runner.model, PACKED)
     hf_time = None
     if not args.no_hf:
         enc = runner.tokenizer(
@@ -130,10 +148,15 @@ def main() -> None:
         runner.decode(seqs, list(range(len(seqs))), GenerationSettings(temperature=0.6, top_p=0.9, max_new_tokens=12))
     events = prof.key_averages()
     total_cpu = sum(e.self_cpu_time_total for e in events)
-    mm_cpu = sum(e.self_cpu_time_total for e in events if e.key in ("aten::mm", "aten::addmm", "aten::bmm"))
+    linear_ops = ("aten::mm", "aten::addmm", "mkldnn::_linear_pointwise")
+    mm_cpu = sum(e.self_cpu_time_total for e in events if e.key in linear_ops)
     bandwidth = max(bandwidth, copy_bandwidth())
     step_floor = weights / bandwidth
-    gemm = {batch: weight_matmul_time(runner.model, batch) for batch in (args.batch, 1)}
+    gemm = {}
+    for kernel in kernels:
+        use_kernel(runner.model, kernel)
+        gemm.update({(kernel, batch): weight_matmul_time(runner.model, batch) for batch in (args.batch, 1)})
+    use_kernel(runner.model, PACKED)
 
     print(
         f"SmolLM2-135M-Instruct (embedded GGUF -> float32), {runner.fingerprint()['params'] / 1e6:.1f}M parameters = "
@@ -144,33 +167,43 @@ def main() -> None:
     )
     print(f"copy bandwidth {bandwidth / 1e9:.2f} GB/s -> floor {step_floor * 1000:.1f} ms per decoding step")
     rate = {}
-    for batch, (total, prefill) in best.items():
+    for (kernel, batch), (total, prefill) in best.items():
         tokens = batch * args.new_tokens
-        rate[batch] = tokens / total
+        rate[kernel, batch] = tokens / total
         decode_rate = batch * (args.new_tokens - 1) / max(total - prefill, 1e-9)
         floor = batch / step_floor
         print(
-            f"batch {batch:3d}: {rate[batch]:7.1f} tokens/s over the reply ({total:.1f} s, prefill {prefill:.2f} s), "
-            f"{decode_rate:7.1f} tokens/s decoding; floor {floor:7.1f} tokens/s -> {rate[batch] / floor:5.1%} of "
-            f"the floor ({decode_rate / floor:5.1%} decoding only)"
+            f"{kernel:16s} batch {batch:3d}: {rate[kernel, batch]:7.1f} tokens/s over the reply ({total:.1f} s, "
+            f"prefill {prefill:.2f} s), {decode_rate:7.1f} tokens/s decoding; floor {floor:7.1f} tokens/s -> "
+            f"{rate[kernel, batch] / floor:5.1%} of the floor ({decode_rate / floor:5.1%} decoding only)"
         )
-    share = rate[args.batch] / (args.batch / step_floor)
+    for batch in (args.batch, 1):
+        same = sum(a == b for a, b in zip(replies[PACKED, batch], replies[TORCH, batch], strict=True))
+        print(
+            f"batch {batch}: {PACKED} vs {TORCH} kernel {rate[PACKED, batch] / rate[TORCH, batch]:.2f}x tokens/s; "
+            f"{same}/{batch} sampled replies token-identical between the kernels"
+        )
+    share = rate[PACKED, args.batch] / (args.batch / step_floor)
     if hf_time is not None:
         hf_rate = args.batch * args.new_tokens / hf_time
         print(
-            f"transformers model.generate, batch {args.batch}: {hf_rate:.1f} tokens/s ({hf_time:.1f} s) -> the "
-            f"generation layer's loop is {rate[args.batch] / hf_rate:.2f}x its speed"
-        )
-    print(f"weight matmuls (aten::mm/addmm): {mm_cpu / total_cpu:.0%} of the loop's CPU time at batch {args.batch}")
-    for batch, seconds in gemm.items():
-        print(
-            f"one step's weight matmuls alone (F.linear), batch {batch}: {seconds * 1000:.1f} ms = "
-            f"{weights / seconds / 1e9:.1f} GB/s of weights -> at most {step_floor / seconds:.0%} of the floor for any "
-            "loop on torch's fp32 GEMM"
+            f"transformers model.generate ({PACKED}), batch {args.batch}: {hf_rate:.1f} tokens/s ({hf_time:.1f} s) "
+            f"-> the generation layer's loop is {rate[PACKED, args.batch] / hf_rate:.2f}x its speed"
         )
     print(
-        f"default batch {args.batch} vs batch 1: {rate[args.batch] / rate[1]:.2f}x tokens/s; share of the "
-        f"bandwidth floor at batch {args.batch}: {share:.1%} (target >= 50%: {'met' if share >= 0.5 else 'NOT met'})"
+        f"linear layers ({PACKED}): {mm_cpu / total_cpu:.0%} of the loop's CPU time at batch {args.batch}; the rest is "
+        "attention, the KV cache, norms and activations, sampling and Python"
+    )
+    for (kernel, batch), seconds in gemm.items():
+        print(
+            f"one step's linear layers alone, {kernel}, batch {batch}: {seconds * 1000:.1f} ms = "
+            f"{weights / seconds / 1e9:.1f} GB/s of weights -> at most {step_floor / seconds:.0%} of the floor for any "
+            "loop on this kernel"
+        )
+    print(
+        f"default batch {args.batch} vs batch 1 ({PACKED}): {rate[PACKED, args.batch] / rate[PACKED, 1]:.2f}x "
+        f"tokens/s; share of the bandwidth floor at batch {args.batch}: {share:.1%} (target >= 50%: "
+        f"{'met' if share >= 0.5 else 'NOT met'})"
     )
 
 

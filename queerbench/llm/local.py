@@ -14,6 +14,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from queerbench.llm.cpu_linear import linear_kernel, prepack_linear_weights
 from queerbench.llm.settings import DEFAULT_MODEL, GenerationSettings, Reply
 
 __all__ = [
@@ -130,8 +131,10 @@ def load_causal_lm(
     The architecture is checked from the config before any weights are read (:func:`check_causal_lm`: a masked LM
     or a missing folder is one clear error, never a random-headed model). The model is in eval mode on
     ``resolve_device(device)``; the tokenizer pads on the left and has a pad token (the EOS token when it has
-    none). GGUF weights (the embedded SmolLM2 is Q4_1) are dequantised by transformers to ``dtype``. Remote code
-    is never run.
+    none). GGUF weights (the embedded SmolLM2 is Q4_1) are dequantised by transformers to ``dtype``. On the CPU the
+    linear layers' weights are packed once for oneDNN (:func:`~queerbench.llm.cpu_linear.prepack_linear_weights`:
+    faster decoding; :func:`~queerbench.llm.cpu_linear.linear_kernel` says which kernel runs). Remote code is
+    never run.
     """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -152,6 +155,7 @@ def load_causal_lm(
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ModelLoadError(f"cannot load --model {model or DEFAULT_MODEL}: {first[:200]}") from None
     lm = lm.to(resolve_device(device)).eval()
+    prepack_linear_weights(lm)  # on the CPU: oneDNN-packed weights, the kernel recorded (queerbench.llm.cpu_linear)
     tokenizer.padding_side = "left"
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
@@ -210,6 +214,11 @@ class TransformersRunner:
     def prompt_format(self) -> str:
         """``chat`` when the tokenizer's chat template is used, else ``plain``."""
         return "chat" if self.has_chat_template else "plain"
+
+    @property
+    def linear_kernel(self) -> str:
+        """The linear layers' kernel (``onednn-prepacked`` on the CPU, else ``torch``), recorded with each reply."""
+        return linear_kernel(self.model)
 
     def fingerprint(self) -> dict[str, Any]:
         """Model id, class, parameter count, weights (:func:`weights_fingerprint`), prompt format, system prompt.
@@ -271,6 +280,7 @@ class TransformersRunner:
                     "seed": seeds[i],
                     "new_tokens": len(tokens),
                     "finish_reason": finish,
+                    "linear_kernel": self.linear_kernel,
                 }
                 yield i, Reply(text, None, meta)
 

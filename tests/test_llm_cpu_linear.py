@@ -1,0 +1,215 @@
+"""oneDNN-prepacked linear weights (queerbench.llm.cpu_linear): same outputs as ``F.linear``, recorded, reversible."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from tiny_models import tiny_llama
+
+from queerbench.llm import GenerationSettings, TransformersRunner, load_causal_lm
+from queerbench.llm.cpu_linear import (
+    PACKED,
+    TORCH,
+    linear_kernel,
+    prepack_linear_weights,
+    unpack_linear_weights,
+)
+
+
+@pytest.fixture(scope="module")
+def llama_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tiny_llama(tmp_path_factory.mktemp("cpu-linear"))
+
+
+def _batch(tokenizer, texts: list[str]) -> dict[str, torch.Tensor]:
+    enc = tokenizer(texts, return_tensors="pt", padding=True)
+    enc["position_ids"] = (enc["attention_mask"].cumsum(-1) - 1).clamp(min=0)
+    return enc
+
+
+def _linears(model: torch.nn.Module) -> list[torch.nn.Module]:
+    return [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
+
+
+def test_loaded_causal_lm_is_packed_and_matches_f_linear(llama_dir: Path) -> None:
+    lm, tok = load_causal_lm(str(llama_dir))
+    assert linear_kernel(lm) == PACKED
+    layers = _linears(lm)
+    assert layers and all(hasattr(m, "_qb_packed") and type(m).__name__ == "PrepackedLinear" for m in layers)
+    enc = _batch(tok, ["the cat sat on the mat", "a b"])
+    with torch.inference_mode():
+        packed = lm(**enc).logits
+    unpack_linear_weights(lm)
+    assert linear_kernel(lm) == TORCH
+    assert all(type(m) is torch.nn.Linear and not hasattr(m, "_qb_packed") for m in _linears(lm))
+    with torch.inference_mode():
+        plain = lm(**enc).logits
+    assert packed.shape == plain.shape
+    torch.testing.assert_close(packed, plain, rtol=1e-5, atol=1e-5)
+    assert not torch.equal(packed, torch.zeros_like(packed))
+
+
+def test_a_rows_output_does_not_depend_on_how_many_rows_share_the_call() -> None:
+    layer = torch.nn.Linear(96, 200)
+    x = torch.randn(8, 96, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        want = torch.nn.functional.linear(x, layer.weight, layer.bias)
+    holder = torch.nn.Sequential(layer)
+    assert prepack_linear_weights(holder) == PACKED
+    with torch.inference_mode():
+        full = layer(x)
+        torch.testing.assert_close(full, want, rtol=1e-5, atol=1e-5)  # the bias is added
+        for rows in (2, 3, 7):
+            assert torch.equal(layer(x[:rows]), full[:rows])
+        # one row is a GEMV: torch's kernel, exactly
+        assert torch.equal(layer(x[:1]), torch.nn.functional.linear(x[:1], layer.weight, layer.bias))
+        assert torch.equal(
+            layer(x[:1].view(1, 1, 96)), torch.nn.functional.linear(x[:1], layer.weight, layer.bias)[None]
+        )
+        assert torch.equal(layer(x.view(8, 1, 96))[:, 0], full)  # [batch, 1 token, features] as in decoding
+
+
+def test_autograd_falls_back_to_f_linear_exactly() -> None:
+    layer = torch.nn.Linear(32, 16)
+    holder = torch.nn.Sequential(layer)
+    prepack_linear_weights(holder)
+    x = torch.randn(4, 32, requires_grad=True)
+    out = layer(x)
+    assert torch.equal(out, torch.nn.functional.linear(x, layer.weight, layer.bias))
+    out.sum().backward()
+    assert x.grad is not None and layer.weight.grad is not None
+
+
+@pytest.mark.parametrize(
+    ("make", "why"),
+    [
+        (lambda: torch.nn.Sequential(torch.nn.Linear(8, 8).half()), "float16 weights"),
+        (lambda: torch.nn.Sequential(torch.nn.Conv1d(2, 2, 1)), "no linear layer"),
+    ],
+)
+def test_unsupported_models_keep_torchs_kernel(make, why: str) -> None:
+    model = make()
+    assert prepack_linear_weights(model) == TORCH, why
+    assert linear_kernel(model) == TORCH
+    assert not any(hasattr(m, "_qb_packed") for m in model.modules())
+
+
+def test_size_cap_and_repeat_calls() -> None:
+    model = torch.nn.Sequential(torch.nn.Linear(16, 16, bias=False), torch.nn.Linear(16, 4))
+    weight_bytes = (16 * 16 + 4 * 16) * 4
+    assert prepack_linear_weights(model, max_bytes=weight_bytes - 1) == TORCH
+    assert not any(hasattr(m, "_qb_packed") for m in model.modules())
+    assert prepack_linear_weights(model, max_bytes=weight_bytes) == PACKED
+    first = model[0]._qb_packed
+    assert prepack_linear_weights(model) == PACKED and model[0]._qb_packed is first  # no second packing
+    assert type(model[0]).__mro__[1] is torch.nn.Linear  # packed once: the subclass of nn.Linear, not of itself
+
+
+def test_runner_records_the_kernel_and_decodes_like_f_linear(llama_dir: Path) -> None:
+    runner = TransformersRunner(str(llama_dir))
+    assert runner.linear_kernel == PACKED
+    settings = GenerationSettings(temperature=0.0, max_new_tokens=6)
+    replies = dict(runner.generate(["Say a word.", "Name a colour, please."], [0, 1], settings))
+    assert {r.meta["linear_kernel"] for r in replies.values()} == {PACKED}
+    unpack_linear_weights(runner.model)
+    plain = dict(runner.generate(["Say a word.", "Name a colour, please."], [0, 1], settings))
+    assert [r.meta["linear_kernel"] for r in plain.values()] == [TORCH, TORCH]
+    assert [replies[i].text for i in (0, 1)] == [plain[i].text for i in (0, 1)]
+
+
+def test_environment_variable_keeps_torchs_kernel_or_is_one_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8))
+    monkeypatch.setenv("QUEERBENCH_LINEAR_KERNEL", "torch")
+    assert prepack_linear_weights(model) == TORCH and not hasattr(model[0], "_qb_packed")
+    monkeypatch.setenv("QUEERBENCH_LINEAR_KERNEL", "mkl")
+    with pytest.raises(ValueError, match="QUEERBENCH_LINEAR_KERNEL='mkl'"):
+        prepack_linear_weights(model)
+    monkeypatch.setenv("QUEERBENCH_LINEAR_KERNEL", "onednn-prepacked")
+    assert prepack_linear_weights(model) == PACKED
+
+
+def test_a_model_never_packed_reports_torchs_kernel() -> None:
+    assert linear_kernel(torch.nn.Sequential(torch.nn.Linear(4, 4))) == TORCH
+
+
+class _OwnLinear(torch.nn.Linear):
+    """A subclass of nn.Linear, as some architectures define."""
+
+
+def test_each_layer_keeps_its_own_class_packed_and_unpacked() -> None:
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), _OwnLinear(8, 8), torch.nn.Linear(8, 3))
+    x = torch.randn(2, 8)
+    with torch.inference_mode():
+        want = model(x)
+    assert prepack_linear_weights(model) == PACKED
+    assert [type(m).__mro__[1] for m in model] == [torch.nn.Linear, _OwnLinear, torch.nn.Linear]
+    assert type(model[0]) is type(model[2]) and type(model[0]) is not type(model[1])
+    with torch.inference_mode():
+        torch.testing.assert_close(model(x), want, rtol=1e-5, atol=1e-5)
+    unpack_linear_weights(model)
+    assert [type(m) for m in model] == [torch.nn.Linear, _OwnLinear, torch.nn.Linear]
+
+
+def test_bfloat16_weights_are_packed_and_agree() -> None:
+    model = torch.nn.Sequential(torch.nn.Linear(64, 32)).to(torch.bfloat16)
+    x = torch.randn(4, 64).to(torch.bfloat16)
+    with torch.inference_mode():
+        want = model(x).float()
+    assert prepack_linear_weights(model) == PACKED
+    with torch.inference_mode():
+        torch.testing.assert_close(model(x).float(), want, rtol=2e-2, atol=2e-2)
+
+
+def test_weights_off_the_cpu_are_left_alone() -> None:
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8, device="meta"))
+    assert prepack_linear_weights(model) == TORCH
+    assert not hasattr(model[0], "_qb_packed") and type(model[0]) is torch.nn.Linear
+
+
+@pytest.mark.parametrize(
+    ("dtype", "error", "kernel"),
+    [
+        (torch.float32, 1e-6, PACKED),  # rounding-sized: accepted
+        (torch.float32, 1e-3, TORCH),  # beyond float32 rounding: refused
+        (torch.bfloat16, 5e-3, PACKED),  # bfloat16 rounding is coarser
+        (torch.bfloat16, 1e-1, TORCH),
+    ],
+)
+def test_a_packed_kernel_that_does_not_reproduce_f_linear_is_not_used(
+    monkeypatch: pytest.MonkeyPatch, dtype: torch.dtype, error: float, kernel: str
+) -> None:
+    """The check at load time: a (simulated) faulty oneDNN kernel, off by ``error`` × the output's scale."""
+    real = torch.ops.mkldnn._linear_pointwise
+
+    def off(x, w, b, *rest):
+        out = real(x, w, b, *rest)
+        return out + (error * out.float().abs().max()).to(out.dtype)
+
+    monkeypatch.setattr(torch.ops.mkldnn, "_linear_pointwise", off)
+    layer = torch.nn.Linear(64, 16).to(dtype)
+    with torch.no_grad():
+        layer.weight.mul_(0.01)  # outputs well below 1: the tolerance is relative to them
+    model = torch.nn.Sequential(layer)
+    assert prepack_linear_weights(model) == kernel
+    assert linear_kernel(model) == kernel
+    assert hasattr(layer, "_qb_packed") == (kernel == PACKED)
+
+
+def test_an_all_zero_layer_is_packed() -> None:
+    """Zero weights give zero outputs under both kernels: agreement, so packed (a fresh zero-initialised head)."""
+    layer = torch.nn.Linear(16, 4, bias=False)
+    torch.nn.init.zeros_(layer.weight)
+    assert prepack_linear_weights(torch.nn.Sequential(layer)) == PACKED
+
+
+@pytest.mark.parametrize("error", [RuntimeError, NotImplementedError])
+def test_a_onednn_failure_while_packing_keeps_torchs_kernel(monkeypatch: pytest.MonkeyPatch, error: type) -> None:
+    def fails(*args):
+        raise error("simulated oneDNN failure")
+
+    monkeypatch.setattr(torch.ops.mkldnn, "_reorder_linear_weight", fails)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8))
+    assert prepack_linear_weights(model) == TORCH
+    assert linear_kernel(model) == TORCH and type(model[0]) is torch.nn.Linear
