@@ -7,6 +7,7 @@ Tests make no outside connections. External files come from ``$QUEERBENCH_DATA_D
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -38,3 +39,15 @@ def shared_dir() -> Path:
 def upstream_dir(shared_dir: Path) -> Path:
     """The upstream QueerBench data folder inside the shared directory."""
     return shared_dir / "upstream" / "queerbench" / "data"
+
+
+@pytest.fixture(scope="module")
+def one_thread() -> Iterator[None]:
+    """Torch on one thread for a module's tests (``pytestmark = pytest.mark.usefixtures("one_thread")``): tiny models
+    gain nothing from threads, and on a shared 2-core machine extra threads only spin-wait for each other."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

@@ -39,12 +39,7 @@ from tests.tiny_models import tiny_gpt2, tiny_llama
 SENTENCES = ["The gay person is a [MASK].", "[MASK] is kind.", "The person was a [MASK] in town."]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 @pytest.fixture(scope="module")

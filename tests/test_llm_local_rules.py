@@ -33,13 +33,7 @@ from queerbench.predict import ModelLoadError
 from queerbench.sources import fetch, get_source
 from tests.tiny_models import tiny_gpt2, tiny_llama
 
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 @pytest.fixture(scope="module")

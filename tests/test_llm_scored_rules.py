@@ -49,12 +49,7 @@ SENTENCES = [
 EOT = "<|endoftext|>"
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 def _bpe(specials: list[str]) -> ByteLevelBPETokenizer:

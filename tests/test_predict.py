@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import shutil
 import string
-from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
@@ -38,13 +37,7 @@ SENTENCES = [
 ]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread() -> Iterator[None]:
-    """Tiny models run fastest on one thread; on a shared 2-core machine extra threads only spin-wait."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 @pytest.fixture(scope="module")
