@@ -1,8 +1,8 @@
 """oneDNN-prepacked weights for the linear layers of a causal LM that runs on the CPU.
 
 Decoding reads every weight once per step for a few rows (the batch), a shape that torch's default float32 GEMM
-serves badly on x86: at 8 rows it re-packs each weight matrix on every call, so one decoding step of SmolLM2-135M
-took 1.5–2× the time of a single row, and the 49,152 × 576 LM head 2.7×. Packing each weight once into oneDNN's
+serves badly on x86: at 8 rows it re-packs each weight matrix on every call, so one decoding step's linear layers of
+SmolLM2-135M took 2.1× the time of a single row, and the 49,152 × 576 LM head 3.5×. Packing each weight once into oneDNN's
 blocked layout (``torch.ops.mkldnn._reorder_linear_weight``, the kernel that ``torch.compile``'s CPU freezing
 pass uses) removes that: ``benchmarks/generation_speed.py`` prints the effect side by side. A single row (a GEMV)
 still runs torch's kernel, which is the faster one there. For two rows or more a packed layer's output for one row
@@ -11,7 +11,7 @@ does not depend on how many rows share the call (torch's kernel changes with the
 The packed copy sits beside the original weight (which stays a parameter: the tied embedding, the fingerprint's
 parameter count and ``state_dict`` read it), so packing costs the linear weights' memory once more; it is done only
 up to :data:`MAX_PACKED_BYTES`. Float32 and bfloat16 weights on the CPU only, and only after a packed layer has
-reproduced ``F.linear`` on a random input; anything else keeps torch's kernel. Gradients are never needed by the
+reproduced ``F.linear`` at load; anything else keeps torch's kernel. Gradients are never needed by the
 generation layer: with autograd on, a packed layer falls back to ``F.linear``.
 """
 
