@@ -191,6 +191,16 @@ def test_resolve_model(tmp_path: Path) -> None:
     assert resolve_model("org/name") == ("org/name", None)
 
 
+def test_a_gguf_file_loads_its_weights_and_tokenizer_from_the_file() -> None:
+    """``--model path/to/x.gguf``: model and tokenizer both come from that one file (transformers' ``gguf_file``)."""
+    gguf = Path(fetch("smollm2_135m_instruct_gguf"))
+    lm, tok = load_causal_lm(str(gguf))
+    assert type(lm).__name__ == "LlamaForCausalLM"
+    assert sum(p.numel() for p in lm.parameters()) == 134_515_008  # SmolLM2-135M, tied embedding counted once
+    assert len(tok) == 49_152 and tok.padding_side == "left" and tok.pad_token_id is not None
+    assert tok.decode(tok("The person")["input_ids"], skip_special_tokens=True) == "The person"
+
+
 def test_resolve_device(monkeypatch) -> None:
     assert resolve_device("cpu") == "cpu" and isinstance(resolve_device("cpu"), str)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
