@@ -191,6 +191,11 @@ def test_resolve_model(tmp_path: Path) -> None:
     assert resolve_model("org/name") == ("org/name", None)
 
 
+def test_a_model_folder_under_home_is_read_from_its_expanded_path(folders, monkeypatch) -> None:
+    monkeypatch.setenv("HOME", str(folders["gpt2"].parent))
+    assert describe_model(f"~/{folders['gpt2'].name}") == ("causal", "GPT2LMHeadModel")
+
+
 def test_a_gguf_file_loads_its_weights_and_tokenizer_from_the_file() -> None:
     """``--model path/to/x.gguf``: model and tokenizer both come from that one file (transformers' ``gguf_file``)."""
     gguf = Path(fetch("smollm2_135m_instruct_gguf"))
