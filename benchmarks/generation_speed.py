@@ -90,13 +90,16 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
     parser.add_argument("--no-hf", action="store_true", help="skip the model.generate comparison")
+    parser.add_argument(
+        "--dtype", default="float32", choices=("float32", "bfloat16"), help="weights' dtype (default float32)"
+    )
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     hf_logging.disable_progress_bar()
     hf_logging.set_verbosity_error()
 
-    runner = TransformersRunner(None)  # embedded SmolLM2-135M-Instruct, float32
+    runner = TransformersRunner(None, dtype=args.dtype)  # embedded SmolLM2-135M-Instruct
     runner.stop_token_ids = lambda: set()  # type: ignore[method-assign]  # decode exactly --new-tokens per row
     weights = sum(p.numel() * p.element_size() for p in runner.model.parameters())  # tied weights counted once
     prompts = scm_splits()["generation"]["prompt"].tolist()[: args.batch]
@@ -159,7 +162,7 @@ def main() -> None:
     use_kernel(runner.model, PACKED)
 
     print(
-        f"SmolLM2-135M-Instruct (embedded GGUF -> float32), {runner.fingerprint()['params'] / 1e6:.1f}M parameters = "
+        f"SmolLM2-135M-Instruct (embedded GGUF -> {args.dtype}), {runner.fingerprint()['params'] / 1e6:.1f}M parameters = "
         f"{weights / 1e6:.0f} MB read per decoding step; {args.new_tokens} new tokens per row, prompts of "
         f"{min(map(len, seqs))}-{max(map(len, seqs))} tokens; torch {torch.__version__}, {torch.get_num_threads()} "
         f"threads; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs (shared machine); best of "

@@ -142,16 +142,17 @@ class ScoredLM:
         )
 
     def _continuation_table(self, size: int) -> torch.Tensor:
-        """Ids of alphabetic pieces that continue a word (no word-start marker, not special)."""
+        """Ids of alphabetic pieces that continue a word (no word-start marker, not special).
+
+        A piece that starts a word fails the alphabetic test by itself: a byte-level BPE one decodes with its leading
+        space (``Ġdoctor`` → `` doctor``) and a SentencePiece one keeps its ``▁``, which is not a letter."""
         tok = self.tokenizer
-        marker = {"bpe": "Ġ", "sentencepiece": "▁"}.get(self.family)
         tokens = tok.convert_ids_to_tokens(list(range(min(len(tok), size))))
-        special = set(tok.all_special_ids)
-        decoder = getattr(tok, "added_tokens_decoder", {}) or {}
-        special |= set(decoder)  # added tokens (chat markers and the like) never continue a word
+        # added tokens (chat markers and the like) never continue a word
+        special = set(tok.all_special_ids) | set(tok.added_tokens_decoder)
         allowed = torch.zeros(size, dtype=torch.bool)
         for i, token in enumerate(tokens):
-            if token is None or i in special or (marker and token.startswith(marker)):
+            if token is None or i in special:
                 continue
             if self.family == "wordpiece":
                 if not token.startswith("##"):
