@@ -51,3 +51,30 @@ def one_thread() -> Iterator[None]:
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture()
+def stand_in_hub(monkeypatch: pytest.MonkeyPatch):
+    """A stand-in Hub: ``serve(hub_id, folder)`` makes transformers' ``from_pretrained`` (config, tokenizer and causal
+    LM) load ``hub_id`` from ``folder``, resolved at commit ``c0ffee`` (what transformers records in
+    ``config._commit_hash`` for a Hub model); every other name loads as usual."""
+    import transformers
+
+    served: dict[str, Path] = {}
+    for cls in (transformers.AutoConfig, transformers.AutoTokenizer, transformers.AutoModelForCausalLM):
+        real = cls.from_pretrained.__func__
+
+        def from_hub(klass, name, *args, _real=real, **kwargs):
+            out = _real(klass, served.get(name, name), *args, **kwargs)
+            if name in served:
+                config = getattr(out, "config", out)
+                if isinstance(config, transformers.PretrainedConfig):
+                    config._commit_hash = "c0ffee"
+            return out
+
+        monkeypatch.setattr(cls, "from_pretrained", classmethod(from_hub))
+
+    def serve(hub_id: str, folder: Path) -> None:
+        served[hub_id] = folder
+
+    return serve

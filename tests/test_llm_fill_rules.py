@@ -477,21 +477,10 @@ def test_empty_replies_are_asked_again_only_where_that_can_help(folders, tmp_pat
     assert out["reply"] == [[""]] and out["reasks"] == [0]
 
 
-def test_a_hub_model_is_fingerprinted_by_the_commit_it_loaded(folders, monkeypatch) -> None:
-    """A stand-in Hub: the id ``org/tiny`` loads the tiny GPT-2's files, resolved at commit ``c0ffee`` (what
-    transformers records in ``config._commit_hash``); the run records that commit, not the files."""
-    for cls in (transformers.AutoConfig, transformers.AutoTokenizer, transformers.AutoModelForCausalLM):
-        real = cls.from_pretrained.__func__
-
-        def from_hub(klass, name, *args, _real=real, **kwargs):
-            out = _real(klass, folders["gpt2"] if name == "org/tiny" else name, *args, **kwargs)
-            if name == "org/tiny":
-                config = getattr(out, "config", out)
-                if isinstance(config, transformers.PretrainedConfig):
-                    config._commit_hash = "c0ffee"
-            return out
-
-        monkeypatch.setattr(cls, "from_pretrained", classmethod(from_hub))
+def test_a_hub_model_is_fingerprinted_by_the_commit_it_loaded(folders, stand_in_hub) -> None:
+    """The id ``org/tiny`` loads the tiny GPT-2's files from a stand-in Hub (tests/conftest.py), resolved at commit
+    ``c0ffee``; the run records that commit, not the files."""
+    stand_in_hub("org/tiny", folders["gpt2"])
     predictor = ScoredPredictor("org/tiny", top_k=1, device="cpu", dtype="float32", batch_size=1)
     assert predictor.metadata()["fingerprint"] == {"kind": "hub", "commit_hash": "c0ffee"}
     assert model_fingerprint("org/tiny") == {"kind": "hub", "commit_hash": "c0ffee"}

@@ -263,6 +263,15 @@ def test_weights_fingerprint(folders, tmp_path: Path, monkeypatch) -> None:
     assert weights_fingerprint("~/tiny-gpt2") == fingerprint_model(folders["gpt2"])
 
 
+
+def test_a_hub_runner_is_fingerprinted_by_the_commit_it_loaded(folders, stand_in_hub) -> None:
+    """A Hub id's weights are identified by the commit its files resolved to (from the loaded config), so a resume
+    after the Hub moved on never reuses the old replies; the files themselves are not hashed."""
+    stand_in_hub("org/tiny", folders["gpt2"])
+    runner = TransformersRunner("org/tiny")
+    assert runner.weights == {"kind": "hub", "commit_hash": "c0ffee"}
+    assert runner.fingerprint()["weights"] == runner.weights and runner.fingerprint()["model"] == "org/tiny"
+
 # ------------------------------------------------------------------------------------------ the runner ---
 def test_runner_fingerprint_and_prompt_format(folders, gpt2: TransformersRunner, chat: TransformersRunner) -> None:
     assert gpt2.prompt_format == "plain" and chat.prompt_format == "chat"
