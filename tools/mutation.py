@@ -20,8 +20,10 @@ Each module runs in its own workspace ``mutants/<module>/`` (git-ignored): a cop
 results there, so an interrupted run resumes; when the tracked files change the workspace is updated in place and
 mutmut re-checks the mutants of every function whose source changed (``--fresh`` re-checks everything). Runs are
 ``nice``d, single-process by default (``--max-children``) and single-threaded (``OMP_NUM_THREADS=1``), for shared
-machines. The score is killed / (killed + survived + no tests + suspicious + segfault); timeouts count as killed,
-as mutmut counts them; "not checked" mutants (a budget ran out) are reported, not scored.
+machines. The raw score is killed / (killed + survived + no tests + suspicious + segfault); timeouts count as killed,
+as mutmut counts them; "not checked" mutants (a budget ran out) are reported, not scored. The score compared with the
+target leaves out the survivors judged equivalent in ``tools/mutation_equivalents.toml`` (each judgment pinned to the
+digest of the mutated code it was made on; see ``tools/mutation_equivalents.py``); both are printed.
 """
 
 from __future__ import annotations
@@ -42,6 +44,9 @@ from collections import Counter
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tools.mutation_equivalents import load_judgments, match, mutant_digests
 
 try:
     import tomllib
@@ -254,10 +259,15 @@ def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
     return (max(0.0, centre - half), min(1.0, centre + half))
 
 
-def summarize(statuses: dict[str, str]) -> dict[str, Any]:
+def summarize(statuses: dict[str, str], equivalent: dict[str, str] | None = None) -> dict[str, Any]:
+    """The figures of a module: counts per status, the raw score, and the score without the survivors judged
+    equivalent (``equivalent``: survivor → reason, see ``tools/mutation_equivalents.py``)."""
     counts = Counter(statuses.values())
     scored = sum(counts[s] for s in SCORED)
     killed = counts["killed"] + counts["timeout"]
+    survivors = sorted(k for k, v in statuses.items() if v in ("survived", "no tests", "suspicious"))
+    equivalent = {k: v for k, v in (equivalent or {}).items() if k in survivors}
+    judged = scored - len(equivalent)
     return {
         "mutants": len(statuses),
         "killed": counts["killed"],
@@ -266,9 +276,11 @@ def summarize(statuses: dict[str, str]) -> dict[str, Any]:
         "no_tests": counts["no tests"],
         "suspicious": counts["suspicious"] + counts["segfault"],
         "not_checked": sum(counts[s] for s in UNCHECKED),
-        "score": round(100 * killed / scored, 1) if scored else None,
-        "score_ci95": [round(100 * x, 1) for x in wilson(killed, scored)] if scored else None,
-        "survivors": sorted(k for k, v in statuses.items() if v in ("survived", "no tests", "suspicious")),
+        "score_raw": round(100 * killed / scored, 1) if scored else None,
+        "equivalent": len(equivalent),
+        "score": round(100 * killed / judged, 1) if judged else None,
+        "score_ci95": [round(100 * x, 1) for x in wilson(killed, judged)] if judged else None,
+        "survivors": survivors,
     }
 
 
@@ -337,23 +349,32 @@ def main(argv: list[str] | None = None) -> int:
                 finished = run_module(ws, spec, args.budget, args.max_children, names)
                 state = "done" if finished else "budget spent"
                 print(f"{name}: {state} in {time.monotonic() - start:.0f} s", flush=True)
-        figures = summarize(results(ws, spec))
-        figures.update(paths=paths, tests=tests, finished=finished)
+        statuses = results(ws, spec)
+        survivors = sorted(k for k, v in statuses.items() if v in ("survived", "no tests", "suspicious"))
+        digests = mutant_digests(ws, paths)
+        equivalent, stale = match(survivors, digests, load_judgments(name))
+        figures = summarize(statuses, equivalent)
+        figures.update(paths=paths, tests=tests, finished=finished, stale_judgments=stale)
         summary[name] = figures
         score = "n/a" if figures["score"] is None else f"{figures['score']:.1f}%"
         if figures["score"] is not None and figures["not_checked"]:
             lo, hi = figures["score_ci95"]
             score += f" (95% CI {lo:.1f}–{hi:.1f}% if the checked mutants are a random sample)"
         flag = "" if figures["score"] is None or figures["score"] >= args.target else f"  (below {args.target:g}%)"
+        raw = "n/a" if figures["score_raw"] is None else f"{figures['score_raw']:.1f}%"
         print(
-            f"{name}: score {score}{flag} — {figures['mutants']} mutants, {figures['killed']} killed, "
+            f"{name}: score {score}{flag} without the {figures['equivalent']} survivors judged equivalent "
+            f"(raw {raw}) — {figures['mutants']} mutants, {figures['killed']} killed, "
             f"{figures['timeout']} timeout, {figures['survived']} survived, {figures['no_tests']} no tests, "
             f"{figures['suspicious']} suspicious, {figures['not_checked']} not checked",
             flush=True,
         )
+        if stale:
+            print(f"{name}: {len(stale)} judgments stale (the mutated code changed; re-judge them): {', '.join(stale)}")
         if args.survivors:
             for mutant in figures["survivors"]:
-                print(f"    {mutant}")
+                why = f"  # equivalent: {equivalent[mutant][:70]}" if mutant in equivalent else ""
+                print(f"    {mutant} {digests.get(mutant, '?' * 12)}{why}")
     if summary and not args.report:
         record = WORKSPACES / "summary.json"
         previous = json.loads(record.read_text()) if record.is_file() else {}
