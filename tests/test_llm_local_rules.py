@@ -31,7 +31,7 @@ from queerbench.llm.local import (
 )
 from queerbench.predict import ModelLoadError
 from queerbench.sources import fetch, get_source
-from tests.tiny_models import tiny_gpt2, tiny_llama
+from tests.tiny_models import CacheOnlyLM, PastKeyValuesLM, tiny_gpt2, tiny_llama
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
@@ -263,7 +263,6 @@ def test_weights_fingerprint(folders, tmp_path: Path, monkeypatch) -> None:
     assert weights_fingerprint("~/tiny-gpt2") == fingerprint_model(folders["gpt2"])
 
 
-
 def test_a_hub_runner_is_fingerprinted_by_the_commit_it_loaded(folders, stand_in_hub) -> None:
     """A Hub id's weights are identified by the commit its files resolved to (from the loaded config), so a resume
     after the Hub moved on never reuses the old replies; the files themselves are not hashed."""
@@ -271,6 +270,7 @@ def test_a_hub_runner_is_fingerprinted_by_the_commit_it_loaded(folders, stand_in
     runner = TransformersRunner("org/tiny")
     assert runner.weights == {"kind": "hub", "commit_hash": "c0ffee"}
     assert runner.fingerprint()["weights"] == runner.weights and runner.fingerprint()["model"] == "org/tiny"
+
 
 # ------------------------------------------------------------------------------------------ the runner ---
 def test_runner_fingerprint_and_prompt_format(folders, gpt2: TransformersRunner, chat: TransformersRunner) -> None:
@@ -563,3 +563,23 @@ def test_decoding_passes(peaked: TransformersRunner) -> None:
         config.eos_token_id = old
         handle.remove()
     assert calls[0] == (4, 1) and min(rows for rows, _ in calls) < 4
+
+
+@pytest.mark.parametrize("convention", [PastKeyValuesLM, CacheOnlyLM])
+def test_other_transformers_conventions_decode_the_same(peaked: TransformersRunner, convention, monkeypatch) -> None:
+    """The KV cache under transformers 4.48's names (``past_key_values``, ``num_logits_to_keep``) and under
+    transformers 5's without its aliases (``cache`` only), from a model that caches only when asked: the same greedy
+    and sampled replies (identical prompts included), every call asks for the cache, each step reuses it, and the
+    prefill asks for the last position's logits only."""
+    tok = peaked.tokenizer
+    seqs = [tok(peaked.format_prompt(p))["input_ids"] for p in (*PROMPTS, PROMPTS[0])]
+    greedy = GenerationSettings(temperature=0.0, top_p=None, max_new_tokens=5)
+    sampled = GenerationSettings(temperature=1.0, top_p=0.9, max_new_tokens=5)
+    want = [peaked.decode(seqs, [1, 2, 3, 4, 5], s) for s in (greedy, sampled)]
+    wrapped = convention(peaked.model)
+    monkeypatch.setattr(peaked, "model", wrapped)
+    assert [peaked.decode(seqs, [1, 2, 3, 4, 5], s) for s in (greedy, sampled)] == want
+    name = "past_key_values" if convention is PastKeyValuesLM else "cache"
+    assert len(wrapped.calls) == 2 * 5 and all(c["use_cache"] is True for c in wrapped.calls)
+    prefills = [c for c in wrapped.calls if c[name] is None]
+    assert len(prefills) == 2 and all(c["keep"] == 1 for c in prefills)

@@ -24,12 +24,15 @@ from __future__ import annotations
 import json
 import string
 from pathlib import Path
+from types import SimpleNamespace
 
 import torch
 
 __all__ = [
     "CHAT_TEMPLATE",
     "CORPUS",
+    "CacheOnlyLM",
+    "PastKeyValuesLM",
     "tiny_albert",
     "tiny_bert",
     "tiny_bertweet",
@@ -275,3 +278,67 @@ def train_briefly(path: str | Path, *, steps: int = 150, lr: float = 3e-3) -> Pa
         loss.backward()
         optimiser.step()
     return _save(model, tokenizer, Path(path))
+
+
+class _OtherConvention(torch.nn.Module):
+    """A transformers-5 causal LM seen through another release's calling convention for its KV cache.
+
+    The project supports transformers from 4.48 on, and the installed transformers 5 accepts the old names too, so
+    code written for one convention would pass every test run against the other. These wrappers hold the real model
+    and change only the names: the cache argument and output, the last-position-logits argument, and what a call
+    without ``use_cache`` does (``use_cache_default``: ``False`` as in a config saved with ``use_cache: false``, so
+    that a caller that does not ask for a cache gets none). Every call's keyword arguments are kept in ``calls``.
+    """
+
+    def __init__(self, inner: torch.nn.Module, *, use_cache_default: bool = False) -> None:
+        super().__init__()
+        self.inner = inner
+        self.config = inner.config
+        self.generation_config = inner.generation_config
+        self.use_cache_default = use_cache_default
+        self.calls: list[dict] = []
+
+    @property
+    def device(self) -> torch.device:
+        return self.inner.device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.inner.dtype
+
+    def get_output_embeddings(self) -> torch.nn.Module:
+        return self.inner.get_output_embeddings()
+
+    def _run(self, cache, use_cache, keep, **kwargs):
+        use = self.use_cache_default if use_cache is None else bool(use_cache)
+        out = self.inner(**kwargs, cache=cache, use_cache=use, logits_to_keep=keep)
+        return out.logits, (out.cache if use else None)
+
+
+class PastKeyValuesLM(_OtherConvention):
+    """transformers 4.48's convention: the cache passed and returned as ``past_key_values``, the last position's
+    logits asked for as ``num_logits_to_keep``; no ``cache`` anywhere."""
+
+    def forward(
+        self, input_ids, attention_mask=None, position_ids=None, past_key_values=None, use_cache=None,
+        num_logits_to_keep=0,
+    ):  # fmt: skip
+        self.calls.append({"past_key_values": past_key_values, "use_cache": use_cache, "keep": num_logits_to_keep})
+        logits, cache = self._run(
+            past_key_values, use_cache, num_logits_to_keep,
+            input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+        )  # fmt: skip
+        return SimpleNamespace(logits=logits, past_key_values=cache)
+
+
+class CacheOnlyLM(_OtherConvention):
+    """transformers 5's convention without its deprecated aliases: the cache passed and returned as ``cache`` only,
+    the last position's logits asked for as ``logits_to_keep``."""
+
+    def forward(self, input_ids, attention_mask=None, position_ids=None, cache=None, use_cache=None, logits_to_keep=0):
+        self.calls.append({"cache": cache, "use_cache": use_cache, "keep": logits_to_keep})
+        logits, out_cache = self._run(
+            cache, use_cache, logits_to_keep,
+            input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+        )  # fmt: skip
+        return SimpleNamespace(logits=logits, cache=out_cache)
