@@ -13,6 +13,7 @@ so that mutation testing can afford this file per mutant (``tools/mutation_modul
 from __future__ import annotations
 
 import math
+from collections import Counter
 
 import pytest
 import torch
@@ -337,6 +338,40 @@ def test_candidates_are_the_brute_force_ones(lm: ScoredLM, cap: int) -> None:
     assert min(lengths) == 1 and max(lengths) == min(cap, max(lengths)) and (cap == 1 or max(lengths) > 1)
 
 
+# suffixes of 2 and 4 tokens beside SENTENCES' 0, 1, 3, 5, 8 and 13: each width of the first pass's branches
+EXTRA = ["The person is [MASK] kind.", "The person is a [MASK] and a singer."]
+
+
+def test_the_first_pass_runs_each_sentence_once_in_chunks_that_fit(lm: ScoredLM, monkeypatch) -> None:
+    """Every suffix length scores as the brute-force reading. The first pass (the calls with a 4-D mask, one row per
+    sentence) runs each sentence exactly once: the sentences of one suffix length together while their branches fit
+    in ``MAX_POSITIONS``, one sentence a call when even one does not; the other calls never carry more rows."""
+    sentences = SENTENCES + EXTRA
+    assert {len(_encode(lm, s).suffix) for s in sentences} >= {0, 1, 2, 3, 4}
+
+    def first_pass_rows(limit: int) -> list[int]:
+        rows: list[int] = []
+
+        def pre(module, args, kwargs):
+            if kwargs["attention_mask"].dim() == 4:
+                rows.append(kwargs["input_ids"].shape[0])
+
+        monkeypatch.setattr(scored, "MAX_POSITIONS", limit)
+        handle = lm.model.register_forward_pre_hook(pre, with_kwargs=True)
+        try:
+            res = score_blanks(lm, sentences, 2, candidates_per_k=3, batch_size=len(sentences))
+        finally:
+            handle.remove()
+        for sentence, cands in zip(sentences, res.candidates, strict=True):
+            want = brute_candidates(lm, sentence, 2 * 3, 4)
+            assert {c.word_ids: c.logprob for c in cands} == pytest.approx(want, abs=1e-4), sentence
+        return rows
+
+    widths = Counter(scored._n_inputs([0], _encode(lm, s).suffix) for s in sentences)
+    assert sorted(first_pass_rows(10_000)) == sorted(widths.values())  # one call per suffix length
+    assert first_pass_rows(1) == [1] * len(sentences)  # nothing fits: one sentence a call, each once
+
+
 def test_a_lower_cap_drops_words_that_go_on(lm: ScoredLM) -> None:
     wide = score_blanks(lm, SENTENCES, 3, max_word_tokens=4)
     one = score_blanks(lm, SENTENCES, 3, max_word_tokens=1)
@@ -445,6 +480,23 @@ def test_a_single_sentence_batch_equals_its_batch_mates_run(lm: ScoredLM) -> Non
         assert alone.tokens[0] == together.tokens[i]
         assert alone.probs[0] == pytest.approx(together.probs[i], abs=1e-5)
         assert alone.n_word_tokens[0] == together.n_word_tokens[i]
+
+
+def test_more_candidates_asked_than_word_starts_exist(lm: ScoredLM) -> None:
+    """A tiny vocabulary has fewer mid-sentence word starts (118 here) than 140 candidates, and more at the start
+    (156): each sentence gets min(140, its own count), the brute-force reading with that N, the same alone as beside
+    the other; never a token its table does not allow."""
+    sentences = ["[MASK] are friends.", "The gay person is a [MASK]."]
+    together = score_blanks(lm, sentences, 1, candidates_per_k=140, batch_size=2)
+    counts = [int(lm.sentence_start.sum()), int(lm.word_start.sum())]
+    assert counts[1] < 140 < counts[0]
+    for i, sentence in enumerate(sentences):
+        table = lm.sentence_start if i == 0 else lm.word_start
+        alone = score_blanks(lm, [sentence], 1, candidates_per_k=140).candidates[0]
+        got = {c.word_ids: c.logprob for c in together.candidates[i]}
+        assert got == pytest.approx({c.word_ids: c.logprob for c in alone}, abs=1e-5)
+        assert got == pytest.approx(brute_candidates(lm, sentence, min(140, counts[i]), 4), abs=1e-4)
+        assert all(table[c.word_ids[0]] for c in together.candidates[i])
 
 
 def test_n_word_tokens(lm: ScoredLM) -> None:

@@ -366,8 +366,10 @@ def _score_batch(
     layers = lm._layers(lm._cache_of(out))
     first_lp = torch.log_softmax(out.logits[:, -1].float(), dim=-1)
     allowed = torch.stack([lm.sentence_start if s.at_start else lm.word_start for s in batch])
-    n = min(n_first, int(allowed.sum(-1).min()))
-    top_lp, top_ids = torch.topk(first_lp.masked_fill(~allowed, float("-inf")), n, dim=-1)
+    # a sentence with fewer allowed first tokens than n_first gets -inf ones in its row: dropped below, so that its
+    # candidates never depend on which sentences share its batch (only a tiny vocabulary has so few)
+    top_lp, top_ids = torch.topk(first_lp.masked_fill(~allowed, float("-inf")), min(n_first, allowed.shape[-1]))
+    n = top_ids.shape[1]
 
     # every candidate runs as [word so far, suffix…] (less its last token, which is only a target) on the shared
     # prefix cache: one pass gives both the sentence's log-probability with that word and the model's most likely
@@ -377,14 +379,14 @@ def _score_batch(
     rows = [r for r in range(len(batch)) for _ in range(n)]
     first_lp = top_lp.reshape(-1).tolist()
     words: list[list[int]] = [[t] for t in top_ids.reshape(-1).tolist()]
-    dropped: set[int] = set()
+    dropped = {j for j, lp in enumerate(first_lp) if lp == float("-inf")}  # not allowed in its sentence
     sums0, after0, run = _first_pass(lm, layers, mask, prefix_len, batch, top_ids)
     tokens_run += run
     scores = [a + b for a, b in zip(first_lp, sums0.reshape(-1).tolist(), strict=True)]
     goes_on0 = lm.continuation[after0.reshape(-1)].tolist()
     active = []
     for j, (more, tok) in enumerate(zip(goes_on0, after0.reshape(-1).tolist(), strict=True)):
-        if more:
+        if more and j not in dropped:
             if max_word_tokens <= 1:
                 dropped.add(j)  # still unfinished at the cap: not a whole word
             else:
