@@ -250,6 +250,43 @@ def test_load_causal_lm_refuses_before_reading_weights(folders, tmp_path: Path) 
     message = str(info.value)
     assert message.startswith(f"cannot load --model {broken}: ") and "\n" not in message
     assert len(message) <= len(f"cannot load --model {broken}: ") + 200
+    with pytest.raises((OSError, ValueError)) as raw:  # what transformers itself says: its first line is shown
+        transformers.AutoModelForCausalLM.from_pretrained(str(broken))
+    assert message == f"cannot load --model {broken}: " + str(raw.value).strip().splitlines()[0][:200]
+
+
+def test_a_load_error_without_text_is_named_by_its_type(folders, monkeypatch) -> None:
+    def silent(cls, *args, **kwargs):
+        raise OSError()
+
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", classmethod(silent))
+    with pytest.raises(ModelLoadError) as info:
+        load_causal_lm(str(folders["gpt2"]))
+    assert str(info.value) == f"cannot load --model {folders['gpt2']}: OSError"
+
+
+def test_remote_code_is_never_run(folders, tmp_path: Path) -> None:
+    """A folder whose config and tokenizer config point transformers at their own code (``auto_map``), code that
+    fails the moment it is imported: the model loads with transformers' own classes, and the code never runs."""
+    import json
+    import shutil
+
+    folder = tmp_path / "remote-code"
+    shutil.copytree(folders["gpt2"], folder)
+    (folder / "evil.py").write_text('raise RuntimeError("the model folder\'s own code ran")\n', encoding="utf-8")
+    auto_map = {
+        "AutoConfig": "evil.EvilConfig",
+        "AutoModelForCausalLM": "evil.EvilLM",
+        "AutoTokenizer": ["evil.EvilTokenizer", "evil.EvilTokenizer"],
+    }
+    for name in ("config.json", "tokenizer_config.json"):
+        data = json.loads((folder / name).read_text(encoding="utf-8"))
+        (folder / name).write_text(json.dumps({**data, "auto_map": auto_map}), encoding="utf-8")
+    assert describe_model(str(folder)) == ("causal", "GPT2LMHeadModel")
+    model, tok = load_causal_lm(str(folder))
+    assert type(model) is transformers.GPT2LMHeadModel and type(tok).__module__.startswith("transformers.")
+    with pytest.raises(RuntimeError, match="own code ran"):  # the same folder, trusted: its code does run
+        transformers.AutoModelForCausalLM.from_pretrained(str(folder), trust_remote_code=True)
 
 
 def test_weights_fingerprint(folders, tmp_path: Path, monkeypatch) -> None:
@@ -583,3 +620,12 @@ def test_other_transformers_conventions_decode_the_same(peaked: TransformersRunn
     assert len(wrapped.calls) == 2 * 5 and all(c["use_cache"] is True for c in wrapped.calls)
     prefills = [c for c in wrapped.calls if c[name] is None]
     assert len(prefills) == 2 and all(c["keep"] == 1 for c in prefills)
+
+
+def test_model_kind_asks_for_the_revision_it_is_given(folders, config_calls) -> None:
+    config_calls.clear()
+    assert model_kind(str(folders["gpt2"]), revision="v9") == "causal"
+    assert [kw.get("revision") for _, kw in config_calls] == ["v9"]
+    config_calls.clear()
+    model_kind(str(folders["gpt2"]))
+    assert [kw.get("revision") for _, kw in config_calls] == [None]

@@ -93,9 +93,9 @@ def describe_model(model: str | None, revision: str | None = None) -> tuple[str,
 
     path, gguf = resolve_model(model)
     config = _config(path, gguf, model, revision)
-    archs = list(getattr(config, "architectures", None) or [])
+    archs = list(config.architectures or [])
     name = ", ".join(archs) or f"model type {config.model_type!r}"
-    if getattr(config, "is_encoder_decoder", False):
+    if config.is_encoder_decoder:
         return "seq2seq", name
     if any(a.endswith(("ForCausalLM", "LMHeadModel")) for a in archs):
         return "causal", name
@@ -103,7 +103,7 @@ def describe_model(model: str | None, revision: str | None = None) -> tuple[str,
         return "masked", name
     causal = type(config) in MODEL_FOR_CAUSAL_LM_MAPPING
     masked = type(config) in MODEL_FOR_MASKED_LM_MAPPING
-    if causal and (not masked or getattr(config, "is_decoder", False)):
+    if causal and (not masked or getattr(config, "is_decoder", False)):  # transformers 5: decoder-only configs lack it
         return "causal", name
     return ("masked" if masked else "other"), name
 
