@@ -53,13 +53,15 @@ def mutant_digests(workspace: Path, paths: list[str]) -> dict[str, str]:
         if not mutated.is_file():
             continue
         source = mutated.read_text(encoding="utf-8")
+        lines = source.splitlines()  # once: ast.get_source_segment splits the whole (megabytes) file per call
         prefix = path.removesuffix(".py").replace("/", ".")
         for node in ast.walk(ast.parse(source)):
             if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or MARK not in node.name:
                 continue
             if node.name.endswith(MARK + "orig"):
                 continue
-            text = (ast.get_source_segment(source, node) or "").replace(node.name, "MUTANT", 1)
+            body = "\n".join(line.strip() for line in lines[node.lineno - 1 : node.end_lineno])
+            text = body.replace(node.name, "MUTANT", 1)
             digests[f"{prefix}.{node.name}"] = hashlib.sha256(text.encode()).hexdigest()[:12]
     return digests
 
