@@ -372,6 +372,38 @@ def test_the_first_pass_runs_each_sentence_once_in_chunks_that_fit(lm: ScoredLM,
     assert first_pass_rows(1) == [1] * len(sentences)  # nothing fits: one sentence a call, each once
 
 
+def test_the_words_that_go_on_run_in_chunks_that_fit(lm: ScoredLM, monkeypatch) -> None:
+    """The continuation passes (calls on a prefix cache with a 2-D mask: one row per word that goes on) stay within
+    ``MAX_POSITIONS`` (rows × width) unless a call is one row, and feed each word once per token it grows: the same
+    rows in all and the same results, whatever the limit."""
+    sentences = SENTENCES + EXTRA
+
+    def continuation_calls(limit: int) -> tuple[list[tuple[int, int]], scored.ScoredPredictions]:
+        calls: list[tuple[int, int]] = []
+
+        def pre(module, args, kwargs):
+            if kwargs["attention_mask"].dim() == 2 and kwargs.get("cache") is not None:
+                calls.append(tuple(kwargs["input_ids"].shape))
+
+        monkeypatch.setattr(scored, "MAX_POSITIONS", limit)
+        handle = lm.model.register_forward_pre_hook(pre, with_kwargs=True)
+        try:
+            res = score_blanks(lm, sentences, 3, max_word_tokens=4, batch_size=len(sentences))
+        finally:
+            handle.remove()
+        return calls, res
+
+    wide, base = continuation_calls(100_000)
+    assert any(rows > 1 for rows, _ in wide)
+    for limit in (1, 40):
+        calls, res = continuation_calls(limit)
+        assert res.tokens == base.tokens
+        assert [p for row in res.probs for p in row] == pytest.approx([p for row in base.probs for p in row], abs=1e-5)
+        assert sum(rows for rows, _ in calls) == sum(rows for rows, _ in wide)
+        assert all(rows == 1 or rows * width <= limit for rows, width in calls), limit
+        assert limit > 1 or all(rows == 1 for rows, _ in calls)
+
+
 def test_a_lower_cap_drops_words_that_go_on(lm: ScoredLM) -> None:
     wide = score_blanks(lm, SENTENCES, 3, max_word_tokens=4)
     one = score_blanks(lm, SENTENCES, 3, max_word_tokens=1)
@@ -500,6 +532,7 @@ def test_more_candidates_asked_than_word_starts_exist(lm: ScoredLM) -> None:
 
 
 def test_n_word_tokens(lm: ScoredLM) -> None:
+    assert [len(t) for t in score_blanks(lm, SENTENCES[:2]).tokens] == [5, 5]  # k = 5 unless asked
     res = score_blanks(lm, SENTENCES, 3)
     for cands, words, n_tokens in zip(res.candidates, res.tokens, res.n_word_tokens, strict=True):
         for w, n in zip(words, n_tokens, strict=True):
