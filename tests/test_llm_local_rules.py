@@ -329,8 +329,13 @@ def test_runner_fingerprint_and_prompt_format(folders, gpt2: TransformersRunner,
 def test_the_text_the_model_sees(folders, gpt2: TransformersRunner, chat: TransformersRunner) -> None:
     assert gpt2.format_prompt("Fill it.") == "Fill it.\n"
     assert chat.format_prompt("Fill it.") == "<|user|>Fill it.\n<|assistant|>"
-    with pytest.warns(UserWarning, match=r"^model '.*' has no chat template: prompts are fed as plain text"):
+    with pytest.warns(UserWarning) as caught:
         brief = TransformersRunner(str(folders["gpt2"]), system_prompt="Be brief.")
+    assert [str(w.message) for w in caught] == [
+        f"model {str(folders['gpt2'])!r} has no chat template: prompts are fed as plain text "
+        "(recorded as prompt_format='plain' in the outputs)"
+    ]
+    assert caught[0].filename == __file__  # attributed to the line that made the runner
     assert brief.format_prompt("Fill it.") == "Be brief.\n\nFill it.\n"
     assert brief.fingerprint()["system"] == "Be brief."
     chat_brief = TransformersRunner(str(folders["chat"]), system_prompt="Be brief.")
@@ -629,3 +634,25 @@ def test_model_kind_asks_for_the_revision_it_is_given(folders, config_calls) -> 
     config_calls.clear()
     model_kind(str(folders["gpt2"]))
     assert [kw.get("revision") for _, kw in config_calls] == [None]
+
+
+def test_the_runner_loads_the_revision_it_is_given(folders, config_calls) -> None:
+    config_calls.clear()
+    TransformersRunner(str(folders["chat"]), revision="abc")
+    assert config_calls and all(kw.get("revision") == "abc" for _, kw in config_calls)
+
+
+def test_replies_leave_special_tokens_out(peaked: TransformersRunner, monkeypatch) -> None:
+    """With no stop token, very hot sampling (temperature 50) meets the end-of-text token mid-reply: the reply's text is its tokens
+    decoded without special tokens, so no marker like ``<|endoftext|>`` reaches the parser."""
+    monkeypatch.setattr(peaked, "stop_token_ids", lambda: set())
+    special = set(peaked.tokenizer.all_special_ids)
+    settings = GenerationSettings(temperature=50.0, top_p=None, max_new_tokens=16, batch_size=128)
+    seeds = list(range(128))
+    replies = dict(peaked.generate([PROMPTS[0]] * 128, seeds, settings))
+    prompt = peaked.tokenizer(peaked.format_prompt(PROMPTS[0]), add_special_tokens=not peaked.has_chat_template)
+    tokens = [t for t, _ in peaked.decode([prompt["input_ids"]] * 128, seeds, settings)]
+    assert any(special & set(t) for t in tokens)  # the case this test is about does occur
+    for i, toks in enumerate(tokens):
+        assert replies[i].text == peaked.tokenizer.decode(toks, skip_special_tokens=True).strip()
+        assert not any(peaked.tokenizer.convert_ids_to_tokens(t) in replies[i].text for t in special)
