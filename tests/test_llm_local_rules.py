@@ -31,7 +31,7 @@ from queerbench.llm.local import (
 )
 from queerbench.predict import ModelLoadError
 from queerbench.sources import fetch, get_source
-from tests.tiny_models import CacheOnlyLM, PastKeyValuesLM, tiny_gpt2, tiny_llama
+from tests.tiny_models import CacheOnlyLM, NoLogitsToKeepLM, PastKeyValuesLM, tiny_gpt2, tiny_llama
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
@@ -263,6 +263,14 @@ def test_a_load_error_without_text_is_named_by_its_type(folders, monkeypatch) ->
     with pytest.raises(ModelLoadError) as info:
         load_causal_lm(str(folders["gpt2"]))
     assert str(info.value) == f"cannot load --model {folders['gpt2']}: OSError"
+
+    def long(cls, *args, **kwargs):
+        raise OSError("y" * 500 + "\nmore")
+
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", classmethod(long))
+    with pytest.raises(ModelLoadError) as info:
+        load_causal_lm(str(folders["gpt2"]))
+    assert str(info.value) == f"cannot load --model {folders['gpt2']}: " + "y" * 200  # its first line, cut
 
 
 def test_remote_code_is_never_run(folders, tmp_path: Path) -> None:
@@ -607,7 +615,7 @@ def test_decoding_passes(peaked: TransformersRunner) -> None:
     assert calls[0] == (4, 1) and min(rows for rows, _ in calls) < 4
 
 
-@pytest.mark.parametrize("convention", [PastKeyValuesLM, CacheOnlyLM])
+@pytest.mark.parametrize("convention", [PastKeyValuesLM, CacheOnlyLM, NoLogitsToKeepLM])
 def test_other_transformers_conventions_decode_the_same(peaked: TransformersRunner, convention, monkeypatch) -> None:
     """The KV cache under transformers 4.48's names (``past_key_values``, ``num_logits_to_keep``) and under
     transformers 5's without its aliases (``cache`` only), from a model that caches only when asked: the same greedy
@@ -621,10 +629,11 @@ def test_other_transformers_conventions_decode_the_same(peaked: TransformersRunn
     wrapped = convention(peaked.model)
     monkeypatch.setattr(peaked, "model", wrapped)
     assert [peaked.decode(seqs, [1, 2, 3, 4, 5], s) for s in (greedy, sampled)] == want
-    name = "past_key_values" if convention is PastKeyValuesLM else "cache"
+    name = "cache" if convention is CacheOnlyLM else "past_key_values"
     assert len(wrapped.calls) == 2 * 5 and all(c["use_cache"] is True for c in wrapped.calls)
     prefills = [c for c in wrapped.calls if c[name] is None]
-    assert len(prefills) == 2 and all(c["keep"] == 1 for c in prefills)
+    keep = 0 if convention is NoLogitsToKeepLM else 1  # the last position only, where the model can be asked
+    assert len(prefills) == 2 and all(c["keep"] == keep for c in prefills)
 
 
 def test_model_kind_asks_for_the_revision_it_is_given(folders, config_calls) -> None:

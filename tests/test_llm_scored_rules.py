@@ -36,7 +36,7 @@ from queerbench.llm.scored import (
     start_token_id,
 )
 from queerbench.vocab_filter import _WORD, sentence_start_table, whole_word_table
-from tests.tiny_models import CORPUS, CacheOnlyLM, PastKeyValuesLM
+from tests.tiny_models import CORPUS, CacheOnlyLM, NoLogitsToKeepLM, PastKeyValuesLM
 
 SENTENCES = [
     "The gay person is a [MASK].",
@@ -488,7 +488,7 @@ def test_batching_chunking_and_accounting(lm: ScoredLM, monkeypatch: pytest.Monk
     assert ticks == [1, 1, 1] and one.tokens == base.tokens[:3]
 
 
-@pytest.mark.parametrize("convention", [PastKeyValuesLM, CacheOnlyLM])
+@pytest.mark.parametrize("convention", [PastKeyValuesLM, CacheOnlyLM, NoLogitsToKeepLM])
 def test_other_transformers_conventions_score_the_same(lm: ScoredLM, convention) -> None:
     """The KV cache under transformers 4.48's name (``past_key_values``) and under transformers 5's without its
     aliases (``cache`` only), from a model that caches only when asked: the same candidates and scores; every call
@@ -500,7 +500,7 @@ def test_other_transformers_conventions_score_the_same(lm: ScoredLM, convention)
     for a, b in zip(other.candidates, base.candidates, strict=True):
         assert [c.word_ids for c in a] == [c.word_ids for c in b]
         assert [c.logprob for c in a] == pytest.approx([c.logprob for c in b], abs=1e-4)
-    name = "past_key_values" if convention is PastKeyValuesLM else "cache"
+    name = "cache" if convention is CacheOnlyLM else "past_key_values"
     assert all(c["use_cache"] is True for c in wrapped.calls)
     assert 0 < sum(c[name] is None for c in wrapped.calls) < len(wrapped.calls)  # prefixes, then on their cache
 
