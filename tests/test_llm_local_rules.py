@@ -667,3 +667,24 @@ def test_replies_leave_special_tokens_out(peaked: TransformersRunner, monkeypatc
     for i, toks in enumerate(tokens):
         assert replies[i].text == peaked.tokenizer.decode(toks, skip_special_tokens=True).strip()
         assert not any(peaked.tokenizer.convert_ids_to_tokens(t) in replies[i].text for t in special)
+
+
+@pytest.mark.parametrize("drop_rows", [True, False])
+def test_rows_that_stop_early_with_either_kind_of_cache(peaked: TransformersRunner, drop_rows, monkeypatch) -> None:
+    """A cache that drops finished rows and one that cannot (the rows that stopped stay in the batch, fed padding):
+    every reply is still its plain-forward greedy one, stopping where it meets the stop token; and when every row
+    has stopped before the last step, decoding ends there."""
+    tok = peaked.tokenizer
+    seqs = [tok(peaked.format_prompt(p))["input_ids"] for p in PROMPTS]
+    settings = GenerationSettings(temperature=0.0, top_p=None, max_new_tokens=6)
+    free = [_greedy_reference(peaked, s, 6, peaked.stop_token_ids()) for s in seqs]
+    stop = next(t for toks, _ in free for t in toks[1:] if 0 < sum(t in other for other, _ in free) < len(free))
+    config = peaked.model.generation_config
+    monkeypatch.setattr(config, "eos_token_id", stop)
+    want = [_greedy_reference(peaked, s, 6, peaked.stop_token_ids()) for s in seqs]
+    assert {f for _, f in want} == {"stop", "length"}
+    monkeypatch.setattr(peaked, "model", CacheOnlyLM(peaked.model, use_cache_default=True, drop_rows=drop_rows))
+    assert peaked.decode(seqs, [1, 2, 3, 4], settings) == want
+    first = free[0][0]
+    monkeypatch.setattr(config, "eos_token_id", first[1])  # row 0's second greedy token: it stops there at the latest
+    assert peaked.decode(seqs[:1], [0], settings) == [(first[: first.index(first[1])], "stop")]

@@ -291,12 +291,13 @@ class _OtherConvention(torch.nn.Module):
     that a caller that does not ask for a cache gets none). Every call's keyword arguments are kept in ``calls``.
     """
 
-    def __init__(self, inner: torch.nn.Module, *, use_cache_default: bool = False) -> None:
+    def __init__(self, inner: torch.nn.Module, *, use_cache_default: bool = False, drop_rows: bool = True) -> None:
         super().__init__()
         self.inner = inner
         self.config = inner.config
         self.generation_config = inner.generation_config
         self.use_cache_default = use_cache_default
+        self.drop_rows = drop_rows  # False: the cache it returns cannot drop rows (no ``batch_select_indices``)
         self.calls: list[dict] = []
 
     @property
@@ -312,8 +313,21 @@ class _OtherConvention(torch.nn.Module):
 
     def _run(self, cache, use_cache, keep, **kwargs):
         use = self.use_cache_default if use_cache is None else bool(use_cache)
-        out = self.inner(**kwargs, cache=cache, use_cache=use, logits_to_keep=keep)
-        return out.logits, (out.cache if use else None)
+        out = self.inner(**kwargs, cache=getattr(cache, "inner", cache), use_cache=use, logits_to_keep=keep)
+        if not use:
+            return out.logits, None
+        return out.logits, (out.cache if self.drop_rows else _FixedBatchCache(out.cache))
+
+
+class _FixedBatchCache:
+    """A KV cache whose rows cannot be dropped (it has no ``batch_select_indices``), as some models' caches: rows
+    that finish must stay in the batch."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+
+    def reorder_cache(self, rows: torch.Tensor) -> None:
+        self.inner.reorder_cache(rows)
 
 
 class PastKeyValuesLM(_OtherConvention):
