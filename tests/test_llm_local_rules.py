@@ -53,6 +53,8 @@ def folders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "bert-causal": transformers.BertConfig(architectures=["BertForCausalLM"]),
         "bert-lmhead": transformers.BertConfig(architectures=["BertLMHeadModel"]),
         "gpt2-masked": transformers.GPT2Config(architectures=["GPT2ForMaskedLM"]),  # and the other way round
+        # in both auto mappings (XLMWithLMHeadModel) and, in transformers 5, without an `is_decoder`: masked
+        "xlm-bare": transformers.XLMConfig(),
     }
     out = {}
     for name, config in configs.items():
@@ -111,6 +113,7 @@ def test_model_kinds_from_the_config_alone(folders, config_calls) -> None:
         "bert-causal": ("causal", "BertForCausalLM"),
         "bert-lmhead": ("causal", "BertLMHeadModel"),
         "gpt2-masked": ("masked", "GPT2ForMaskedLM"),
+        "xlm-bare": ("masked", "model type 'xlm'"),
     }
     for name, (kind, arch) in want.items():
         assert describe_model(str(folders[name])) == (kind, arch), name
