@@ -338,6 +338,26 @@ def test_candidates_are_the_brute_force_ones(lm: ScoredLM, cap: int) -> None:
     assert min(lengths) == 1 and max(lengths) == min(cap, max(lengths)) and (cap == 1 or max(lengths) > 1)
 
 
+def _calls_at_limit(
+    lm: ScoredLM, monkeypatch, limit: int, sentences: list[str], cap: int, *, k: int = 3, **kwargs
+) -> tuple[list[tuple[int, int, int]], scored.ScoredPredictions]:
+    """score_blanks with ``MAX_POSITIONS = limit``: every forward call's (rows, width, attention mask's dims), width 0
+    for a prefix pass (no cache), and the result."""
+    calls: list[tuple[int, int, int]] = []
+
+    def pre(module, args, kw):
+        rows, width = kw["input_ids"].shape
+        calls.append((rows, width if kw.get("cache") is not None else 0, kw["attention_mask"].dim()))
+
+    monkeypatch.setattr(scored, "MAX_POSITIONS", limit)
+    handle = lm.model.register_forward_pre_hook(pre, with_kwargs=True)
+    try:
+        res = score_blanks(lm, sentences, k, max_word_tokens=cap, batch_size=len(sentences), **kwargs)
+    finally:
+        handle.remove()
+    return calls, res
+
+
 # suffixes of 2 and 4 tokens beside SENTENCES' 0, 1, 3, 5, 8 and 13: each width of the first pass's branches
 EXTRA = ["The person is [MASK] kind.", "The person is a [MASK] and a singer."]
 
@@ -350,22 +370,11 @@ def test_the_first_pass_runs_each_sentence_once_in_chunks_that_fit(lm: ScoredLM,
     assert {len(_encode(lm, s).suffix) for s in sentences} >= {0, 1, 2, 3, 4}
 
     def first_pass_rows(limit: int) -> list[int]:
-        rows: list[int] = []
-
-        def pre(module, args, kwargs):
-            if kwargs["attention_mask"].dim() == 4:
-                rows.append(kwargs["input_ids"].shape[0])
-
-        monkeypatch.setattr(scored, "MAX_POSITIONS", limit)
-        handle = lm.model.register_forward_pre_hook(pre, with_kwargs=True)
-        try:
-            res = score_blanks(lm, sentences, 2, candidates_per_k=3, batch_size=len(sentences))
-        finally:
-            handle.remove()
+        calls, res = _calls_at_limit(lm, monkeypatch, limit, sentences, 4, candidates_per_k=3, k=2)
         for sentence, cands in zip(sentences, res.candidates, strict=True):
             want = brute_candidates(lm, sentence, 2 * 3, 4)
             assert {c.word_ids: c.logprob for c in cands} == pytest.approx(want, abs=1e-4), sentence
-        return rows
+        return [rows for rows, _, dim in calls if dim == 4]
 
     widths = Counter(scored._n_inputs([0], _encode(lm, s).suffix) for s in sentences)
     assert sorted(first_pass_rows(10_000)) == sorted(widths.values())  # one call per suffix length
@@ -379,19 +388,8 @@ def test_the_words_that_go_on_run_in_chunks_that_fit(lm: ScoredLM, monkeypatch) 
     sentences = SENTENCES + EXTRA
 
     def continuation_calls(limit: int) -> tuple[list[tuple[int, int]], scored.ScoredPredictions]:
-        calls: list[tuple[int, int]] = []
-
-        def pre(module, args, kwargs):
-            if kwargs["attention_mask"].dim() == 2 and kwargs.get("cache") is not None:
-                calls.append(tuple(kwargs["input_ids"].shape))
-
-        monkeypatch.setattr(scored, "MAX_POSITIONS", limit)
-        handle = lm.model.register_forward_pre_hook(pre, with_kwargs=True)
-        try:
-            res = score_blanks(lm, sentences, 3, max_word_tokens=4, batch_size=len(sentences))
-        finally:
-            handle.remove()
-        return calls, res
+        calls, res = _calls_at_limit(lm, monkeypatch, limit, sentences, 4)
+        return [(rows, width) for rows, width, dim in calls if dim == 2 and width > 0], res
 
     wide, base = continuation_calls(100_000)
     assert any(rows > 1 for rows, _ in wide)

@@ -359,14 +359,9 @@ class CacheOnlyLM(_OtherConvention):
         return SimpleNamespace(logits=logits, cache=out_cache)
 
 
-class NoLogitsToKeepLM(_OtherConvention):
+class NoLogitsToKeepLM(PastKeyValuesLM):
     """A causal LM that always computes the logits at every position (no ``logits_to_keep`` of any name, as custom
     and older models): the cache as in transformers 4.x, ``past_key_values``."""
 
     def forward(self, input_ids, attention_mask=None, position_ids=None, past_key_values=None, use_cache=None):
-        self.calls.append({"past_key_values": past_key_values, "use_cache": use_cache, "keep": 0})
-        logits, cache = self._run(
-            past_key_values, use_cache, 0,
-            input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
-        )  # fmt: skip
-        return SimpleNamespace(logits=logits, past_key_values=cache)
+        return super().forward(input_ids, attention_mask, position_ids, past_key_values, use_cache)
