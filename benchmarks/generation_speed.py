@@ -13,9 +13,10 @@ large float32 tensor copy (STREAM "copy" convention: bytes read + bytes written,
 tokens/s over the whole reply (prefill included) and over the decoding steps alone, and their share of the floor;
 then the speed-up of the default batch over batch 1 (target: ≥ 50 % of the floor at the default batch). Batches
 alternate ``--repeats`` times and the best time counts, since the machine may be shared (its load is printed).
-Both linear kernels run side by side, alternating: the default on the CPU, oneDNN-prepacked weights
-(:mod:`queerbench.llm.cpu_linear`), and torch's own ``F.linear``; the ratio between them is printed per batch, with
-how many sampled replies came out token-identical under the two. Checks that depend less on the machine's load
+Every linear kernel the weights allow runs side by side, alternating (:mod:`queerbench.llm.cpu_linear`): the
+default on the CPU (float32: oneDNN-prepacked weights, with MKL's packed SGEMM for the decoding steps), oneDNN
+alone, and torch's own ``F.linear``; the default's ratio to each is printed per batch, with how many sampled replies
+came out token-identical under the two. Checks that depend less on the machine's load
 follow: the same batch through transformers' own ``model.generate`` (same sampling, ``min_new_tokens`` =
 ``max_new_tokens``; ``--no-hf`` skips it), the share of the loop's CPU time spent in the linear layers (torch
 profiler, a short run) — the part the floor is about; the rest is attention, the KV cache, norms, sampling and
@@ -41,7 +42,7 @@ import torch
 from transformers.utils import logging as hf_logging
 
 from queerbench.llm import GenerationSettings, TransformersRunner
-from queerbench.llm.cpu_linear import PACKED, TORCH, linear_kernel, prepack_linear_weights, unpack_linear_weights
+from queerbench.llm.cpu_linear import ENV, KERNELS, linear_kernel, prepack_linear_weights, unpack_linear_weights
 from queerbench.scm.dataset import scm_splits
 
 
@@ -75,12 +76,19 @@ def weight_matmul_time(model: torch.nn.Module, rows: int, repeats: int = 5) -> f
 
 
 def use_kernel(model: torch.nn.Module, kernel: str) -> None:
-    """Switch the model's linear layers to ``kernel`` (packed or torch's)."""
-    if kernel == PACKED:
-        assert prepack_linear_weights(model) == PACKED, "this torch build cannot pack linear weights"
-    else:
-        unpack_linear_weights(model)
-    assert linear_kernel(model) == kernel
+    """Switch the model's linear layers to ``kernel`` (one of :data:`~queerbench.llm.cpu_linear.KERNELS`)."""
+    if linear_kernel(model) == kernel:
+        return
+    unpack_linear_weights(model)
+    before = os.environ.get(ENV)
+    os.environ[ENV] = kernel
+    try:
+        assert prepack_linear_weights(model) == kernel, f"this torch build cannot run the {kernel} kernel"
+    finally:
+        if before is None:
+            del os.environ[ENV]
+        else:
+            os.environ[ENV] = before
 
 
 def main() -> None:
@@ -108,7 +116,8 @@ def main() -> None:
     prefill_only = GenerationSettings(temperature=0.6, top_p=0.9, max_new_tokens=1)
 
     bandwidth = copy_bandwidth()
-    kernels = (PACKED, TORCH)
+    default = runner.linear_kernel
+    kernels = KERNELS[KERNELS.index(default) :]  # the default, then each less packed one
     best: dict[tuple[str, int], tuple[float, float]] = {}
     replies: dict[tuple[str, int], list[list[int]]] = {}
     for _ in range(args.repeats):
@@ -125,7 +134,7 @@ def main() -> None:
                 assert all(len(toks) == args.new_tokens for toks, _ in out)
                 replies[kernel, batch] = [toks for toks, _ in out]
                 best[kernel, batch] = min(best.get((kernel, batch), (float("inf"), 0.0)), (total, prefill))
-    use_kernel(runner.model, PACKED)
+    use_kernel(runner.model, default)
     hf_time = None
     if not args.no_hf:
         enc = runner.tokenizer(
@@ -151,7 +160,7 @@ def main() -> None:
         runner.decode(seqs, list(range(len(seqs))), GenerationSettings(temperature=0.6, top_p=0.9, max_new_tokens=12))
     events = prof.key_averages()
     total_cpu = sum(e.self_cpu_time_total for e in events)
-    linear_ops = ("aten::mm", "aten::addmm", "mkldnn::_linear_pointwise")
+    linear_ops = ("aten::mm", "aten::addmm", "mkldnn::_linear_pointwise", "mkl::_mkl_linear")
     mm_cpu = sum(e.self_cpu_time_total for e in events if e.key in linear_ops)
     bandwidth = max(bandwidth, copy_bandwidth())
     step_floor = weights / bandwidth
@@ -159,7 +168,7 @@ def main() -> None:
     for kernel in kernels:
         use_kernel(runner.model, kernel)
         gemm.update({(kernel, batch): weight_matmul_time(runner.model, batch) for batch in (args.batch, 1)})
-    use_kernel(runner.model, PACKED)
+    use_kernel(runner.model, default)
 
     print(
         f"SmolLM2-135M-Instruct (embedded GGUF -> {args.dtype}), {runner.fingerprint()['params'] / 1e6:.1f}M parameters = "
@@ -176,25 +185,26 @@ def main() -> None:
         decode_rate = batch * (args.new_tokens - 1) / max(total - prefill, 1e-9)
         floor = batch / step_floor
         print(
-            f"{kernel:16s} batch {batch:3d}: {rate[kernel, batch]:7.1f} tokens/s over the reply ({total:.1f} s, "
+            f"{kernel:27s} batch {batch:3d}: {rate[kernel, batch]:7.1f} tokens/s over the reply ({total:.1f} s, "
             f"prefill {prefill:.2f} s), {decode_rate:7.1f} tokens/s decoding; floor {floor:7.1f} tokens/s -> "
             f"{rate[kernel, batch] / floor:5.1%} of the floor ({decode_rate / floor:5.1%} decoding only)"
         )
-    for batch in (args.batch, 1):
-        same = sum(a == b for a, b in zip(replies[PACKED, batch], replies[TORCH, batch], strict=True))
-        print(
-            f"batch {batch}: {PACKED} vs {TORCH} kernel {rate[PACKED, batch] / rate[TORCH, batch]:.2f}x tokens/s; "
-            f"{same}/{batch} sampled replies token-identical between the kernels"
-        )
-    share = rate[PACKED, args.batch] / (args.batch / step_floor)
+    for other in kernels[1:]:
+        for batch in (args.batch, 1):
+            same = sum(a == b for a, b in zip(replies[default, batch], replies[other, batch], strict=True))
+            print(
+                f"batch {batch}: {default} vs {other} kernel {rate[default, batch] / rate[other, batch]:.2f}x "
+                f"tokens/s; {same}/{batch} sampled replies token-identical between the kernels"
+            )
+    share = rate[default, args.batch] / (args.batch / step_floor)
     if hf_time is not None:
         hf_rate = args.batch * args.new_tokens / hf_time
         print(
-            f"transformers model.generate ({PACKED}), batch {args.batch}: {hf_rate:.1f} tokens/s ({hf_time:.1f} s) "
-            f"-> the generation layer's loop is {rate[PACKED, args.batch] / hf_rate:.2f}x its speed"
+            f"transformers model.generate ({default}), batch {args.batch}: {hf_rate:.1f} tokens/s ({hf_time:.1f} s) "
+            f"-> the generation layer's loop is {rate[default, args.batch] / hf_rate:.2f}x its speed"
         )
     print(
-        f"linear layers ({PACKED}): {mm_cpu / total_cpu:.0%} of the loop's CPU time at batch {args.batch}; the rest is "
+        f"linear layers ({default}): {mm_cpu / total_cpu:.0%} of the loop's CPU time at batch {args.batch}; the rest is "
         "attention, the KV cache, norms and activations, sampling and Python"
     )
     for (kernel, batch), seconds in gemm.items():
@@ -204,7 +214,7 @@ def main() -> None:
             "loop on this kernel"
         )
     print(
-        f"default batch {args.batch} vs batch 1 ({PACKED}): {rate[PACKED, args.batch] / rate[PACKED, 1]:.2f}x "
+        f"default batch {args.batch} vs batch 1 ({default}): {rate[default, args.batch] / rate[default, 1]:.2f}x "
         f"tokens/s; share of the bandwidth floor at batch {args.batch}: {share:.1%} (target >= 50%: "
         f"{'met' if share >= 0.5 else 'NOT met'})"
     )

@@ -1,4 +1,5 @@
-"""oneDNN-prepacked linear weights (queerbench.llm.cpu_linear): same outputs as ``F.linear``, recorded, reversible."""
+"""Prepacked linear weights (queerbench.llm.cpu_linear): oneDNN's and, for float32 decoding steps, MKL's; same outputs
+as ``F.linear``, recorded, reversible."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ from tiny_models import tiny_llama
 
 from queerbench.llm import GenerationSettings, TransformersRunner, load_causal_lm
 from queerbench.llm.cpu_linear import (
+    DECODE_ROWS,
     PACKED,
+    PACKED_DECODE,
     TORCH,
     linear_kernel,
     prepack_linear_weights,
@@ -35,15 +38,17 @@ def _linears(model: torch.nn.Module) -> list[torch.nn.Module]:
 
 def test_loaded_causal_lm_is_packed_and_matches_f_linear(llama_dir: Path) -> None:
     lm, tok = load_causal_lm(str(llama_dir))
-    assert linear_kernel(lm) == PACKED
+    assert linear_kernel(lm) == PACKED_DECODE  # float32: oneDNN, and MKL for the decoding steps
     layers = _linears(lm)
-    assert layers and all(hasattr(m, "_qb_packed") and type(m).__name__ == "PrepackedLinear" for m in layers)
+    assert layers and all(type(m).__name__ == "PrepackedLinear" for m in layers)
+    assert all(m._qb_packed is not None and m._qb_mkl is not None for m in layers)
     enc = _batch(tok, ["the cat sat on the mat", "a b"])
     with torch.inference_mode():
         packed = lm(**enc).logits
     unpack_linear_weights(lm)
     assert linear_kernel(lm) == TORCH
     assert all(type(m) is torch.nn.Linear and not hasattr(m, "_qb_packed") for m in _linears(lm))
+    assert not any(hasattr(m, "_qb_mkl") for m in _linears(lm))
     with torch.inference_mode():
         plain = lm(**enc).logits
     assert packed.shape == plain.shape
@@ -57,12 +62,15 @@ def test_a_rows_output_does_not_depend_on_how_many_rows_share_the_call() -> None
     with torch.no_grad():
         want = torch.nn.functional.linear(x, layer.weight, layer.bias)
     holder = torch.nn.Sequential(layer)
-    assert prepack_linear_weights(holder) == PACKED
+    assert prepack_linear_weights(holder) == PACKED_DECODE
     with torch.inference_mode():
         full = layer(x)
         torch.testing.assert_close(full, want, rtol=1e-5, atol=1e-5)  # the bias is added
         for rows in (2, 3, 7):
             assert torch.equal(layer(x[:rows]), full[:rows])
+        other = x.clone()
+        other[1:] = torch.randn(7, 96, generator=torch.Generator().manual_seed(2))
+        assert torch.equal(layer(other)[0], full[0])  # nor on what the other rows hold
         # one row is a GEMV: torch's kernel, exactly
         assert torch.equal(layer(x[:1]), torch.nn.functional.linear(x[:1], layer.weight, layer.bias))
         assert torch.equal(
@@ -109,10 +117,10 @@ def test_size_cap_and_repeat_calls() -> None:
 
 def test_runner_records_the_kernel_and_decodes_like_f_linear(llama_dir: Path) -> None:
     runner = TransformersRunner(str(llama_dir))
-    assert runner.linear_kernel == PACKED
+    assert runner.linear_kernel == PACKED_DECODE
     settings = GenerationSettings(temperature=0.0, max_new_tokens=6)
     replies = dict(runner.generate(["Say a word.", "Name a colour, please."], [0, 1], settings))
-    assert {r.meta["linear_kernel"] for r in replies.values()} == {PACKED}
+    assert {r.meta["linear_kernel"] for r in replies.values()} == {PACKED_DECODE}
     unpack_linear_weights(runner.model)
     plain = dict(runner.generate(["Say a word.", "Name a colour, please."], [0, 1], settings))
     assert [r.meta["linear_kernel"] for r in plain.values()] == [TORCH, TORCH]
@@ -127,7 +135,10 @@ def test_environment_variable_keeps_torchs_kernel_or_is_one_clear_error(monkeypa
     with pytest.raises(ValueError, match="QUEERBENCH_LINEAR_KERNEL='mkl'"):
         prepack_linear_weights(model)
     monkeypatch.setenv("QUEERBENCH_LINEAR_KERNEL", "onednn-prepacked")
-    assert prepack_linear_weights(model) == PACKED
+    assert prepack_linear_weights(model) == PACKED and model[0]._qb_mkl is None  # MKL left out
+    monkeypatch.setenv("QUEERBENCH_LINEAR_KERNEL", "onednn-prepacked+mkl-decode")
+    fresh = torch.nn.Sequential(torch.nn.Linear(8, 8))
+    assert prepack_linear_weights(fresh) == PACKED_DECODE and fresh[0]._qb_mkl is not None
 
 
 def test_a_model_never_packed_reports_torchs_kernel() -> None:
@@ -143,7 +154,7 @@ def test_each_layer_keeps_its_own_class_packed_and_unpacked() -> None:
     x = torch.randn(2, 8)
     with torch.inference_mode():
         want = model(x)
-    assert prepack_linear_weights(model) == PACKED
+    assert prepack_linear_weights(model) == PACKED_DECODE
     assert [type(m).__mro__[1] for m in model] == [torch.nn.Linear, _OwnLinear, torch.nn.Linear]
     assert type(model[0]) is type(model[2]) and type(model[0]) is not type(model[1])
     with torch.inference_mode():
@@ -157,7 +168,8 @@ def test_bfloat16_weights_are_packed_and_agree() -> None:
     x = torch.randn(4, 64).to(torch.bfloat16)
     with torch.inference_mode():
         want = model(x).float()
-    assert prepack_linear_weights(model) == PACKED
+    assert prepack_linear_weights(model) == PACKED  # MKL's packed kernel is float32 only
+    assert model[0]._qb_mkl is None
     with torch.inference_mode():
         torch.testing.assert_close(model(x).float(), want, rtol=2e-2, atol=2e-2)
 
@@ -171,7 +183,7 @@ def test_weights_off_the_cpu_are_left_alone() -> None:
 @pytest.mark.parametrize(
     ("dtype", "error", "kernel"),
     [
-        (torch.float32, 1e-6, PACKED),  # rounding-sized: accepted
+        (torch.float32, 1e-6, PACKED_DECODE),  # rounding-sized: accepted
         (torch.float32, 1e-3, TORCH),  # beyond float32 rounding: refused
         (torch.bfloat16, 5e-3, PACKED),  # bfloat16 rounding is coarser
         (torch.bfloat16, 1e-1, TORCH),
@@ -194,14 +206,14 @@ def test_a_packed_kernel_that_does_not_reproduce_f_linear_is_not_used(
     model = torch.nn.Sequential(layer)
     assert prepack_linear_weights(model) == kernel
     assert linear_kernel(model) == kernel
-    assert hasattr(layer, "_qb_packed") == (kernel == PACKED)
+    assert hasattr(layer, "_qb_packed") == (kernel != TORCH)
 
 
 def test_an_all_zero_layer_is_packed() -> None:
     """Zero weights give zero outputs under both kernels: agreement, so packed (a fresh zero-initialised head)."""
     layer = torch.nn.Linear(16, 4, bias=False)
     torch.nn.init.zeros_(layer.weight)
-    assert prepack_linear_weights(torch.nn.Sequential(layer)) == PACKED
+    assert prepack_linear_weights(torch.nn.Sequential(layer)) == PACKED_DECODE
 
 
 @pytest.mark.parametrize("error", [RuntimeError, NotImplementedError])
@@ -213,3 +225,106 @@ def test_a_onednn_failure_while_packing_keeps_torchs_kernel(monkeypatch: pytest.
     model = torch.nn.Sequential(torch.nn.Linear(8, 8))
     assert prepack_linear_weights(model) == TORCH
     assert linear_kernel(model) == TORCH and type(model[0]) is torch.nn.Linear
+
+
+def _spy(monkeypatch: pytest.MonkeyPatch, namespace, name: str, calls: list[str]) -> None:
+    real = getattr(namespace, name)
+
+    def counted(*args):
+        calls.append(name)
+        return real(*args)
+
+    monkeypatch.setattr(namespace, name, counted)
+
+
+def test_decoding_rows_run_mkl_more_rows_onednn_one_row_torch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """2 to DECODE_ROWS rows (padded) run MKL's packed SGEMM, more rows oneDNN, one row torch's GEMV; all agree with
+    ``F.linear`` to rounding, and a row's output is the same for any row count from 2 to DECODE_ROWS."""
+    layer = torch.nn.Linear(64, 48)
+    prepack_linear_weights(torch.nn.Sequential(layer))
+    calls: list[str] = []
+    _spy(monkeypatch, torch.ops.mkl, "_mkl_linear", calls)
+    _spy(monkeypatch, torch.ops.mkldnn, "_linear_pointwise", calls)
+    x = torch.randn(DECODE_ROWS + 4, 64, generator=torch.Generator().manual_seed(3))
+    with torch.inference_mode():
+        full = layer(x[:DECODE_ROWS])
+        for rows in range(1, DECODE_ROWS + 5):
+            calls.clear()
+            out = layer(x[:rows].view(rows, 1, 64))  # [rows, 1 token, features] as in decoding
+            assert out.shape == (rows, 1, 48)
+            want = torch.nn.functional.linear(x[:rows], layer.weight, layer.bias)
+            torch.testing.assert_close(out[:, 0], want, rtol=1e-5, atol=1e-5)
+            if rows == 1:
+                assert calls == [] and torch.equal(out[:, 0], want)
+            elif rows <= DECODE_ROWS:
+                assert calls == ["_mkl_linear"] and torch.equal(out[:, 0], full[:rows])
+            else:
+                assert calls == ["_linear_pointwise"]
+
+
+def test_more_rows_than_decode_rows_match_the_onednn_kernel_exactly(monkeypatch: pytest.MonkeyPatch) -> None:
+    both = torch.nn.Linear(64, 48)
+    onednn = torch.nn.Linear(64, 48)
+    onednn.load_state_dict(both.state_dict())
+    assert prepack_linear_weights(torch.nn.Sequential(both)) == PACKED_DECODE
+    monkeypatch.setenv("QUEERBENCH_LINEAR_KERNEL", "onednn-prepacked")
+    assert prepack_linear_weights(torch.nn.Sequential(onednn)) == PACKED
+    x = torch.randn(3 * DECODE_ROWS, 64)
+    with torch.inference_mode():
+        assert torch.equal(both(x), onednn(x))
+        assert torch.equal(both(x[: DECODE_ROWS + 1]), onednn(x[: DECODE_ROWS + 1]))
+
+
+def _packed_bytes(layers: list[torch.nn.Linear]) -> tuple[int, int]:
+    """Bytes of the oneDNN and of the MKL copies of the layers' weights."""
+    onednn = [torch.ops.mkldnn._reorder_linear_weight(m.weight.detach()) for m in layers]
+    mkl = [torch.ops.mkl._mkl_reorder_linear_weight(m.weight.detach(), DECODE_ROWS) for m in layers]
+    return tuple(sum(c.numel() * c.element_size() for c in copies) for copies in (onednn, mkl))
+
+
+def test_the_mkl_copy_is_added_only_while_every_copy_fits_the_cap() -> None:
+    def model() -> torch.nn.Sequential:
+        torch.manual_seed(0)
+        return torch.nn.Sequential(torch.nn.Linear(32, 32), torch.nn.Linear(32, 16))
+
+    onednn, mkl = _packed_bytes(list(model()))
+    assert mkl > onednn  # MKL's packed layout is the larger
+    short = model()
+    assert prepack_linear_weights(short, max_bytes=onednn + mkl - 1) == PACKED
+    assert all(m._qb_mkl is None for m in short)
+    assert prepack_linear_weights(model(), max_bytes=onednn + mkl) == PACKED_DECODE
+
+
+@pytest.mark.parametrize(("error", "kernel"), [(1e-6, PACKED_DECODE), (1e-3, PACKED)])
+def test_an_mkl_copy_that_does_not_reproduce_f_linear_is_left_out(
+    monkeypatch: pytest.MonkeyPatch, error: float, kernel: str
+) -> None:
+    real = torch.ops.mkl._mkl_linear
+
+    def off(x, packed, weight, bias, rows):
+        out = real(x, packed, weight, bias, rows)
+        return out + error * out.abs().max()
+
+    monkeypatch.setattr(torch.ops.mkl, "_mkl_linear", off)
+    layer = torch.nn.Linear(64, 16)
+    with torch.no_grad():
+        layer.weight.mul_(0.01)
+    assert prepack_linear_weights(torch.nn.Sequential(layer)) == kernel
+    assert (layer._qb_mkl is not None) == (kernel == PACKED_DECODE)
+    assert layer._qb_packed is not None  # oneDNN's copy is kept either way
+
+
+@pytest.mark.parametrize("error", [RuntimeError, NotImplementedError])
+def test_an_mkl_failure_while_packing_keeps_onednn(monkeypatch: pytest.MonkeyPatch, error: type) -> None:
+    def fails(*args):
+        raise error("simulated MKL failure")
+
+    monkeypatch.setattr(torch.ops.mkl, "_mkl_reorder_linear_weight", fails)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8))
+    assert prepack_linear_weights(model) == PACKED and model[0]._qb_mkl is None
+
+
+def test_a_torch_build_without_mkl_keeps_onednn(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(torch.backends.mkl, "is_available", lambda: False)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8))
+    assert prepack_linear_weights(model) == PACKED and model[0]._qb_mkl is None
