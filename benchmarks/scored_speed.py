@@ -37,7 +37,7 @@ import torch
 from predict_speed import matmul_rate  # the same floor measurement as the masked-LM benchmark
 
 from queerbench.llm import DEFAULT_MODEL, load_causal_lm
-from queerbench.llm.scored import ScoredLM, _encode, score_blanks
+from queerbench.llm.scored import ScoredLM, _encode, _gather_logprobs, score_blanks
 from queerbench.templates import build_sentences
 
 FULL = 7931
@@ -92,8 +92,7 @@ def one_pass_per_sentence(lm: ScoredLM, rows: list[tuple[list[int], list[int]]],
                 logits_to_keep=keep,
             ).logits.float()
             run += ids.numel()
-            logp = torch.log_softmax(logits, dim=-1)
-            token_lp = logp.gather(-1, targets.to(lm.device).unsqueeze(-1)).squeeze(-1)
+            token_lp = _gather_logprobs(logits, targets.to(lm.device))  # the method's own (chunked) log-softmax
             for r, i in enumerate(idx):
                 scores[i] = float(token_lp[r, keep - len(rows[i][1]) :].sum())
     return scores, run

@@ -32,6 +32,7 @@ padding is safe for models with absolute position embeddings (GPT-2) as well as 
 from __future__ import annotations
 
 import inspect
+import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -63,6 +64,8 @@ MAX_ROWS = 640
 MAX_POSITIONS = 1280
 """At most this many token positions per continuation batch: large enough for efficient matrix products, small
 enough to bound the logits' memory (1,280 × a 49k vocabulary × 4 bytes = 250 MB)."""
+LSE_CHUNK_BYTES = 2**21
+"""Float32 logits per log-sum-exp call (about a CPU core's L2 cache; 10 positions of a 49k vocabulary)."""
 
 
 @dataclass(frozen=True)
@@ -227,9 +230,22 @@ def _encode(lm: ScoredLM, sentence: str) -> _Sentence:
 
 
 def _gather_logprobs(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """log-softmax of ``logits`` at ``targets`` without materialising the full log-softmax."""
+    """log-softmax of ``logits`` at ``targets`` without materialising the full log-softmax.
+
+    The log-sum-exp runs over :data:`LSE_CHUNK_BYTES` of positions at a time, so its temporaries stay in the CPU's
+    cache: on a ``[16, 80, 49152]`` block, 29 ms instead of 110 ms in one call, with the same values (each position's
+    sum is its own). A lone last position joins the chunk before it (a one-row call takes another kernel path)."""
     logits = logits.float()
-    return logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, dim=-1)
+    picked = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    flat = logits.reshape(-1, logits.shape[-1])
+    rows = max(2, LSE_CHUNK_BYTES // (4 * max(flat.shape[1], 1)))
+    bounds = [*range(0, flat.shape[0], rows), flat.shape[0]]
+    if len(bounds) > 2 and bounds[-1] - bounds[-2] == 1:
+        del bounds[-2]
+    if len(bounds) < 2:  # no positions at all
+        return picked
+    lse = torch.cat([torch.logsumexp(flat[a:b], dim=-1) for a, b in itertools.pairwise(bounds)])
+    return picked - lse.view(picked.shape)
 
 
 def _n_inputs(word: Sequence[int], suffix: Sequence[int]) -> int:
