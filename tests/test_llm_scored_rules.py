@@ -585,3 +585,53 @@ def test_a_tokenizer_without_any_special_token() -> None:
         want = brute_candidates(lm, sentence, 12, 4)
         got = {c.word_ids: c.logprob for c in cands}
         assert got.keys() == want.keys() and all(got[i] == pytest.approx(want[i], abs=1e-4) for i in want)
+
+
+@pytest.mark.parametrize(
+    ("shape", "chunks"),
+    [
+        ((0, 50), []),
+        ((1, 50), [1]),
+        ((2, 50), [2]),
+        ((5, 50), [5]),
+        ((10, 50), [5, 5]),
+        ((11, 50), [5, 6]),  # a lone last position joins the chunk before it
+        ((12, 50), [5, 5, 2]),
+        ((3, 7, 50), [5, 5, 5, 6]),  # [rows, positions, vocabulary]: 21 positions
+        ((1, 3, 2, 50), [6]),  # the first pass's [rows, candidates, width, vocabulary]: 6 positions
+    ],
+)
+def test_the_log_softmax_runs_over_chunks_of_positions_with_the_same_values(
+    monkeypatch: pytest.MonkeyPatch, shape: tuple[int, ...], chunks: list[int]
+) -> None:
+    monkeypatch.setattr(scored, "LSE_CHUNK_BYTES", 4 * 50 * 5)  # 5 positions of a 50-token vocabulary per call
+    sizes: list[int] = []
+    real = torch.logsumexp
+
+    def recorded(x: torch.Tensor, dim: int) -> torch.Tensor:
+        sizes.append(x.shape[0])
+        return real(x, dim=dim)
+
+    monkeypatch.setattr(torch, "logsumexp", recorded)
+    gen = torch.Generator().manual_seed(len(shape) * 100 + shape[0])
+    logits = torch.randn(shape, generator=gen) * 4
+    targets = torch.randint(0, 50, shape[:-1], generator=gen)
+    got = scored._gather_logprobs(logits, targets)
+    want = torch.log_softmax(logits, dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    assert got.shape == want.shape == shape[:-1]
+    torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
+    assert sizes == chunks
+
+
+def test_chunks_hold_about_lse_chunk_bytes_of_logits_and_at_least_two_positions(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    sizes: list[int] = []
+    real = torch.logsumexp
+    monkeypatch.setattr(torch, "logsumexp", lambda x, dim: sizes.append(x.shape[0]) or real(x, dim=dim))
+    scored._gather_logprobs(torch.zeros(25, 49152), torch.zeros(25, dtype=torch.long))
+    assert sizes == [10, 10, 5]  # 2 MiB / (4 bytes × 49,152) = 10 positions per call
+    sizes.clear()
+    monkeypatch.setattr(scored, "LSE_CHUNK_BYTES", 8)  # less than one position: still two per call
+    scored._gather_logprobs(torch.zeros(4, 3), torch.zeros(4, dtype=torch.long))
+    assert sizes == [2, 2]
