@@ -132,8 +132,11 @@ def test_environment_variable_keeps_torchs_kernel_or_is_one_clear_error(monkeypa
     monkeypatch.setenv("QUEERBENCH_LINEAR_KERNEL", "torch")
     assert prepack_linear_weights(model) == TORCH and not hasattr(model[0], "_qb_packed")
     monkeypatch.setenv("QUEERBENCH_LINEAR_KERNEL", "mkl")
-    with pytest.raises(ValueError, match="QUEERBENCH_LINEAR_KERNEL='mkl'"):
+    with pytest.raises(ValueError, match="QUEERBENCH_LINEAR_KERNEL='mkl'") as error:
         prepack_linear_weights(model)
+    assert "use one of 'onednn-prepacked+mkl-decode', 'onednn-prepacked', 'torch', or leave it unset" in str(
+        error.value
+    )
     monkeypatch.setenv("QUEERBENCH_LINEAR_KERNEL", "onednn-prepacked")
     assert prepack_linear_weights(model) == PACKED and model[0]._qb_mkl is None  # MKL left out
     monkeypatch.setenv("QUEERBENCH_LINEAR_KERNEL", "onednn-prepacked+mkl-decode")
@@ -227,11 +230,16 @@ def test_a_onednn_failure_while_packing_keeps_torchs_kernel(monkeypatch: pytest.
     assert linear_kernel(model) == TORCH and type(model[0]) is torch.nn.Linear
 
 
-def _spy(monkeypatch: pytest.MonkeyPatch, namespace, name: str, calls: list[str]) -> None:
+def _spy(
+    monkeypatch: pytest.MonkeyPatch, namespace, name: str, calls: list[str], rows: list[int] | None = None
+) -> None:
+    """Record each call of ``namespace.name`` (and the rows of its input in ``rows``)."""
     real = getattr(namespace, name)
 
     def counted(*args):
         calls.append(name)
+        if rows is not None:
+            rows.append(args[0].shape[0])
         return real(*args)
 
     monkeypatch.setattr(namespace, name, counted)
@@ -243,7 +251,8 @@ def test_decoding_rows_run_mkl_more_rows_onednn_one_row_torch(monkeypatch: pytes
     layer = torch.nn.Linear(64, 48)
     prepack_linear_weights(torch.nn.Sequential(layer))
     calls: list[str] = []
-    _spy(monkeypatch, torch.ops.mkl, "_mkl_linear", calls)
+    mkl_rows: list[int] = []
+    _spy(monkeypatch, torch.ops.mkl, "_mkl_linear", calls, mkl_rows)
     _spy(monkeypatch, torch.ops.mkldnn, "_linear_pointwise", calls)
     x = torch.randn(DECODE_ROWS + 4, 64, generator=torch.Generator().manual_seed(3))
     with torch.inference_mode():
@@ -260,6 +269,11 @@ def test_decoding_rows_run_mkl_more_rows_onednn_one_row_torch(monkeypatch: pytes
                 assert calls == ["_mkl_linear"] and torch.equal(out[:, 0], full[:rows])
             else:
                 assert calls == ["_linear_pointwise"]
+        calls.clear()
+        layer(x[:12].view(2, 6, 64))  # a prefill's [rows, tokens, features]: 12 rows in all, not 2
+        assert calls == ["_linear_pointwise"]
+    # the reference call, then 2 to DECODE_ROWS rows padded: MKL's packed kernel runs only at that row count
+    assert mkl_rows == [DECODE_ROWS] * DECODE_ROWS
 
 
 def test_more_rows_than_decode_rows_match_the_onednn_kernel_exactly(monkeypatch: pytest.MonkeyPatch) -> None:

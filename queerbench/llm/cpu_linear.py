@@ -25,6 +25,7 @@ and only after it too has reproduced ``F.linear``; the kernel is then recorded a
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -93,7 +94,7 @@ def _packed_class(base: type) -> type:
     import torch.nn.functional as F
 
     def forward(self: Any, x: torch.Tensor) -> torch.Tensor:
-        rows = x.numel() // max(x.shape[-1], 1)
+        rows = math.prod(x.shape[:-1])
         # one row (batch 1, or the last live row of a batch) is a GEMV, where torch's kernel is the faster
         if torch.is_grad_enabled() or rows <= 1 or x.dtype != self.weight.dtype or x.device.type != "cpu":
             return F.linear(x, self.weight, self.bias)

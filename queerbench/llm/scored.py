@@ -238,7 +238,7 @@ def _gather_logprobs(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tenso
     logits = logits.float()
     picked = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
     flat = logits.reshape(-1, logits.shape[-1])
-    rows = max(2, LSE_CHUNK_BYTES // (4 * max(flat.shape[1], 1)))
+    rows = max(2, LSE_CHUNK_BYTES // (4 * flat.shape[1]))  # a vocabulary of 0 fails in the gather above
     bounds = [*range(0, flat.shape[0], rows), flat.shape[0]]
     if len(bounds) > 2 and bounds[-1] - bounds[-2] == 1:
         del bounds[-2]
