@@ -220,14 +220,24 @@ def test_an_all_zero_layer_is_packed() -> None:
 
 
 @pytest.mark.parametrize("error", [RuntimeError, NotImplementedError])
-def test_a_onednn_failure_while_packing_keeps_torchs_kernel(monkeypatch: pytest.MonkeyPatch, error: type) -> None:
+@pytest.mark.parametrize(
+    ("library", "kernel"),
+    [("mkldnn", TORCH), ("mkl", PACKED)],  # oneDNN fails: torch's kernel; MKL fails: oneDNN's alone
+)
+def test_a_failure_while_packing_keeps_the_kernel_below(
+    monkeypatch: pytest.MonkeyPatch, error: type, library: str, kernel: str
+) -> None:
     def fails(*args):
-        raise error("simulated oneDNN failure")
+        raise error(f"simulated {library} failure")
 
-    monkeypatch.setattr(torch.ops.mkldnn, "_reorder_linear_weight", fails)
+    op = {"mkldnn": "_reorder_linear_weight", "mkl": "_mkl_reorder_linear_weight"}[library]
+    monkeypatch.setattr(getattr(torch.ops, library), op, fails)
     model = torch.nn.Sequential(torch.nn.Linear(8, 8))
-    assert prepack_linear_weights(model) == TORCH
-    assert linear_kernel(model) == TORCH and type(model[0]) is torch.nn.Linear
+    assert prepack_linear_weights(model) == kernel == linear_kernel(model)
+    if kernel == TORCH:
+        assert type(model[0]) is torch.nn.Linear
+    else:
+        assert model[0]._qb_mkl is None and model[0]._qb_packed is not None
 
 
 def _spy(
@@ -326,16 +336,6 @@ def test_an_mkl_copy_that_does_not_reproduce_f_linear_is_left_out(
     assert prepack_linear_weights(torch.nn.Sequential(layer)) == kernel
     assert (layer._qb_mkl is not None) == (kernel == PACKED_DECODE)
     assert layer._qb_packed is not None  # oneDNN's copy is kept either way
-
-
-@pytest.mark.parametrize("error", [RuntimeError, NotImplementedError])
-def test_an_mkl_failure_while_packing_keeps_onednn(monkeypatch: pytest.MonkeyPatch, error: type) -> None:
-    def fails(*args):
-        raise error("simulated MKL failure")
-
-    monkeypatch.setattr(torch.ops.mkl, "_mkl_reorder_linear_weight", fails)
-    model = torch.nn.Sequential(torch.nn.Linear(8, 8))
-    assert prepack_linear_weights(model) == PACKED and model[0]._qb_mkl is None
 
 
 def test_a_torch_build_without_mkl_keeps_onednn(monkeypatch: pytest.MonkeyPatch) -> None:
