@@ -1,4 +1,4 @@
-"""oneDNN-prepacked weights for the linear layers of a causal LM that runs on the CPU.
+"""Prepacked weights (oneDNN's, and MKL's for float32 decoding steps) for the linear layers of a causal LM on the CPU.
 
 Decoding reads every weight once per step for a few rows (the batch), a shape that torch's default float32 GEMM
 serves badly on x86: at 8 rows it re-packs each weight matrix on every call, so one decoding step's linear layers of
@@ -18,7 +18,9 @@ Float32 decoding steps (2 to :data:`DECODE_ROWS` rows, the default batch) go one
 (``torch.ops.mkl._mkl_linear``, packed for exactly :data:`DECODE_ROWS` rows) reads the weights faster at that shape
 than oneDNN's (one SmolLM2-135M step's linear layers: 31 ms vs 35 ms at 8 rows), so those calls are padded to
 :data:`DECODE_ROWS` rows and run it; a row's output then does not depend on how many rows (2 to 8) share the call or
-what they hold, as with oneDNN. More rows (a prefill, the ``scored`` method) stay on oneDNN. MKL's packed copy is
+what they hold, as with oneDNN. More rows (a prefill, the ``scored`` method) stay on oneDNN; so a batch of more
+than 8 rows decodes on oneDNN until 8 or fewer of its rows are left, then on MKL (a change of rounding only, like
+the one-row GEMV; the default batch is 8, so its steps all run MKL or, at one row, the GEMV). MKL's packed copy is
 about twice the weights' size, so it is added only while all packed copies together fit :data:`MAX_PACKED_BYTES`,
 and only after it too has reproduced ``F.linear``; the kernel is then recorded as :data:`PACKED_DECODE`.
 """

@@ -132,9 +132,9 @@ def load_causal_lm(
     or a missing folder is one clear error, never a random-headed model). The model is in eval mode on
     ``resolve_device(device)``; the tokenizer pads on the left and has a pad token (the EOS token when it has
     none). GGUF weights (the embedded SmolLM2 is Q4_1) are dequantised by transformers to ``dtype``. On the CPU the
-    linear layers' weights are packed once for oneDNN (:func:`~queerbench.llm.cpu_linear.prepack_linear_weights`:
-    faster decoding; :func:`~queerbench.llm.cpu_linear.linear_kernel` says which kernel runs). Remote code is
-    never run.
+    linear layers' weights are packed once for oneDNN, and float32 ones for MKL's decoding steps too
+    (:func:`~queerbench.llm.cpu_linear.prepack_linear_weights`: faster decoding;
+    :func:`~queerbench.llm.cpu_linear.linear_kernel` says which kernel runs). Remote code is never run.
     """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -155,7 +155,7 @@ def load_causal_lm(
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ModelLoadError(f"cannot load --model {model or DEFAULT_MODEL}: {first[:200]}") from None
     lm = lm.to(resolve_device(device)).eval()
-    prepack_linear_weights(lm)  # on the CPU: oneDNN-packed weights, the kernel recorded (queerbench.llm.cpu_linear)
+    prepack_linear_weights(lm)  # on the CPU: packed weights, the kernel recorded (queerbench.llm.cpu_linear)
     tokenizer.padding_side = "left"
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
@@ -217,7 +217,8 @@ class TransformersRunner:
 
     @property
     def linear_kernel(self) -> str:
-        """The linear layers' kernel (``onednn-prepacked`` on the CPU, else ``torch``), recorded with each reply."""
+        """The linear layers' kernel (:data:`~queerbench.llm.cpu_linear.KERNELS`: packed on the CPU, else ``torch``),
+        recorded with each reply."""
         return linear_kernel(self.model)
 
     def fingerprint(self) -> dict[str, Any]:
