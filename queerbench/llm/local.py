@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from queerbench.llm.cpu_linear import linear_kernel, prepack_linear_weights
+from queerbench.llm.kv_cache import preallocate
 from queerbench.llm.settings import DEFAULT_MODEL, GenerationSettings, Reply
 
 __all__ = [
@@ -296,8 +297,9 @@ class TransformersRunner:
         Greedy when ``temperature == 0``; otherwise temperature and nucleus (``top_p``) sampling, each row drawing
         from its **own** ``torch.Generator`` seeded with its seed (on the CPU, so a seed means the same on every
         device): a row's reply depends on (prompt, seed) only, not on which rows share its batch. A row that has
-        finished leaves the batch and its KV cache, so the others do not pay for it. The stop token itself is not
-        returned.
+        finished leaves the batch and its KV cache, so the others do not pay for it. The KV cache has room for the
+        whole reply (:mod:`queerbench.llm.kv_cache`): a step writes its token in place instead of copying the cache.
+        The stop token itself is not returned.
         """
         import torch
 
@@ -333,6 +335,7 @@ class TransformersRunner:
                 rows = torch.tensor(source, device=dev)
                 cache.reorder_cache(rows)
                 logits, mask, positions = logits[rows], mask[rows], positions[rows]
+            preallocate(cache, width + settings.max_new_tokens)  # each step writes its token in place (kv_cache)
             next_pos = positions[:, -1:] + 1
             for step in range(settings.max_new_tokens):
                 picked = self._pick(logits, [generators[r] for r in active], settings)
