@@ -121,3 +121,24 @@ def test_decoding_gives_the_same_replies_with_and_without_it(llama_dir: Path, mo
     plain = runner.decode(seqs, [0, 1, 2, 3], settings)
     assert fast == plain
     assert all(len(tokens) == 12 for tokens, _ in fast)
+
+
+def test_a_cache_filled_exactly_to_its_capacity_keeps_one_buffer_of_that_size() -> None:
+    plain, fast, gen = _pair(prefill=3)
+    preallocate(fast, capacity=4)
+    states = _states(gen)
+    for want, got in zip(_step(plain, states), _step(fast, states), strict=True):
+        assert torch.equal(want[0], got[0]) and torch.equal(want[1], got[1])
+    assert fast.layers[0]._qb_keys.shape[-2] == 4
+
+
+def test_the_buffers_keep_the_states_dtype() -> None:
+    cache = DynamicCache()
+    gen = torch.Generator().manual_seed(1)
+    cast = [(k.bfloat16(), v.bfloat16()) for k, v in _states(gen, positions=2)]
+    _step(cache, cast)
+    preallocate(cache, capacity=6)
+    keys, values = _step(cache, [(k.bfloat16(), v.bfloat16()) for k, v in _states(gen)])[0]
+    assert keys.dtype == values.dtype == torch.bfloat16
+    assert cache.layers[0]._qb_keys.dtype == torch.bfloat16
+    assert torch.equal(keys[..., :2, :], cast[0][0])
