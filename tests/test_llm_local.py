@@ -77,10 +77,11 @@ def test_samples_of_one_prompt_share_one_prefill_and_equal_their_replies_alone(r
     seeds = [5, 6, 7, 8, 9, 10]
     prefill_rows: list[int] = []
 
-    def record(module, args, kwargs):  # the first call of each batch is the prefill
-        prefill_rows.append(kwargs["input_ids"].shape[0])
+    def record(module, args):  # the first call of each batch is the prefill, then one per decoding step
+        prefill_rows.append(args[0].shape[0])
 
-    handle = runner.model.register_forward_pre_hook(record, with_kwargs=True)
+    # the token embedding sees every forward pass, transformers' and the Llama decoder's steps alike
+    handle = runner.model.get_input_embeddings().register_forward_pre_hook(record)
     try:
         together = _texts(runner, prompts, seeds, batch_size=6, **kw)
     finally:

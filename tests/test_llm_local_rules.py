@@ -592,9 +592,11 @@ def _plain(path: Path) -> TransformersRunner:
         return TransformersRunner(str(path))
 
 
-def test_decoding_passes(peaked: TransformersRunner) -> None:
-    """The prefill computes the last position's logits only; a reply of n tokens takes the prefill and n - 1 steps;
-    rows that stop leave the batch (later steps run fewer rows)."""
+def test_decoding_passes(peaked: TransformersRunner, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Through transformers' forward: the prefill computes the last position's logits only; a reply of n tokens
+    takes the prefill and n - 1 steps; rows that stop leave the batch (later steps run fewer rows). (The Llama
+    decoder's steps: tests/test_llm_llama_decoder.py.)"""
+    monkeypatch.setattr(peaked, "decoder", None)
     tok = peaked.tokenizer
     seqs = [tok(peaked.format_prompt(p))["input_ids"] for p in PROMPTS]
     calls: list[tuple[int, int]] = []

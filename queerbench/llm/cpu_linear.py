@@ -40,6 +40,7 @@ __all__ = [
     "PACKED_DECODE",
     "TORCH",
     "linear_kernel",
+    "mkl_decode_linear",
     "prepack_linear_weights",
     "unpack_linear_weights",
 ]
@@ -88,6 +89,11 @@ def _mkl_linear(x: Any, packed: Any, weight: Any, bias: Any) -> Any:
         flat = torch.cat([flat, flat.new_zeros(DECODE_ROWS - rows, flat.shape[1])])
     out = torch.ops.mkl._mkl_linear(flat.contiguous(), packed, weight, bias, DECODE_ROWS)[:rows]
     return out.reshape(*x.shape[:-1], out.shape[-1])
+
+
+mkl_decode_linear = _mkl_linear
+"""The decoding-step kernel, for callers that hold MKL copies of their own (:mod:`queerbench.llm.llama_decoder`'s
+stacked projections): ``mkl_decode_linear(x, packed, weight, bias)`` for 1 to :data:`DECODE_ROWS` rows."""
 
 
 def _packed_class(base: type) -> type:

@@ -14,8 +14,9 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from queerbench.llm.cpu_linear import linear_kernel, prepack_linear_weights
+from queerbench.llm.cpu_linear import PACKED_DECODE, linear_kernel, prepack_linear_weights
 from queerbench.llm.kv_cache import preallocate
+from queerbench.llm.llama_decoder import LLAMA, TRANSFORMERS, build_decoder
 from queerbench.llm.settings import DEFAULT_MODEL, GenerationSettings, Reply
 
 __all__ = [
@@ -181,6 +182,37 @@ def weights_fingerprint(model: str | None, commit_hash: str | None = None) -> di
     return {"kind": "hub", "commit_hash": commit_hash}
 
 
+class _TransformersSteps:
+    """Decoding steps through the model's own forward: its KV cache, and an attention mask grown by one column per
+    step (the other implementation of the steps is :class:`~queerbench.llm.llama_decoder.DecodeState`)."""
+
+    def __init__(self, model: Any, cache: Any, mask: Any, cache_arg: str) -> None:
+        self.model, self.cache, self.mask, self.cache_arg = model, cache, mask, cache_arg
+
+    def keep(self, rows: Any) -> bool:
+        """Keep only ``rows`` of the batch, if the cache can drop rows (else nothing changes and ``False``)."""
+        if not hasattr(self.cache, "batch_select_indices"):
+            return False
+        self.cache.batch_select_indices(rows)
+        self.mask = self.mask[rows]
+        return True
+
+    def step(self, tokens: Any, positions: Any) -> Any:
+        """Feed one token per row (``[rows]``, at ``positions``) and return the next-token logits."""
+        import torch
+
+        self.mask = torch.cat([self.mask, self.mask.new_ones((len(tokens), 1))], dim=1)
+        out = self.model(
+            input_ids=tokens[:, None],
+            attention_mask=self.mask,
+            position_ids=positions[:, None],
+            use_cache=True,
+            **{self.cache_arg: self.cache},
+        )
+        self.cache = getattr(out, self.cache_arg)
+        return out.logits[:, -1, :]
+
+
 class TransformersRunner:
     """A local ``AutoModelForCausalLM`` with its chat template (or a plain prompt when it has none).
 
@@ -201,6 +233,7 @@ class TransformersRunner:
         self.name = self.model_id
         self.model, self.tokenizer = load_causal_lm(model, device=device, dtype=dtype, revision=revision)
         self.device = str(self.model.device)
+        self.decoder = build_decoder(self.model)  # Llama in float32 on the CPU: decoding steps without transformers
         self.weights = weights_fingerprint(model, getattr(self.model.config, "_commit_hash", None))
         self.system_prompt = system_prompt
         self.has_chat_template = bool(getattr(self.tokenizer, "chat_template", None))
@@ -221,6 +254,16 @@ class TransformersRunner:
         """The linear layers' kernel (:data:`~queerbench.llm.cpu_linear.KERNELS`: packed on the CPU, else ``torch``),
         recorded with each reply."""
         return linear_kernel(self.model)
+
+    @property
+    def decoder_name(self) -> str:
+        """Which code runs the decoding steps, recorded with each reply: ``queerbench-llama``
+        (:class:`~queerbench.llm.llama_decoder.LlamaDecoder`: the same logits, fewer calls) or ``transformers``."""
+        return LLAMA if self._llama_steps() else TRANSFORMERS
+
+    def _llama_steps(self) -> bool:
+        """Whether the Llama decoder runs the decoding steps: built for this very model, its kernel still in place."""
+        return self.decoder is not None and self.decoder.model is self.model and self.linear_kernel == PACKED_DECODE
 
     def fingerprint(self) -> dict[str, Any]:
         """Model id, class, parameter count, weights (:func:`weights_fingerprint`), prompt format, system prompt.
@@ -283,6 +326,7 @@ class TransformersRunner:
                     "new_tokens": len(tokens),
                     "finish_reason": finish,
                     "linear_kernel": self.linear_kernel,
+                    "decoder": self.decoder_name,
                 }
                 yield i, Reply(text, None, meta)
 
@@ -299,7 +343,8 @@ class TransformersRunner:
         device): a row's reply depends on (prompt, seed) only, not on which rows share its batch. A row that has
         finished leaves the batch and its KV cache, so the others do not pay for it. The KV cache has room for the
         whole reply (:mod:`queerbench.llm.kv_cache`): a step writes its token in place instead of copying the cache.
-        The stop token itself is not returned.
+        A float32 Llama on the CPU runs its steps on :class:`~queerbench.llm.llama_decoder.LlamaDecoder` (the same
+        logits as the model's forward, fewer calls; :attr:`decoder_name`). The stop token itself is not returned.
         """
         import torch
 
@@ -335,8 +380,14 @@ class TransformersRunner:
                 rows = torch.tensor(source, device=dev)
                 cache.reorder_cache(rows)
                 logits, mask, positions = logits[rows], mask[rows], positions[rows]
-            preallocate(cache, width + settings.max_new_tokens)  # each step writes its token in place (kv_cache)
-            next_pos = positions[:, -1:] + 1
+            capacity = width + settings.max_new_tokens
+            if self._llama_steps():
+                steps: Any = self.decoder.begin(cache, mask, capacity)  # type: ignore[union-attr]
+            else:
+                preallocate(cache, capacity)  # each step writes its token in place (kv_cache)
+                steps = _TransformersSteps(self.model, cache, mask, cache_arg)
+            del out, cache  # the steps hold the KV cache now
+            next_pos = positions[:, -1] + 1
             for step in range(settings.max_new_tokens):
                 picked = self._pick(logits, [generators[r] for r in active], settings)
                 for r, tok in zip(active, picked, strict=True):
@@ -351,26 +402,14 @@ class TransformersRunner:
                 keep_rows = [k for k, r in enumerate(active) if finish[r] is None]
                 if not keep_rows:
                     break
-                if len(keep_rows) < len(active) and hasattr(cache, "batch_select_indices"):
+                sel = torch.tensor(keep_rows, device=dev)
+                if len(keep_rows) < len(active) and steps.keep(sel):
                     # rows that finished leave the batch (and the KV cache): later steps compute only live rows
-                    sel = torch.tensor(keep_rows, device=dev)
-                    cache.batch_select_indices(sel)
-                    mask, next_pos = mask[sel], next_pos[sel]
+                    next_pos = next_pos[sel]
                     picked = [picked[k] for k in keep_rows]
                     active = [active[k] for k in keep_rows]
-                feed = torch.tensor(
-                    [[pad if finish[r] else t] for r, t in zip(active, picked, strict=True)], device=dev
-                )
-                mask = torch.cat([mask, mask.new_ones((len(active), 1))], dim=1)
-                out = self.model(
-                    input_ids=feed,
-                    attention_mask=mask,
-                    position_ids=next_pos,
-                    use_cache=True,
-                    **{cache_arg: cache},
-                )
-                cache = getattr(out, cache_arg)
-                logits = out.logits[:, -1, :]
+                feed = torch.tensor([pad if finish[r] else t for r, t in zip(active, picked, strict=True)], device=dev)
+                logits = steps.step(feed, next_pos)
                 next_pos = next_pos + 1
         return [(toks, f or "length") for toks, f in zip(new, finish, strict=True)]
 
