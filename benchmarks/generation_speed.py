@@ -13,10 +13,12 @@ large float32 tensor copy (STREAM "copy" convention: bytes read + bytes written,
 tokens/s over the whole reply (prefill included) and over the decoding steps alone, and their share of the floor;
 then the speed-up of the default batch over batch 1 (target: ≥ 50 % of the floor at the default batch). Batches
 alternate ``--repeats`` times and the best time counts, since the machine may be shared (its load is printed).
-Every linear kernel the weights allow runs side by side, alternating (:mod:`queerbench.llm.cpu_linear`): the
-default on the CPU (float32: oneDNN-prepacked weights, with MKL's packed SGEMM for the decoding steps), oneDNN
-alone, and torch's own ``F.linear``; the default's ratio to each is printed per batch, with how many sampled replies
-came out token-identical under the two. Checks that depend less on the machine's load
+Every way of running the steps runs side by side, alternating: the default (float32 on the CPU: the Llama decoder,
+:mod:`queerbench.llm.llama_decoder`, on oneDNN-prepacked weights with MKL's packed SGEMM for the decoding steps),
+then transformers' own forward on each linear kernel the weights allow (:mod:`queerbench.llm.cpu_linear`: MKL's
+decoding kernel, oneDNN alone, torch's own ``F.linear``); the default's ratio to each is printed per batch, with
+how many sampled replies came out token-identical under the two. Before that, one decoding step of the Llama
+decoder is compared with the model's own forward on the batch: bitwise equal logits, or their largest difference. Checks that depend less on the machine's load
 follow: the same batch through transformers' own ``model.generate`` (same sampling, ``min_new_tokens`` =
 ``max_new_tokens``; ``--no-hf`` skips it), the share of the loop's CPU time spent in the linear layers (torch
 profiler, a short run) — the part the floor is about; the rest is attention, the KV cache, norms, sampling and
@@ -43,6 +45,7 @@ from transformers.utils import logging as hf_logging
 
 from queerbench.llm import GenerationSettings, TransformersRunner
 from queerbench.llm.cpu_linear import ENV, KERNELS, linear_kernel, prepack_linear_weights, unpack_linear_weights
+from queerbench.llm.llama_decoder import LLAMA, TRANSFORMERS, LlamaDecoder, step_gap
 from queerbench.scm.dataset import scm_splits
 
 
@@ -75,9 +78,43 @@ def weight_matmul_time(model: torch.nn.Module, rows: int, repeats: int = 5) -> f
     return best
 
 
-def use_kernel(model: torch.nn.Module, kernel: str) -> None:
-    """Switch the model's linear layers to ``kernel`` (one of :data:`~queerbench.llm.cpu_linear.KERNELS`)."""
-    if linear_kernel(model) == kernel:
+def decoder_matmul_time(decoder: LlamaDecoder, rows: int, repeats: int = 5) -> float:
+    """Best time of one decoding step's weight matmuls as the Llama decoder runs them (stacked q/k/v and gate/up
+    projections, o and down projections, the LM head) on ``[rows, features]`` inputs."""
+    config = decoder.model.config
+    hidden = torch.randn(rows, config.hidden_size)
+    inner = torch.randn(rows, config.intermediate_size)
+    attn = torch.randn(rows, decoder.heads * decoder.head_dim)
+    best = float("inf")
+    with torch.inference_mode():
+        for _ in range(repeats):
+            start = time.perf_counter()
+            for layer in decoder.layers:
+                layer.project("qkv", layer.qkv, hidden)
+                layer.o_proj.forward(attn)
+                layer.project("gate_up", layer.gate_up, hidden)
+                layer.down_proj.forward(inner)
+            decoder.model.lm_head.forward(hidden)
+            best = min(best, time.perf_counter() - start)
+    return best
+
+
+def step_difference(runner: TransformersRunner, seqs: list[list[int]], steps: int = 3) -> float:
+    """:func:`~queerbench.llm.llama_decoder.step_gap` on ``seqs``, left-padded: the Llama decoder's logits against
+    the model's own forward's over ``steps`` greedy steps (0.0: bitwise equal)."""
+    width = max(map(len, seqs))
+    ids = torch.full((len(seqs), width), runner.tokenizer.pad_token_id)
+    mask = torch.zeros((len(seqs), width), dtype=torch.long)
+    for r, seq in enumerate(seqs):
+        ids[r, width - len(seq) :] = torch.tensor(seq)
+        mask[r, width - len(seq) :] = 1
+    return step_gap(runner.model, runner.decoder, ids, mask, steps)
+
+
+def use_kernel(model: torch.nn.Module, kernel: str, *, repack: bool = False) -> None:
+    """Switch the model's linear layers to ``kernel`` (one of :data:`~queerbench.llm.cpu_linear.KERNELS`);
+    ``repack``: pack anew even when it is in use (every layer its own MKL copy again, as without the decoder)."""
+    if linear_kernel(model) == kernel and not repack:
         return
     unpack_linear_weights(model)
     before = os.environ.get(ENV)
@@ -118,11 +155,19 @@ def main() -> None:
     bandwidth = copy_bandwidth()
     default = runner.linear_kernel
     kernels = KERNELS[KERNELS.index(default) :]  # the default, then each less packed one
-    best: dict[tuple[str, int], tuple[float, float]] = {}
-    replies: dict[tuple[str, int], list[list[int]]] = {}
+    decoder = runner.decoder
+    setups = [(runner.decoder_name, default)] + [(TRANSFORMERS, k) for k in kernels]
+    setups = list(dict.fromkeys(setups))  # the default first, once
+    if decoder is not None:
+        use_kernel(runner.model, default, repack=True)  # the model's forward on its layers' own MKL copies
+    logit_gap = None if decoder is None else step_difference(runner, seqs)
+    best: dict[tuple[tuple[str, str], int], tuple[float, float]] = {}
+    replies: dict[tuple[tuple[str, str], int], list[list[int]]] = {}
     for _ in range(args.repeats):
-        for kernel in kernels:
-            use_kernel(runner.model, kernel)
+        for setup in setups:
+            kernel = setup[1]
+            use_kernel(runner.model, kernel, repack=setup[0] == TRANSFORMERS)  # the layers as without the decoder
+            runner.decoder = decoder if setup[0] == LLAMA else None
             for batch in (args.batch, 1):
                 rows, seeds = seqs[:batch], list(range(batch))
                 start = time.perf_counter()
@@ -132,9 +177,10 @@ def main() -> None:
                 out = runner.decode(rows, seeds, settings)
                 total = time.perf_counter() - start
                 assert all(len(toks) == args.new_tokens for toks, _ in out)
-                replies[kernel, batch] = [toks for toks, _ in out]
-                best[kernel, batch] = min(best.get((kernel, batch), (float("inf"), 0.0)), (total, prefill))
+                replies[setup, batch] = [toks for toks, _ in out]
+                best[setup, batch] = min(best.get((setup, batch), (float("inf"), 0.0)), (total, prefill))
     use_kernel(runner.model, default)
+    runner.decoder = decoder
     hf_time = None
     if not args.no_hf:
         enc = runner.tokenizer(
@@ -169,6 +215,7 @@ def main() -> None:
         use_kernel(runner.model, kernel)
         gemm.update({(kernel, batch): weight_matmul_time(runner.model, batch) for batch in (args.batch, 1)})
     use_kernel(runner.model, default)
+    stacked = {} if decoder is None else {b: decoder_matmul_time(decoder, b) for b in (args.batch, 1)}
 
     print(
         f"SmolLM2-135M-Instruct (embedded GGUF -> {args.dtype}), {runner.fingerprint()['params'] / 1e6:.1f}M parameters = "
@@ -178,33 +225,40 @@ def main() -> None:
         f"{args.repeats}"
     )
     print(f"copy bandwidth {bandwidth / 1e9:.2f} GB/s -> floor {step_floor * 1000:.1f} ms per decoding step")
+    if logit_gap is not None:
+        print(
+            f"{LLAMA} decoder vs the model's own forward, {args.batch} rows, 3 steps: "
+            + ("bitwise equal logits" if logit_gap == 0 else f"logits differ by at most {logit_gap:.2e} of their scale")
+        )
     rate = {}
-    for (kernel, batch), (total, prefill) in best.items():
+    name = {setup: f"{setup[0]} on {setup[1]}" for setup in setups}
+    for (setup, batch), (total, prefill) in best.items():
         tokens = batch * args.new_tokens
-        rate[kernel, batch] = tokens / total
+        rate[setup, batch] = tokens / total
         decode_rate = batch * (args.new_tokens - 1) / max(total - prefill, 1e-9)
         floor = batch / step_floor
         print(
-            f"{kernel:27s} batch {batch:3d}: {rate[kernel, batch]:7.1f} tokens/s over the reply ({total:.1f} s, "
+            f"{name[setup]:46s} batch {batch:3d}: {rate[setup, batch]:7.1f} tokens/s over the reply ({total:.1f} s, "
             f"prefill {prefill:.2f} s), {decode_rate:7.1f} tokens/s decoding; floor {floor:7.1f} tokens/s -> "
-            f"{rate[kernel, batch] / floor:5.1%} of the floor ({decode_rate / floor:5.1%} decoding only)"
+            f"{rate[setup, batch] / floor:5.1%} of the floor ({decode_rate / floor:5.1%} decoding only)"
         )
-    for other in kernels[1:]:
+    first = setups[0]
+    for other in setups[1:]:
         for batch in (args.batch, 1):
-            same = sum(a == b for a, b in zip(replies[default, batch], replies[other, batch], strict=True))
+            same = sum(a == b for a, b in zip(replies[first, batch], replies[other, batch], strict=True))
             print(
-                f"batch {batch}: {default} vs {other} kernel {rate[default, batch] / rate[other, batch]:.2f}x "
-                f"tokens/s; {same}/{batch} sampled replies token-identical between the kernels"
+                f"batch {batch}: {name[first]} vs {name[other]} {rate[first, batch] / rate[other, batch]:.2f}x "
+                f"tokens/s; {same}/{batch} sampled replies token-identical between the two"
             )
-    share = rate[default, args.batch] / (args.batch / step_floor)
+    share = rate[first, args.batch] / (args.batch / step_floor)
     if hf_time is not None:
         hf_rate = args.batch * args.new_tokens / hf_time
         print(
             f"transformers model.generate ({default}), batch {args.batch}: {hf_rate:.1f} tokens/s ({hf_time:.1f} s) "
-            f"-> the generation layer's loop is {rate[default, args.batch] / hf_rate:.2f}x its speed"
+            f"-> the generation layer's loop ({name[first]}) is {rate[first, args.batch] / hf_rate:.2f}x its speed"
         )
     print(
-        f"linear layers ({default}): {mm_cpu / total_cpu:.0%} of the loop's CPU time at batch {args.batch}; the rest is "
+        f"linear layers ({name[first]}): {mm_cpu / total_cpu:.0%} of the loop's CPU time at batch {args.batch}; the rest is "
         "attention, the KV cache, norms and activations, sampling and Python"
     )
     for (kernel, batch), seconds in gemm.items():
@@ -213,8 +267,14 @@ def main() -> None:
             f"{weights / seconds / 1e9:.1f} GB/s of weights -> at most {step_floor / seconds:.0%} of the floor for any "
             "loop on this kernel"
         )
+    for batch, seconds in stacked.items():
+        print(
+            f"one step's linear layers alone, {LLAMA} decoder (stacked q/k/v and gate/up), batch {batch}: "
+            f"{seconds * 1000:.1f} ms = {weights / seconds / 1e9:.1f} GB/s of weights -> at most "
+            f"{step_floor / seconds:.0%} of the floor for its loop"
+        )
     print(
-        f"default batch {args.batch} vs batch 1 ({default}): {rate[default, args.batch] / rate[default, 1]:.2f}x "
+        f"default batch {args.batch} vs batch 1 ({name[first]}): {rate[first, args.batch] / rate[first, 1]:.2f}x "
         f"tokens/s; share of the bandwidth floor at batch {args.batch}: {share:.1%} (target >= 50%: "
         f"{'met' if share >= 0.5 else 'NOT met'})"
     )

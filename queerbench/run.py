@@ -85,7 +85,9 @@ class RunOptions:
         if not self.requests_per_minute > 0:
             raise ValueError(f"--requests-per-minute must be > 0, got {self.requests_per_minute!r}")
         if self.endpoint and self.revision:
-            raise ValueError("--revision pins a Hub model's commit; an --endpoint serves its own weights: drop --revision")
+            raise ValueError(
+                "--revision pins a Hub model's commit; an --endpoint serves its own weights: drop --revision"
+            )
         if self.model is None:
             if self.endpoint:
                 raise ValueError("--endpoint needs --model NAME (the model name the endpoint serves, e.g. gpt-4o-mini)")

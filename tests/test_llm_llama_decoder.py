@@ -14,21 +14,28 @@ from tiny_models import tiny_gpt2, tiny_llama
 
 import queerbench.llm.llama_decoder as llama_decoder
 from queerbench.llm import GenerationSettings, TransformersRunner
-from queerbench.llm.cpu_linear import DECODE_ROWS, ENV, unpack_linear_weights
+from queerbench.llm.cpu_linear import DECODE_ROWS, ENV, prepack_linear_weights, unpack_linear_weights
 from queerbench.llm.llama_decoder import LLAMA, TRANSFORMERS, LlamaDecoder, build_decoder
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _folder(root: Path, **config: object) -> Path:
-    """A tiny Llama (no chat template) with peaked random weights and ``config`` overrides."""
+    """A tiny Llama (no chat template) with peaked random weights, random norm weights and a large norm epsilon
+    (so that each norm's weight and epsilon matter), and ``config`` overrides."""
     path = tiny_llama(root, chat_template=False)
     cfg = transformers.AutoConfig.from_pretrained(path)
     cfg.initializer_range = 0.5
+    cfg.rms_norm_eps = 0.05
     for key, value in config.items():
         setattr(cfg, key, value)
     torch.manual_seed(3)
-    transformers.AutoModelForCausalLM.from_config(cfg).save_pretrained(path)
+    model = transformers.AutoModelForCausalLM.from_config(cfg)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if "norm" in name:
+                param.uniform_(0.5, 1.5)
+    model.save_pretrained(path)
     return path
 
 
@@ -139,6 +146,9 @@ def test_the_cache_refuses_to_overflow_or_to_start_short(llama: TransformersRunn
         out = model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True)
         with pytest.raises(ValueError, match="capacity 5 is shorter than the prefill's 6 positions"):
             decoder.begin(out.cache, mask, 5)
+        full = decoder.begin(out.cache, mask, 6)  # exactly the prefill: no room for a step
+        with pytest.raises(ValueError, match=r"the KV cache is full \(6 positions\)"):
+            full.step(out.logits[:, -1].argmax(-1), positions[:, -1] + 1)
         state = decoder.begin(out.cache, mask, 7)
         tokens, pos = out.logits[:, -1].argmax(-1), positions[:, -1] + 1
         state.step(tokens, pos)  # the one position there is room for
@@ -296,3 +306,44 @@ def test_rope_scaling_and_equal_length_prompts(tmp_path: Path) -> None:
             cache=out.cache,
         ).logits[:, -1]
     torch.testing.assert_close(got, want, rtol=0, atol=1e-5 * float(want.abs().max()))
+
+
+def test_eligibility(llama: TransformersRunner, tmp_path: Path) -> None:
+    """Exactly a float32 LlamaForCausalLM on MKL's decoding kernel: not a subclass, not another model type, not
+    bfloat16, not another kernel, not GPT-2."""
+    assert llama_decoder._eligible(llama.model)
+
+    class MyLlama(transformers.LlamaForCausalLM):
+        pass
+
+    sub = MyLlama(llama.model.config)
+    prepack_linear_weights(sub)
+    assert not llama_decoder._eligible(sub)
+    renamed = _runner(_folder(tmp_path / "renamed"))
+    renamed.model.config.model_type = "mistral"
+    assert not llama_decoder._eligible(renamed.model)
+    other_kernel = _runner(_folder(tmp_path / "kernel"))
+    unpack_linear_weights(other_kernel.model)
+    assert not llama_decoder._eligible(other_kernel.model)
+    half = transformers.LlamaForCausalLM(llama.model.config).to(torch.bfloat16)
+    half.queerbench_linear_kernel = llama.linear_kernel  # as if its layers ran MKL's kernel
+    assert not llama_decoder._eligible(half)
+    gpt2 = TransformersRunner(str(tiny_gpt2(tmp_path / "gpt2")))
+    assert not llama_decoder._eligible(gpt2.model)
+    config = llama.model.config
+    config.pretraining_tp = 2
+    try:
+        assert not llama_decoder._eligible(llama.model)
+    finally:
+        config.pretraining_tp = 1
+
+
+def test_step_gap_is_zero_or_rounding_here_and_large_for_a_wrong_decoder(llama: TransformersRunner) -> None:
+    ids, mask, _ = _batch(4, llama.model.config.vocab_size)
+    assert llama_decoder.step_gap(llama.model, llama.decoder, ids, mask, steps=3) <= 1e-5
+    eps = llama.decoder.eps
+    llama.decoder.eps = eps * 2
+    try:
+        assert llama_decoder.step_gap(llama.model, llama.decoder, ids, mask) > 1e-3
+    finally:
+        llama.decoder.eps = eps

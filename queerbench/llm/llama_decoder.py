@@ -31,7 +31,7 @@ from typing import Any
 
 from queerbench.llm.cpu_linear import DECODE_ROWS, PACKED_DECODE, linear_kernel, mkl_decode_linear
 
-__all__ = ["DECODERS", "ENV", "LLAMA", "TRANSFORMERS", "DecodeState", "LlamaDecoder", "build_decoder"]
+__all__ = ["DECODERS", "ENV", "LLAMA", "TRANSFORMERS", "DecodeState", "LlamaDecoder", "build_decoder", "step_gap"]
 
 LLAMA = "queerbench-llama"
 """Decoder name recorded with each reply when :class:`LlamaDecoder` ran the decoding steps."""
@@ -171,46 +171,55 @@ class DecodeState:
 
 
 def _eligible(model: Any) -> bool:
-    """Whether ``model`` is a plain float32 ``LlamaForCausalLM`` on the CPU whose linear layers run MKL's decoding
-    kernel, with the parts :class:`LlamaDecoder` reproduces (no biases, SiLU, SDPA, one norm per sublayer)."""
+    """Whether ``model`` is exactly a float32 ``LlamaForCausalLM`` on the CPU whose linear layers run MKL's decoding
+    kernel, with the parts :class:`LlamaDecoder` reproduces (no biases, SiLU, SDPA, no tensor-parallel slicing)."""
     import torch
 
-    config = getattr(model, "config", None)
-    if type(model).__name__ != "LlamaForCausalLM" or getattr(config, "model_type", None) != "llama":
+    if type(model).__name__ != "LlamaForCausalLM" or model.config.model_type != "llama":
         return False
     if linear_kernel(model) != PACKED_DECODE or model.dtype != torch.float32 or model.device.type != "cpu":
         return False
-    plain = not (getattr(config, "attention_bias", False) or getattr(config, "mlp_bias", False))
+    config = model.config
     return (
-        plain
+        not (config.attention_bias or config.mlp_bias)
         and config.hidden_act == "silu"
-        and getattr(config, "pretraining_tp", 1) == 1
+        and config.pretraining_tp == 1
         and config._attn_implementation == "sdpa"
     )
 
 
-def _reproduces(model: Any, decoder: LlamaDecoder) -> bool:
-    """Whether one decoding step of ``decoder`` gives the model's own next-token logits (to 1e-4 of their scale), on
-    three left-padded rows continuing a prefill: MKL's row count, padding in the mask, distinct positions."""
+def step_gap(model: Any, decoder: LlamaDecoder, ids: Any, mask: Any, steps: int = 1) -> float:
+    """How far ``decoder``'s next-token logits are from the model's own forward's: the largest absolute difference
+    relative to the largest logit magnitude, over ``steps`` greedy steps after one prefill of the left-padded
+    ``ids`` with its ``mask`` (both ``[rows, width]``); 0.0 when bitwise equal."""
     import torch
 
-    ids = torch.tensor([[1, 2, 3, 4], [0, 5, 6, 7], [0, 0, 8, 9]]) % model.config.vocab_size
-    mask = torch.tensor([[1, 1, 1, 1], [0, 1, 1, 1], [0, 0, 1, 1]])
     positions = (mask.cumsum(-1) - 1).clamp(min=0)
-    feed, next_pos = torch.tensor([[10], [11], [12]]) % model.config.vocab_size, positions[:, -1:] + 1
+    gap = 0.0
     with torch.inference_mode():
         out = model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True)
-        cache = out.cache if hasattr(out, "cache") else out.past_key_values
-        state = decoder.begin(cache, mask, 5)
-        want = model(
-            input_ids=feed,
-            attention_mask=torch.cat([mask, mask.new_ones((3, 1))], dim=1),
-            position_ids=next_pos,
-            use_cache=True,
-            **{"cache" if hasattr(out, "cache") else "past_key_values": cache},
-        ).logits[:, -1]
-        got = state.step(feed[:, 0], next_pos[:, 0])
-    return bool((got - want).abs().max() <= 1e-4 * want.abs().max())
+        cache = out.cache  # transformers 5 (the decoder reads its layers); before it, no decoder is built
+        state = decoder.begin(cache, mask, ids.shape[1] + steps)
+        logits, pos = out.logits[:, -1], positions[:, -1] + 1
+        for _ in range(steps):
+            tokens = logits.argmax(-1)
+            mask = torch.cat([mask, mask.new_ones((len(ids), 1))], dim=1)
+            logits = model(
+                input_ids=tokens[:, None], attention_mask=mask, position_ids=pos[:, None], use_cache=True, cache=cache
+            ).logits[:, -1]
+            gap = max(gap, float((state.step(tokens, pos) - logits).abs().max() / logits.abs().max()))
+            pos = pos + 1
+    return gap
+
+
+def _reproduces(model: Any, decoder: LlamaDecoder) -> bool:
+    """Whether a decoding step of ``decoder`` gives the model's own logits, to 1e-4 of their scale, on a probe of
+    three rows (MKL's kernel) with 0, 1 and 2 padding positions."""
+    import torch
+
+    ids = torch.arange(1, 13).view(3, 4) % model.config.vocab_size
+    mask = (torch.arange(4) >= torch.arange(3)[:, None]).long()
+    return step_gap(model, decoder, ids, mask) <= 1e-4
 
 
 def build_decoder(model: Any) -> LlamaDecoder | None:
