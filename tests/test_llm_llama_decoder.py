@@ -347,3 +347,17 @@ def test_step_gap_is_zero_or_rounding_here_and_large_for_a_wrong_decoder(llama: 
         assert llama_decoder.step_gap(llama.model, llama.decoder, ids, mask) > 1e-3
     finally:
         llama.decoder.eps = eps
+
+
+def test_step_gap_is_relative_to_the_models_largest_logit(llama: TransformersRunner) -> None:
+    """A decoder whose logits are all zero is off by exactly the model's largest logit: a gap of 1.0, at each step."""
+
+    class Zeros:
+        def begin(self, cache, mask, capacity):
+            return self
+
+        def step(self, tokens, positions):
+            return torch.zeros(len(tokens), llama.model.config.vocab_size)
+
+    ids, mask, _ = _batch(3, llama.model.config.vocab_size)
+    assert llama_decoder.step_gap(llama.model, Zeros(), ids, mask, steps=2) == pytest.approx(1.0, abs=1e-6)
