@@ -216,6 +216,13 @@ def main() -> None:
         gemm.update({(kernel, batch): weight_matmul_time(runner.model, batch) for batch in (args.batch, 1)})
     use_kernel(runner.model, default)
     stacked = {} if decoder is None else {b: decoder_matmul_time(decoder, b) for b in (args.batch, 1)}
+    copies = None
+    if decoder is not None:  # MKL's copies of the q/k/v and gate/up weights: per module (repacked) vs stacked
+        use_kernel(runner.model, default, repack=True)
+        modules = [m for layer in decoder.layers for m in (*layer.qkv, *layer.gate_up)]
+        separate = sum(m._qb_mkl.numel() * m._qb_mkl.element_size() for m in modules if m._qb_mkl is not None)
+        joint = sum(p.numel() * p.element_size() for layer in decoder.layers for p, _ in layer.stacked.values())
+        copies = (separate, joint)
 
     print(
         f"SmolLM2-135M-Instruct (embedded GGUF -> {args.dtype}), {runner.fingerprint()['params'] / 1e6:.1f}M parameters = "
@@ -272,6 +279,11 @@ def main() -> None:
             f"one step's linear layers alone, {LLAMA} decoder (stacked q/k/v and gate/up), batch {batch}: "
             f"{seconds * 1000:.1f} ms = {weights / seconds / 1e9:.1f} GB/s of weights -> at most "
             f"{step_floor / seconds:.0%} of the floor for its loop"
+        )
+    if copies is not None:
+        print(
+            f"MKL's packed copies of the q/k/v and gate/up weights (as allocated): {copies[0] / 1e6:.0f} MB as one "
+            f"copy per module, {copies[1] / 1e6:.0f} MB stacked as the {LLAMA} decoder holds them"
         )
     print(
         f"default batch {args.batch} vs batch 1 ({name[first]}): {rate[first, args.batch] / rate[first, 1]:.2f}x "
