@@ -317,8 +317,8 @@ def test_check_predictions_metrics(tmp_path: Path) -> None:
     assert check_predictions(tmp_path / "predictions.parquet", csv) == report
 
 
-def test_check_predictions_against_upstream_file(upstream_dir: Path) -> None:
-    csv = upstream_dir / "prediction" / "bert-base-uncased_template_5.csv"
+def test_check_predictions_against_upstream_file(reference_file) -> None:
+    csv = reference_file("upstream/queerbench/data/prediction/bert-base-uncased_template_5.csv")
     paper = build_sentences("paper").head(30)
     full = pd.read_csv(csv, sep=";", dtype=str, keep_default_na=False)
     upstream = full.head(30)

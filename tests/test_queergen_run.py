@@ -165,11 +165,11 @@ def test_compare_puts_both_benchmarks_side_by_side(bert: Path, run_dir: Path, tm
     assert {"QB (default): queer", "QB on QueerGen sentences: queer", "QG vader: queer"} <= set(table.columns)
 
 
-def test_papers_side_by_side(shared_dir: Path) -> None:
+def test_papers_side_by_side(reference_folder) -> None:
     from queerbench.queergen.compare import papers_side_by_side
 
     table = papers_side_by_side(
-        shared_dir / "upstream/queerbench/data/results", shared_dir / "upstream/queergen/tables"
+        reference_folder("upstream/queerbench/data/results"), reference_folder("upstream/queergen/tables")
     )
     assert list(table.index) == ["BERT Base", "BERT Large", "RoBERTa Base", "RoBERTa Large"]
     assert table.loc["BERT Base", "QB queer"] == 4.07 and table.loc["BERT Large", "QG Perspective Q"] == 0.079

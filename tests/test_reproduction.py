@@ -14,6 +14,13 @@ from queerbench.scoring.score import ScoringOptions, compute
 GROUPS = ("neo", "neutral", "binary", "queer", "non-queer")
 
 
+@pytest.fixture(scope="module")
+def upstream_dir(reference_folder) -> Path:
+    """The paper's stored evaluations and result tables (pinned reference files), laid out as upstream."""
+    reference_folder("upstream/queerbench/data/results")
+    return reference_folder("upstream/queerbench/data/evaluation").parent
+
+
 def _evaluation_files(upstream_dir: Path) -> list[Path]:
     files = sorted((upstream_dir / "evaluation").glob("*.csv")) + sorted(
         (upstream_dir / "evaluation/vinai").glob("*.csv")

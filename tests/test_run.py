@@ -166,8 +166,8 @@ def test_score_and_compare_commands(finished: Path, tmp_path: Path, capsys: pyte
     assert (tmp_path / "cmp/compare_heatmap.png").is_file() and (tmp_path / "cmp/compare.md").is_file()
 
 
-def test_score_reproduces_a_paper_file(upstream_dir: Path, capsys: pytest.CaptureFixture[str]):
-    path = upstream_dir / "evaluation/bert-base-uncased_template_1.csv"
+def test_score_reproduces_a_paper_file(reference_file, capsys: pytest.CaptureFixture[str]):
+    path = reference_file("upstream/queerbench/data/evaluation/bert-base-uncased_template_1.csv")
     assert main(["score", str(path), "--config", "paper", "--toxicity", "precomputed"]) == 0
     out = capsys.readouterr().out
     assert "queer: QB 4.07" in out and "non-queer: QB 3.18" in out
