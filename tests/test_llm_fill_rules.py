@@ -211,7 +211,7 @@ def test_scored_predictor(folders: dict[str, str]) -> None:
     }
     ticks: list[int] = []
     out = predictor.predict(["a", "b", "c"], SENTENCES, ticks.append)
-    want = score_blanks(ScoredLM(lm.model, lm.tokenizer), SENTENCES, 3)
+    want = score_blanks(ScoredLM(lm.model, lm.tokenizer), SENTENCES, 3, batch_size=2)  # the predictor's batches
     assert out == {
         "tokens": want.tokens,
         "probs": want.probs,
