@@ -19,8 +19,8 @@ from gradio_client.exceptions import AppError
 from hub_server import HubServer
 from tiny_models import tiny_bert, tiny_gpt2
 
-from queerbench import space_app
-from queerbench.space_app import (
+from queerbench.hub import space as space_app
+from queerbench.hub.space import (
     HIDDEN,
     ModelCache,
     SpaceError,
@@ -332,7 +332,7 @@ def test_space_app_is_thin() -> None:
     path = Path(__file__).resolve().parents[1] / "space" / "app.py"
     tree = ast.parse(path.read_text(encoding="utf-8"))
     imports = [n for n in tree.body if isinstance(n, ast.ImportFrom)]
-    assert [n.module for n in imports] == ["queerbench.space_app"]
+    assert [n.module for n in imports] == ["queerbench.hub.space"]
     assert not [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.ClassDef | ast.Lambda)]
     assert len(tree.body) <= 4  # docstring, import, demo = build_demo(), the __main__ guard
     spec = importlib.util.spec_from_file_location("space_app_under_test", path)
