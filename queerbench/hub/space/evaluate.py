@@ -172,8 +172,6 @@ def _group_choices() -> list[tuple[str, str]]:
     return [(f"{g} — {GROUP_HELP[g]}", g) for g in GROUP_ORDER]
 
 
-
-
 def build_evaluate_tab(cache: ModelCache, settings: SpaceSettings, limit: dict[str, Any]) -> None:
     """The "Evaluate" tab's widgets and events (API name ``evaluate``), inside the caller's ``gr.Tab``."""
     import gradio as gr

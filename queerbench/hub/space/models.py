@@ -1,7 +1,7 @@
 """The Space's operator settings, the model check before anything is downloaded, and the cache of loaded models.
 
 A model passes :func:`check_model` when the Hub id exists and is public, is a masked LM (run with ``mlm``) or a causal
-LM (run with ``scored``), has safetensors weights (pickle checkpoints can run code when loaded) and stays under the
+LM (run with ``scored``; its config.json decides, by :func:`queerbench.llm.describe_model`), has safetensors weights (pickle checkpoints can run code when loaded) and stays under the
 size cap; local folders pass only where the operator allows them. :class:`ModelCache` keeps the last few loaded
 models; :func:`fill` predicts top-k words with whichever engine the model needs.
 """
@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import json
 import re
+import tempfile
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -55,7 +56,6 @@ class SpaceSettings:
             concurrency=max(1, env.whole_number("QUEERBENCH_SPACE_CONCURRENCY", cls.concurrency)),
             quick_templates=max(1, env.whole_number("QUEERBENCH_SPACE_QUICK_TEMPLATES", cls.quick_templates)),
         )
-
 
 
 @dataclass(frozen=True)
@@ -171,7 +171,6 @@ def _check_hub(model_id: str, settings: SpaceSettings, endpoint: str | None) -> 
             f"{model_id!r} is not a masked or causal language model (its Hub task is {info.pipeline_tag!r}); "
             "QueerBench needs a fill-mask model such as bert-base-uncased or a text-generation model such as gpt2"
         )
-    kind = "causal" if info.pipeline_tag == "text-generation" else "masked"
     # the mask token itself is checked when the tokenizer loads, before any weights are read (load_masked_lm)
     files = {s.rfilename: s for s in info.siblings or []}
     weights = [f for f in files if f.endswith(".safetensors") and "/" not in f]
@@ -185,7 +184,36 @@ def _check_hub(model_id: str, settings: SpaceSettings, endpoint: str | None) -> 
     sizes = [files[f].size for f in weights]
     n_bytes = sum(sizes) if all(s is not None for s in sizes) else None
     _check_size(model_id, n_params, n_bytes, settings)
-    return ModelCheck(model_id, "hub", info.sha, n_params, n_bytes, kind)
+    return ModelCheck(model_id, "hub", info.sha, n_params, n_bytes, _hub_kind(api, model_id, info.sha))
+
+
+def _hub_kind(api: Any, model_id: str, revision: str | None) -> str:
+    """``masked`` or ``causal`` from the Hub model's config.json at the checked commit (about a kilobyte, fetched into
+    a temporary folder), by the library's one rule (:func:`queerbench.llm.describe_model`); anything else is refused."""
+    from huggingface_hub.errors import EntryNotFoundError, HfHubHTTPError
+
+    from queerbench.llm import describe_model
+
+    with tempfile.TemporaryDirectory(prefix="queerbench-space-config-") as tmp:
+        try:
+            path = api.hf_hub_download(model_id, "config.json", revision=revision, cache_dir=tmp)
+        except EntryNotFoundError as exc:
+            raise SpaceError(f"{model_id!r} has no config.json; QueerBench runs transformers models") from exc
+        except (HfHubHTTPError, OSError) as exc:
+            raise SpaceError(
+                f"cannot check {model_id!r} on the Hub right now ({type(exc).__name__}); try again"
+            ) from exc
+        try:
+            kind, arch = describe_model(str(Path(path).parent))
+        except (OSError, ValueError) as exc:
+            raise SpaceError(f"could not read the config.json of {model_id!r}: {exc}") from exc
+    if kind not in ("masked", "causal"):
+        what = "an encoder-decoder (seq2seq) model" if kind == "seq2seq" else "not a language model with a head"
+        raise SpaceError(
+            f"{model_id!r} is {what} ({arch}); QueerBench needs a fill-mask model such as bert-base-uncased or a "
+            "text-generation model such as gpt2"
+        )
+    return kind
 
 
 def check_model(model_id: str, settings: SpaceSettings | None = None, *, endpoint: str | None = None) -> ModelCheck:
@@ -209,7 +237,6 @@ def check_model(model_id: str, settings: SpaceSettings | None = None, *, endpoin
     if not _HUB_ID.match(model_id) or ".." in model_id:
         raise SpaceError(f"{model_id!r} is not a valid Hub model id; use 'name' or 'owner/name'")
     return _check_hub(model_id, settings, endpoint)
-
 
 
 @dataclass
@@ -258,7 +285,6 @@ class ModelCache:
             self._models.clear()
 
 
-
 def fill(
     lm: MaskedLM | ScoredLM, sentences: list[str], k: int, config: str, progress: Callable[[int], None] | None = None
 ) -> list[list[str]]:
@@ -275,5 +301,3 @@ def fill(
     # QueerGen's code reads raw top-k tokens at the mask: the engine's paper mode (as `queerbench run` does)
     mode = "paper" if config == "queergen" else config
     return predict(lm, sentences, k, mode=mode, batch_size=32, progress=progress).tokens
-
-

@@ -115,8 +115,6 @@ def playground(
     ]
 
 
-
-
 def build_playground_tab(cache: ModelCache, settings: SpaceSettings, limit: dict[str, Any]) -> None:
     """The "Playground" tab's widgets and events (API name ``playground``), inside the caller's ``gr.Tab``."""
     import gradio as gr

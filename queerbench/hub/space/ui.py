@@ -37,7 +37,6 @@ class SpaceError(ValueError):
     """A problem with the user's input, shown in the UI as one message."""
 
 
-
 def ui_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Turn every failure into a ``gr.Error`` message: the user's mistakes as they are, bugs as a short note."""
     import gradio as gr
@@ -57,7 +56,6 @@ def ui_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
             ) from None
 
     return wrapper
-
 
 
 def _word_flags(row: pd.Series) -> list[bool]:
@@ -108,5 +106,3 @@ def csv_frame(per_sentence: pd.DataFrame) -> pd.DataFrame:
     view["toxicity_score"] = per_sentence["toxicity"].to_numpy()
     view["words"] = [json.dumps(list(w), ensure_ascii=False) for w in per_sentence["words"]]
     return view
-
-
