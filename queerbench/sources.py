@@ -30,6 +30,8 @@ from urllib.parse import urlparse
 
 import requests
 
+from queerbench import env
+from queerbench.env import cache_dir, data_dir
 from queerbench.io_utils import current_umask
 
 __all__ = [
@@ -46,8 +48,8 @@ __all__ = [
     "sha256_file",
 ]
 
-DATA_DIR_ENV = "QUEERBENCH_DATA_DIR"
-CACHE_ENV = "QUEERBENCH_CACHE"
+DATA_DIR_ENV = env.DATA_DIR
+CACHE_ENV = env.CACHE
 _TIMEOUT_S = 60
 
 
@@ -143,21 +145,6 @@ def get_source(name: str) -> Source:
         return _manifest()[name]
     except KeyError:
         raise KeyError(f"unknown source {name!r}; known sources: {', '.join(_manifest())}") from None
-
-
-def data_dir() -> Path | None:
-    """The directory named by ``$QUEERBENCH_DATA_DIR``, if set."""
-    value = os.environ.get(DATA_DIR_ENV)
-    return Path(value).expanduser() if value else None
-
-
-def cache_dir() -> Path:
-    """The user cache: ``$QUEERBENCH_CACHE``, else ``$XDG_CACHE_HOME/queerbench``, else ``~/.cache/queerbench``."""
-    value = os.environ.get(CACHE_ENV)
-    if value:
-        return Path(value).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "queerbench"
 
 
 def sha256_file(path: Path) -> str:
@@ -284,7 +271,7 @@ def fetch(name: str | Source, path: str | os.PathLike[str] | None = None, *, off
     """
     src = name if isinstance(name, Source) else get_source(name)
     if offline is None:
-        offline = os.environ.get("QUEERBENCH_OFFLINE", "") not in ("", "0")
+        offline = env.offline()
     cached = cache_dir() / src.cache_relpath
 
     if path is not None:

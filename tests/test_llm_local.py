@@ -22,7 +22,7 @@ from queerbench.llm import (
     model_kind,
     resolve_device,
 )
-from queerbench.predict import ModelLoadError
+from queerbench.model_loading import ModelLoadError
 from tests.tiny_models import tiny_bert, tiny_gpt2, tiny_llama
 
 PROMPTS = [

@@ -29,7 +29,7 @@ from queerbench.llm.local import (
     resolve_model,
     weights_fingerprint,
 )
-from queerbench.predict import ModelLoadError
+from queerbench.model_loading import ModelLoadError
 from queerbench.sources import fetch, get_source
 from tests.tiny_models import CacheOnlyLM, NoLogitsToKeepLM, PastKeyValuesLM, tiny_gpt2, tiny_llama
 

@@ -34,7 +34,7 @@ from queerbench.llm.scored import (
     split_blank,
     start_token_id,
 )
-from queerbench.vocab_filter import _WORD, sentence_start_table, whole_word_table
+from queerbench.mlm.vocab_filter import _WORD, sentence_start_table, whole_word_table
 from tests.tiny_models import CORPUS, CacheOnlyLM, NoLogitsToKeepLM, PastKeyValuesLM
 
 SENTENCES = [

@@ -8,7 +8,7 @@ import evaluate
 import pytest
 
 from queerbench.paper_data import read_paper_csv
-from queerbench.scoring.score import ScoringOptions, compute
+from queerbench.scoring.aggregate import ScoringOptions, compute
 
 METRIC = str(Path(__file__).resolve().parents[1] / "metric_queerbench")
 

@@ -10,7 +10,7 @@ import pytest
 
 from queerbench import CONFIGS, check_config
 from queerbench.cli import main
-from queerbench.dataset import build_dataset, load_local_split
+from queerbench.hub.dataset import build_dataset, load_local_split
 from queerbench.queergen.sentences import build_queergen_sentences, queergen_sample, read_upstream_sentences
 from queerbench.queergen.spec import QueerGenSpecError, _validate, spec
 from queerbench.sources import ChecksumError, fetch

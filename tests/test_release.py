@@ -21,7 +21,7 @@ from hub_server import HubServer
 
 from queerbench import __version__
 from queerbench.cli import main
-from queerbench.release import ReleaseError, build_release, find_checkout, push_release
+from queerbench.hub.release import ReleaseError, build_release, find_checkout, push_release
 
 NS = "qb-test"
 TAG = f"v{__version__}"

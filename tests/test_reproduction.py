@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from queerbench.paper_data import paper_token_list, read_paper_csv, read_table4, table4_column
+from queerbench.scoring.aggregate import ScoringOptions, compute
 from queerbench.scoring.hurtlex import load_hurtlex
-from queerbench.scoring.score import ScoringOptions, compute
 
 GROUPS = ("neo", "neutral", "binary", "queer", "non-queer")
 

@@ -31,7 +31,7 @@ __all__ = [
 def resolve_device(device: str = "auto") -> str:
     """``auto`` → ``cuda`` if available, else ``mps``, else ``cpu``; a named device is checked to be available
     (one implementation: :func:`queerbench.predict.resolve_device`)."""
-    from queerbench.predict import resolve_device as _resolve
+    from queerbench.model_loading import resolve_device as _resolve
 
     return str(_resolve(device))
 
@@ -53,7 +53,7 @@ def _config(path: str, gguf: str | None, model: str, revision: str | None = None
     """The model's config, read without loading weights; one-line errors for what cannot be found."""
     from transformers import AutoConfig
 
-    from queerbench.predict import ModelLoadError  # the library's one "model cannot be used" error
+    from queerbench.model_loading import ModelLoadError  # the library's one "model cannot be used" error
 
     local = Path(path).expanduser()
     if not local.exists() and (model.startswith(("/", "./", "../", "~")) or model.endswith(".gguf")):
@@ -109,7 +109,7 @@ def describe_model(model: str | None, revision: str | None = None) -> tuple[str,
 
 def check_causal_lm(model: str | None, revision: str | None = None) -> None:
     """Raise a one-line :class:`ModelLoadError` unless ``model`` is a causal LM (checked before loading weights)."""
-    from queerbench.predict import ModelLoadError  # the library's one "model cannot be used" error
+    from queerbench.model_loading import ModelLoadError  # the library's one "model cannot be used" error
 
     kind, arch = describe_model(model, revision)
     if kind == "causal":
@@ -136,7 +136,7 @@ def load_causal_lm(
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from queerbench.predict import ModelLoadError  # the library's one "model cannot be used" error
+    from queerbench.model_loading import ModelLoadError  # the library's one "model cannot be used" error
 
     if dtype not in ("float32", "float16", "bfloat16"):
         raise ValueError(f"dtype must be float32, float16 or bfloat16, got {dtype!r}")

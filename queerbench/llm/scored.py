@@ -39,8 +39,8 @@ from typing import Any
 
 import torch
 
-from queerbench.vocab_filter import _WORD as WORD  # the whole-word rule of the masked-LM `default` mode
-from queerbench.vocab_filter import detect_family, sentence_start_table, whole_word_table
+from queerbench.mlm.vocab_filter import _WORD as WORD  # the whole-word rule of the masked-LM `default` mode
+from queerbench.mlm.vocab_filter import detect_family, sentence_start_table, whole_word_table
 
 __all__ = [
     "CANDIDATES_PER_K",

@@ -20,6 +20,7 @@ import pandas as pd
 
 from queerbench.io_utils import atomic_path, write_json
 from queerbench.llm import GenerationSettings, ResponseCache, Runner, collect, load_runner
+from queerbench.llm.settings import DEFAULT_REQUESTS_PER_MINUTE
 from queerbench.scm.analysis import analyze, parse_frame
 from queerbench.scm.data import (
     Group,
@@ -283,7 +284,7 @@ def run_scm(
     limit: int | None = None,
     device: str = "cpu",
     api_key_env: str = "OPENAI_API_KEY",
-    requests_per_minute: float = 60.0,
+    requests_per_minute: float = DEFAULT_REQUESTS_PER_MINUTE,
     concurrency: int = 8,
     constrained: bool = True,
     scoring: str = "calibrated",

@@ -11,6 +11,8 @@ import json
 import sys
 from typing import Any
 
+from queerbench.commands.common import endpoint_arguments
+
 __all__ = ["register"]
 
 
@@ -43,15 +45,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     run = scm_sub.add_parser("run", help="run the SCM survey and story prompts on a model; write results into --out")
     src = run.add_argument_group("model (with neither flag: the embedded SmolLM2-135M-Instruct)")
     src.add_argument("--model", help="local model id or path (a folder or a .gguf file); with --endpoint: model name")
-    src.add_argument("--endpoint", help="OpenAI-compatible base URL, e.g. https://api.openai.com/v1")
+    endpoint_arguments(src, endpoint_help="OpenAI-compatible base URL, e.g. https://api.openai.com/v1")
     src.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable holding the API key")
-    src.add_argument("--requests-per-minute", type=float, default=60.0, help="endpoint rate limit (default 60)")
-    src.add_argument(
-        "--concurrency",
-        type=int,
-        default=8,
-        help="endpoint requests in flight at once (default 8; within the rate limit)",
-    )
     src.add_argument("--system-prompt", default=None, help="a system message before every prompt (paper: none)")
     src.add_argument(
         "--extra-body",
