@@ -42,7 +42,7 @@ def load_labelled(path: str | Path) -> list[dict[str, Any]]:
 def check_record(rec: dict[str, Any], rule: str = "appendix_b") -> dict[str, tuple[Any, Any]]:
     """The labels where the parser disagrees with ``rec['expected']``: ``{field: (expected, got)}``."""
     terms = [t.term for t in load_terms()]
-    got = parse_reply(rec["response"], rec["task"], rec["prompt"], terms, rule=rule)
+    got = parse_reply(rec["response"], rec["task"], rec["prompt"], terms, term=rec.get("term"), rule=rule)
     values = {"refusal": got.refusal, "rating": got.rating, "selected": got.selected, "keywords": got.keywords}
     return {k: (v, values[k]) for k, v in rec["expected"].items() if values[k] != v}
 
