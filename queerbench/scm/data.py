@@ -1,8 +1,8 @@
 """Load and schema-check the project-authored SCM data files in ``queerbench/scm/data/``.
 
 Groups, Warmth/Competence terms, prompt templates and thresholds are data, not code (the reply parser's phrase
-files are loaded by :mod:`queerbench.scm.phrases`): every loader checks the
-file's shape and raises ``ValueError`` naming the file, the fault and the fix, so a bad edit fails early.
+files are loaded by :mod:`queerbench.scm.phrases`): every loader checks the file's shape and raises ``ValueError``
+naming the file, the fault and the fix, so a bad edit fails early.
 """
 
 from __future__ import annotations

@@ -200,7 +200,9 @@ def load_survey_rules() -> SurveyRules:
     try:
         limits = int(raw["range_max_width"]), int(raw["keyword_max_head_words"]), int(raw["keyword_max_words"])
     except (KeyError, TypeError, ValueError) as exc:
-        raise _fail(name, f"range_max_width, keyword_max_head_words, keyword_max_words must be integers ({exc})") from None
+        raise _fail(
+            name, f"range_max_width, keyword_max_head_words, keyword_max_words must be integers ({exc})"
+        ) from None
     return SurveyRules(
         {k.lower(): float(v) for k, v in words.items()},
         fill("scale_echoes"),
@@ -248,7 +250,11 @@ def load_story_rules() -> StoryRules:
     not_noun = _words(name, raw, "possessive_not_noun")
     pron = (
         r"\b(?:" + "|".join(map(re.escape, pronouns)) + r")\b"
-        r"|\b(?:" + "|".join(map(re.escape, possessives)) + r")\b(?!\s+(?:" + "|".join(map(re.escape, not_noun)) + r")\b)"
+        r"|\b(?:"
+        + "|".join(map(re.escape, possessives))
+        + r")\b(?!\s+(?:"
+        + "|".join(map(re.escape, not_noun))
+        + r")\b)"
     )
     after = raw.get("name_verbs")
     adverb = raw.get("name_adverb")
@@ -286,7 +292,9 @@ def load_term_exclusions() -> TermExclusions:
     terms = {t.term for t in load_terms()}
     excl = raw.get("exclusions")
     if not isinstance(excl, dict) or set(excl) - terms:
-        raise _fail(name, f"'exclusions' must map Table 1 terms to regex lists; unknown: {sorted(set(excl or {}) - terms)}")
+        raise _fail(
+            name, f"'exclusions' must map Table 1 terms to regex lists; unknown: {sorted(set(excl or {}) - terms)}"
+        )
     return TermExclusions(
         {k: tuple(_compile(name, p, f"exclusions.{k}[{i}]") for i, p in enumerate(v)) for k, v in excl.items()}
     )

@@ -97,7 +97,9 @@ def label_clauses(text: str) -> list[Clause]:
             continue
         general = any(p.search(clause) for p in rules.general)
         group = bool(
-            rules.group_subject.search(clause) or rules.plural_quantifier.search(clause) or rules.plural_they.search(clause)
+            rules.group_subject.search(clause)
+            or rules.plural_quantifier.search(clause)
+            or rules.plural_they.search(clause)
         )
         generic = bool(rules.each_every.search(clause) or rules.generic_singular.search(clause))
         possible = bool(rules.possibility.search(clause))
@@ -113,7 +115,9 @@ def label_clauses(text: str) -> list[Clause]:
         if general or generic:
             out.append(Clause(clause, "general"))
             continue
-        refs = [plural_they if m.group(0).lower() in ("they", "their") else singular for m in rules.pronoun.finditer(clause)]
+        refs = [
+            plural_they if m.group(0).lower() in ("they", "their") else singular for m in rules.pronoun.finditer(clause)
+        ]
         if refs:
             out.append(Clause(clause, "specific" if "one" in refs and not possible else "general"))
         else:
