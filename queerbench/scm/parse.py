@@ -330,7 +330,9 @@ class ParsedReply:
     ``kind``: ``answer``; ``partial`` (a decline, and an answer or story anyway); ``parse_failure`` (``patterns``
     rule only: no answer and no decline); ``refusal:empty``, ``refusal:echo``, ``refusal:apology`` (a decline and no
     answer or story), ``refusal:no_answer`` (Appendix B: no score, term or keyword), ``refusal:general`` (a story
-    reply with no specific character), ``refusal:no_content`` (only assistant talk, e.g. "Sure! Here's a story:").
+    reply of general statements and no specific character), ``refusal:no_story`` (text, but neither a character nor
+    a general statement, e.g. a cut-off fragment), ``refusal:no_content`` (only assistant talk, e.g. "Sure! Here's a
+    story:").
     ``text`` is what the content-word analysis reads (``None`` for refusals).
     """
 
@@ -361,9 +363,9 @@ def _story(norm: str, rule: str) -> ParsedReply:
         return ParsedReply("refusal:apology")
     if rule == "patterns":
         return ParsedReply("answer", text=content or norm)
-    if content:
+    if any(c.label == "general" for c in labelled):
         return ParsedReply("refusal:general")
-    return ParsedReply("refusal:no_content")
+    return ParsedReply("refusal:no_story" if content else "refusal:no_content")
 
 
 def parse_reply(
