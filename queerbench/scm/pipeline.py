@@ -224,10 +224,8 @@ def make_mapper(
         short = name.rsplit("#", 1)[-1]
         if threshold is not None:
             return AxisMapper(embedder=embed, threshold=threshold, embedder_name=name, calibration={"source": "user"})
-        known = load_embedder_thresholds().get(short)
-        if known is not None:
-            cal = {"source": "data/embedders.json"} | {k: v for k, v in known.items() if k != "threshold"}
-            return AxisMapper(embedder=embed, threshold=float(known["threshold"]), embedder_name=name, calibration=cal)
+        if short in load_embedder_thresholds():  # the one calibrated default, shared with the evaluate metric
+            return AxisMapper(embedder=embed, embedder_name=name)
         cal = calibrate_threshold(embed, embedder_name=name)
         return AxisMapper(
             embedder=embed,
