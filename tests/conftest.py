@@ -26,6 +26,16 @@ elif os.environ.get("QUEERBENCH_DATA_DIR"):
     os.environ["QUEERBENCH_DATA_DIR"] = str(Path(os.environ["QUEERBENCH_DATA_DIR"]).resolve())
 
 
+@pytest.fixture(scope="session", autouse=True)
+def tiny_model_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the session builds each tiny model once (:mod:`tests.tiny_models`); every test gets a copy."""
+    from tests import tiny_models
+
+    root = tmp_path_factory.mktemp("tiny-models")
+    tiny_models.use_cache(root)
+    return root
+
+
 @pytest.fixture(scope="session")
 def shared_dir() -> Path:
     """The folder with the external reference data (``$QUEERBENCH_DATA_DIR``)."""
