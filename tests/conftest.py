@@ -31,6 +31,16 @@ if os.environ.get("QUEERBENCH_DATA_DIR"):
     os.environ["QUEERBENCH_DATA_DIR"] = str(Path(os.environ["QUEERBENCH_DATA_DIR"]).resolve())
 
 
+@pytest.fixture(scope="session", autouse=True)
+def tiny_model_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the session builds each tiny model once (:mod:`tests.tiny_models`); every test gets a copy."""
+    from tests import tiny_models
+
+    root = tmp_path_factory.mktemp("tiny-models")
+    tiny_models.use_cache(root)
+    return root
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
     """One early check that the pinned data can be had at all, so that an offline machine with no data folder gets
     one clear line instead of a failure per test: a data folder that is named must exist, and the smallest pinned

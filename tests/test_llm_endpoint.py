@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import logging
-import socket
 import threading
 
 import pandas as pd
@@ -25,6 +24,7 @@ from queerbench.llm import (
     collect,
     load_runner,
 )
+from tests.net import free_port
 from tests.openai_server import FakeOpenAI
 
 KEY = "sk-test-SECRET-123456"
@@ -44,12 +44,6 @@ def _runner(url: str, monkeypatch: pytest.MonkeyPatch, sleeps: list[float] | Non
         sleep=(sleeps if sleeps is not None else []).append,
         **kw,
     )
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 GREEDY = GenerationSettings(temperature=0.0, top_p=None, max_new_tokens=16)
@@ -124,7 +118,7 @@ def test_fatal_answer_stops_concurrent_workers_too(tmp_path, monkeypatch) -> Non
 
 
 def test_refused_connection_fails_without_retrying_and_names_the_url(tmp_path, monkeypatch) -> None:
-    url = f"http://127.0.0.1:{_free_port()}/v1"
+    url = f"http://127.0.0.1:{free_port()}/v1"
     sleeps: list[float] = []
     runner = _runner(url, monkeypatch, sleeps, concurrency=8, max_retries=5)
     with ResponseCache(tmp_path / "c.sqlite") as cache, pytest.raises(EndpointUnreachableError) as err:

@@ -17,6 +17,7 @@ import pytest
 from queerbench.http_retry import retry_after_seconds
 from queerbench.llm import EndpointError, GenerationSettings, OpenAIChatRunner, Reply, is_loopback
 from queerbench.llm.endpoint import _RateLimiter
+from tests.net import free_port
 from tests.openai_server import FakeOpenAI
 
 KEY = "sk-rules-SECRET-987654"
@@ -322,11 +323,7 @@ def test_generate_checks_its_inputs(monkeypatch):
 
 
 def test_a_refused_connection_word_for_word(monkeypatch):
-    import socket
-
-    with socket.socket() as sock:  # a loopback port nobody listens on
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()  # a loopback port nobody listens on
     runner = _runner(f"http://127.0.0.1:{port}/v1", monkeypatch)
     with pytest.raises(EndpointError) as info:
         runner.call("hi", 0, GREEDY)

@@ -6,10 +6,10 @@ import logging
 from pathlib import Path
 
 import pytest
-from perspective_server import FakePerspective, expected_scores
 
 from queerbench.scoring.perspective import DEFAULT_URL, PerspectiveError, PerspectiveScorer
 from queerbench.scoring.toxicity import ALL_ATTRIBUTES, get_toxicity_scorer
+from tests.perspective_server import FakePerspective, expected_scores
 
 KEY = "sk-test-SECRET-0123456789"
 TEXTS = ["The person is a nurse.", "The person is a thief.", "The person is a hero.", "The person is a nurse."]

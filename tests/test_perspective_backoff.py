@@ -11,9 +11,9 @@ import time
 from pathlib import Path
 
 import pytest
-from perspective_server import FakePerspective
 
 from queerbench.scoring.perspective import PerspectiveError, PerspectiveScorer
+from tests.perspective_server import FakePerspective
 
 KEY = "sk-test-backoff-0123456789"
 

@@ -10,9 +10,6 @@ import pandas as pd
 import pytest
 import torch
 
-# tests/ is on sys.path under both `pytest` and `python -m pytest` (rootdir-less test folder, prepend import mode)
-from tiny_models import tiny_albert, tiny_bert, tiny_bertweet, tiny_gpt2, tiny_roberta
-
 from queerbench.mlm.predict import (
     MaskedLM,
     ModelLoadError,
@@ -25,6 +22,9 @@ from queerbench.mlm.predict import (
     whole_word_vocab_size,
 )
 from queerbench.templates import build_sentences
+
+# tests/ is on sys.path under both `pytest` and `python -m pytest` (rootdir-less test folder, prepend import mode)
+from tests.tiny_models import tiny_albert, tiny_bert, tiny_bertweet, tiny_gpt2, tiny_roberta
 
 BUILDERS = {"bert": tiny_bert, "roberta": tiny_roberta, "albert": tiny_albert, "bertweet": tiny_bertweet}
 FAMILY = {"bert": "wordpiece", "roberta": "bpe", "albert": "sentencepiece", "bertweet": "bertweet"}

@@ -16,12 +16,12 @@ from pathlib import Path
 import gradio
 import pytest
 import yaml
-from built_dist import installed_wheel
-from hub_server import HubServer
 
 from queerbench import __version__
 from queerbench.cli import main
 from queerbench.hub.release import ReleaseError, build_release, find_checkout, push_release
+from tests.built_dist import installed_wheel
+from tests.hub_server import HubServer
 
 NS = "qb-test"
 TAG = f"v{__version__}"

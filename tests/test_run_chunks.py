@@ -19,7 +19,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from tiny_models import tiny_bert, tiny_llama, tiny_roberta
 
 from queerbench import run as run_module
 from queerbench.fingerprint import fingerprint_model
@@ -27,6 +26,7 @@ from queerbench.llm import ResponseCache
 from queerbench.llm.predictors import ScoredPredictor
 from queerbench.mlm.predict import load_masked_lm, paper_one_at_a_time, predict
 from queerbench.run import RunOptions
+from tests.tiny_models import tiny_bert, tiny_llama, tiny_roberta
 
 N = 5  # sentences: chunks of 2, 2 and 1
 CHUNK = 2

@@ -17,6 +17,7 @@ from queerbench import run as run_module
 from queerbench.cli import main
 from queerbench.llm.instructed import LABELS, parse_reply
 from queerbench.run import RunOptions, run_benchmark
+from tests.net import free_port
 from tests.test_llm_instructed import BlankServer
 from tests.tiny_models import tiny_bert, tiny_gpt2, tiny_llama
 
@@ -227,11 +228,7 @@ def test_bad_generative_input_is_one_line(models: dict[str, str], tmp_path: Path
 
 
 def test_dead_endpoint_is_one_line(tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch):
-    import socket
-
-    with socket.socket() as s:  # a port nothing listens on
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()  # a port nothing listens on
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     options = ["--endpoint", f"http://127.0.0.1:{port}/v1", "--model", "m", "--limit", "1", "--toxicity", "none"]
     t0 = time.monotonic()
@@ -261,11 +258,7 @@ def test_instructed_run_with_no_one_word_reply_reports_rates_instead_of_failing(
 
 
 def test_refused_endpoint_leaves_no_output_folder(tmp_path: Path):
-    import socket
-
-    with socket.socket() as sock:  # a loopback port nobody listens on
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()  # a loopback port nobody listens on
     out = tmp_path / "dead"
     done = _cli("--endpoint", f"http://127.0.0.1:{port}/v1", "--model", "m", "--limit", "1", "--out", str(out), *FAST)
     assert done.returncode == 2 and "cannot connect" in done.stderr and "Traceback" not in done.stderr

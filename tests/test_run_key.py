@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from tiny_models import tiny_bert
 
 import queerbench.mlm.predict as predict_module
 from queerbench import run as run_module
 from queerbench.run import RunOptions, default_out_dir, run_benchmark
+from tests.tiny_models import tiny_bert
 
 FAST = {"n_bootstrap": 20, "n_permutations": 20, "toxicity": "none"}
 N_SENTENCES_PER_TEMPLATE = 77

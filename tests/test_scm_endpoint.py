@@ -6,7 +6,6 @@ The runner itself (retries, backoff, concurrency, order, cache keys) is tested i
 from __future__ import annotations
 
 import json
-import socket
 
 import pandas as pd
 import pytest
@@ -14,6 +13,7 @@ import pytest
 from queerbench.cli import main
 from queerbench.llm import GenerationSettings, OpenAIChatRunner, ResponseCache, collect
 from queerbench.scm.dataset import scm_splits, select_rows
+from tests.net import free_port
 from tests.openai_server import FakeOpenAI
 
 KEY = "sk-test-SECRET-123456"
@@ -60,9 +60,7 @@ def test_scm_run_endpoint_errors_are_one_line(tmp_path, monkeypatch, capsys) -> 
         assert server.calls == 1  # the run stopped at the first answer
     err = _error_line(capsys)
     assert "HTTP 401" in err and KEY not in err
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     assert _cli(f"http://127.0.0.1:{port}/v1", tmp_path / "b") == 2
     err = _error_line(capsys)
     assert f"127.0.0.1:{port}" in err and "cannot connect" in err

@@ -6,7 +6,6 @@ import hashlib
 import http.server
 import json
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -17,15 +16,10 @@ import pytest
 
 from queerbench import sources
 from queerbench.sources import ChecksumError, Source, SourceUnavailableError, fetch
+from tests.net import free_port
 
 PAYLOAD = b"template;type\n<target> is a [MASK].;role\n"
 SHA = hashlib.sha256(PAYLOAD).hexdigest()
-
-
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]  # nothing listens here once the socket is closed
 
 
 @pytest.fixture
@@ -150,7 +144,7 @@ def test_corrupt_cache_entry_is_replaced(fake_source, http_server, tmp_path: Pat
 
 
 def test_offline_without_copy_says_what_is_missing_and_how(fake_source):
-    fake_source(f"http://127.0.0.1:{_closed_port()}/data.csv")
+    fake_source(f"http://127.0.0.1:{free_port()}/data.csv")
     with pytest.raises(SourceUnavailableError) as err:
         fetch("fake")
     message = str(err.value)
@@ -158,7 +152,7 @@ def test_offline_without_copy_says_what_is_missing_and_how(fake_source):
 
 
 def test_explicit_path_wins_and_is_verified(fake_source, tmp_path: Path):
-    fake_source(f"http://127.0.0.1:{_closed_port()}/data.csv")
+    fake_source(f"http://127.0.0.1:{free_port()}/data.csv")
     good = tmp_path / "mine.csv"
     good.write_bytes(PAYLOAD)
     assert fetch("fake", good) == good

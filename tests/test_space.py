@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import csv
 import os
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,8 +15,6 @@ import pandas as pd
 import pytest
 from gradio_client import Client
 from gradio_client.exceptions import AppError
-from hub_server import HubServer
-from tiny_models import tiny_bert, tiny_gpt2
 
 from queerbench.hub import space as space_app
 from queerbench.hub.space import (
@@ -29,14 +26,11 @@ from queerbench.hub.space import (
     check_model,
     sentence_view,
 )
+from tests.hub_server import HubServer
+from tests.net import free_port
+from tests.tiny_models import tiny_bert, tiny_gpt2
 
 GROUPS = ["neo", "neutral", "binary", "queer", "non-queer"]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +48,7 @@ def _serve(env: dict[str, str | None]) -> Iterator[tuple[Client, object]]:
                 mp.setenv(key, value)
         demo = build_demo()
     _, url, _ = demo.launch(
-        prevent_thread_lock=True, server_name="127.0.0.1", server_port=_free_port(), ssr_mode=False, quiet=True
+        prevent_thread_lock=True, server_name="127.0.0.1", server_port=free_port(), ssr_mode=False, quiet=True
     )
     try:
         yield Client(url, verbose=False), demo

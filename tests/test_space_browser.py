@@ -6,22 +6,16 @@ the per-sentence table render with harmful completions hidden, and saves a scree
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 
 import pytest
 from playwright.sync_api import expect, sync_playwright
-from tiny_models import tiny_bert
 
 from queerbench.hub.space import HIDDEN, build_demo
+from tests.net import free_port
+from tests.tiny_models import tiny_bert
 
 CHROMIUM = "/usr/bin/chromium"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def test_quick_evaluation_in_a_browser(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -31,7 +25,7 @@ def test_quick_evaluation_in_a_browser(tmp_path: Path, monkeypatch: pytest.Monke
     monkeypatch.setenv("QUEERBENCH_SPACE_QUICK_TEMPLATES", "2")
     demo = build_demo()
     _, url, _ = demo.launch(
-        prevent_thread_lock=True, server_name="127.0.0.1", server_port=_free_port(), ssr_mode=False, quiet=True
+        prevent_thread_lock=True, server_name="127.0.0.1", server_port=free_port(), ssr_mode=False, quiet=True
     )
     try:
         with sync_playwright() as p:

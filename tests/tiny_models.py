@@ -15,14 +15,23 @@ with random weights. Token handling differs per tokenizer family, so there is on
 
 Each builder takes a directory, writes a ``save_pretrained`` folder (config, safetensors weights, tokenizer) into
 it and returns that path, so it loads with ``AutoModelForMaskedLM.from_pretrained(path)`` like a Hub checkpoint.
+The builders are seeded, so every call would build the same files: each model is therefore built once per test
+session (into the session's model cache, which ``tests/conftest.py`` sets with :func:`use_cache`) and every call
+gets its own copy, which a test may change without touching anyone else's.
 The weights use a large ``initializer_range`` so that the output distributions are peaked rather than flat: ties
 in top-k would make "same result" tests fragile.
 """
 
 from __future__ import annotations
 
+import atexit
+import functools
+import inspect
 import json
+import shutil
 import string
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -40,6 +49,7 @@ __all__ = [
     "tiny_gpt2",
     "tiny_llama",
     "tiny_roberta",
+    "use_cache",
 ]
 
 CORPUS: tuple[str, ...] = (
@@ -70,6 +80,42 @@ _TINY = {
 }
 
 
+_CACHE: dict[str, Path | None] = {"root": None}
+_BUILT: dict[tuple[str, tuple[tuple[str, object], ...]], Path] = {}
+
+
+def use_cache(root: str | Path | None) -> None:
+    """Build models into ``root`` from now on (the session's cache; None: a temporary folder made on first use)."""
+    _CACHE["root"] = Path(root) if root is not None else None
+    _BUILT.clear()
+
+
+def _cache_root() -> Path:
+    if _CACHE["root"] is None:
+        root = Path(tempfile.mkdtemp(prefix="queerbench-tiny-models-"))
+        atexit.register(shutil.rmtree, root, ignore_errors=True)
+        _CACHE["root"] = root
+    return _CACHE["root"]
+
+
+def _built_once(build: Callable[..., Path]) -> Callable[..., Path]:
+    """Build a model once per cache (per builder and options) and hand every caller a copy under its directory."""
+    default_name = inspect.signature(build).parameters["name"].default
+
+    @functools.wraps(build)
+    def builder(directory: str | Path, *, name: str = default_name, **options: object) -> Path:
+        key = (build.__name__, tuple(sorted(options.items())))
+        built = _BUILT.get(key)
+        if built is None or not built.is_dir():
+            built = build(_cache_root() / f"{build.__name__}-{len(_BUILT)}", name="model", **options)
+            _BUILT[key] = built
+        out = Path(directory) / name
+        shutil.copytree(built, out, dirs_exist_ok=True)
+        return out
+
+    return builder
+
+
 def _out(directory: str | Path, name: str) -> Path:
     path = Path(directory) / name
     path.mkdir(parents=True, exist_ok=True)
@@ -83,6 +129,7 @@ def _save(model: torch.nn.Module, tokenizer: object, path: Path) -> Path:
     return path
 
 
+@_built_once
 def tiny_bert(directory: str | Path, *, name: str = "tiny-bert") -> Path:
     """A BERT masked LM with a WordPiece vocabulary (words, ``##`` pieces, punctuation, digits); returns its folder."""
     from transformers import BertConfig, BertForMaskedLM, BertTokenizer
@@ -103,6 +150,7 @@ def tiny_bert(directory: str | Path, *, name: str = "tiny-bert") -> Path:
     return _save(BertForMaskedLM(config), tokenizer, path)
 
 
+@_built_once
 def tiny_roberta(directory: str | Path, *, name: str = "tiny-roberta") -> Path:
     """A RoBERTa masked LM with a byte-level BPE trained on :data:`CORPUS`; returns its folder."""
     from tokenizers import AddedToken, ByteLevelBPETokenizer
@@ -126,6 +174,7 @@ def tiny_roberta(directory: str | Path, *, name: str = "tiny-roberta") -> Path:
     return _save(RobertaForMaskedLM(config), tokenizer, path)
 
 
+@_built_once
 def tiny_albert(directory: str | Path, *, name: str = "tiny-albert") -> Path:
     """An ALBERT masked LM with a SentencePiece unigram model (vocabulary up to 200) trained on :data:`CORPUS`."""
     import sentencepiece as spm
@@ -167,6 +216,7 @@ def tiny_albert(directory: str | Path, *, name: str = "tiny-albert") -> Path:
     return _save(AlbertForMaskedLM(config), tokenizer, path)
 
 
+@_built_once
 def tiny_bertweet(directory: str | Path, *, name: str = "tiny-bertweet") -> Path:
     """A RoBERTa masked LM with a BERTweet tokenizer (fastBPE: ``@@`` marks a piece that continues a word)."""
     from transformers import BertweetTokenizer, RobertaConfig, RobertaForMaskedLM
@@ -203,6 +253,7 @@ def tiny_bertweet(directory: str | Path, *, name: str = "tiny-bertweet") -> Path
     return out
 
 
+@_built_once
 def tiny_gpt2(directory: str | Path, *, name: str = "tiny-gpt2") -> Path:
     """A causal GPT-2 language model with a byte-level BPE tokenizer and no mask token; returns its folder."""
     from tokenizers import ByteLevelBPETokenizer
@@ -224,6 +275,7 @@ CHAT_TEMPLATE = "{% for m in messages %}<|user|>{{ m['content'] }}\n{% endfor %}
 """A minimal chat template (one user turn, then the assistant marker) for :func:`tiny_llama`."""
 
 
+@_built_once
 def tiny_llama(directory: str | Path, *, name: str = "tiny-llama", chat_template: bool = True) -> Path:
     """A causal Llama (2 layers, rotary positions, 2 query heads sharing 1 key/value head) with a byte-level BPE
     trained on :data:`CORPUS` (``<|endoftext|>`` BOS/EOS), and :data:`CHAT_TEMPLATE` unless ``chat_template=False``."""

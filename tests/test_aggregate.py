@@ -22,9 +22,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from perspective_server import FakePerspective
 
 from queerbench.scoring.aggregate import ScoringOptions, compute
+from tests.perspective_server import FakePerspective
 
 AFINN = {"doctor": 0.0, "dog": 0.0, "whore": -4.0, "hero": 2.0, "outstanding": 5.0}
 HURTLEX = {"doctor": 0, "dog": 3, "whore": 2, "hero": 0, "outstanding": 0}
