@@ -14,7 +14,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from built_dist import REPO, built_dist, installed_wheel
+from tests.built_dist import REPO, built_dist, installed_wheel
 from packaging.requirements import Requirement
 
 from queerbench import __version__
