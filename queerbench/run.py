@@ -70,6 +70,7 @@ class RunOptions:
     toxicity: str = "embedded"
     toxicity_input: str | None = None  # None: "neutral" in default, "full" in paper
     device: str = "auto"
+    device_map: str | None = None  # accelerate's placement of a local model (not part of the key: same results)
     batch_size: int = 64
     n_bootstrap: int = 1000
     n_permutations: int = 1000
@@ -114,6 +115,11 @@ class RunOptions:
             raise ValueError(f"--limit must be at least 1 template (or omitted for all), got {self.limit}")
         if self.dtype not in DTYPES:
             raise ValueError(f"--dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
+        if self.device_map is not None and self.endpoint:
+            raise ValueError("--device-map places a local model's layers; an --endpoint serves its own: drop it")
+        from queerbench.model_memory import check_device_map
+
+        check_device_map(self.device_map)  # an unknown value or a missing accelerate fails before anything loads
         if self.batch_size < 1:
             raise ValueError(f"--batch-size must be at least 1, got {self.batch_size}")
         if self.toxicity_input is None:

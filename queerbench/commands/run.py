@@ -67,6 +67,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--device", default="auto", help="auto (cuda → mps → cpu), cpu, cuda, cuda:1, mps (default: %(default)s)"
     )
     run.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"), help="model dtype")
+    run.add_argument(
+        "--device-map",
+        default=None,
+        help="local models: place the layers with accelerate over all visible GPUs (and CPU RAM): auto, balanced, "
+        "balanced_low_0, sequential (default: none, the whole model on --device)",
+    )
     run.add_argument("--batch-size", type=int, default=64, help="sentences per forward pass (default: %(default)s)")
     run.add_argument("--limit", type=int, default=None, help="use only the first N templates (all subjects of each)")
     run.add_argument("--revision", default=None, help="model revision (branch, tag or commit) on the Hub")
@@ -103,6 +109,7 @@ def _run(args: argparse.Namespace) -> int:
         toxicity=args.toxicity,
         toxicity_input=args.toxicity_input,
         device=args.device,
+        device_map=args.device_map,
         batch_size=args.batch_size,
         n_bootstrap=args.bootstrap,
         n_permutations=args.permutations,

@@ -81,6 +81,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     dec.add_argument("--batch-size", type=int, default=8)
     run.add_argument("--limit", type=int, default=None, help="at most N prompts per split (spread over groups, axes)")
     run.add_argument("--device", default="cpu", help="cpu, cuda, auto, …")
+    run.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"), help="local model dtype")
+    run.add_argument(
+        "--device-map",
+        default=None,
+        help="local models: place the layers with accelerate over all visible GPUs (and CPU RAM): auto, balanced, "
+        "balanced_low_0, sequential (default: none, the whole model on --device)",
+    )
     ana = run.add_argument_group("analysis")
     ana.add_argument("--no-constrained", action="store_true", help="skip constrained scoring of local models")
     ana.add_argument(
@@ -190,6 +197,8 @@ def _run(args: argparse.Namespace) -> int:
         args.model,
         args.endpoint,
         device=args.device,
+        dtype=args.dtype,
+        device_map=args.device_map,
         concurrency=args.concurrency,
         system_prompt=args.system_prompt,
         api_key_env=args.api_key_env,
@@ -206,6 +215,8 @@ def _run(args: argparse.Namespace) -> int:
             provenance=provenance,
             limit=args.limit,
             device=args.device,
+            dtype=args.dtype,
+            device_map=args.device_map,
             api_key_env=args.api_key_env,
             requests_per_minute=args.requests_per_minute,
             constrained=not args.no_constrained,

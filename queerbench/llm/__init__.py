@@ -106,6 +106,7 @@ def load_runner(
     requests_per_minute: float | None = DEFAULT_REQUESTS_PER_MINUTE,
     extra_body: dict[str, Any] | None = None,
     revision: str | None = None,
+    device_map: str | None = None,
     **endpoint_options: Any,
 ) -> Runner:
     """A runner for ``--endpoint URL --model NAME`` (endpoint) or ``--model ID_OR_PATH`` (local; None = embedded).
@@ -117,6 +118,8 @@ def load_runner(
     if endpoint:
         if revision:
             raise ValueError("--revision pins a Hub model's commit; an --endpoint serves its own weights: drop it")
+        if device_map:
+            raise ValueError("--device-map places a local model's layers; an --endpoint serves its own: drop it")
         return OpenAIChatRunner(
             endpoint,
             model or "",
@@ -129,4 +132,6 @@ def load_runner(
         )
     if extra_body or endpoint_options:
         raise ValueError("extra_body and endpoint options need --endpoint")
-    return TransformersRunner(model, device=device, dtype=dtype, system_prompt=system_prompt, revision=revision)
+    return TransformersRunner(
+        model, device=device, dtype=dtype, system_prompt=system_prompt, revision=revision, device_map=device_map
+    )

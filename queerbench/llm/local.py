@@ -123,7 +123,12 @@ def check_causal_lm(model: str | None, revision: str | None = None) -> None:
 
 
 def load_causal_lm(
-    model: str | None = None, *, device: str = "cpu", dtype: str = "float32", revision: str | None = None
+    model: str | None = None,
+    *,
+    device: str = "cpu",
+    dtype: str = "float32",
+    revision: str | None = None,
+    device_map: str | None = None,
 ) -> tuple[Any, Any]:
     """Load ``(model, tokenizer)`` for a causal LM: a folder, Hub id, ``.gguf`` file or ``embedded:…`` (None).
 
@@ -131,27 +136,37 @@ def load_causal_lm(
     or a missing folder is one clear error, never a random-headed model). The model is in eval mode on
     ``resolve_device(device)``; the tokenizer pads on the left and has a pad token (the EOS token when it has
     none). GGUF weights (the embedded SmolLM2 is Q4_1) are dequantised by transformers to ``dtype``. Remote code is
-    never run.
+    never run. ``device_map`` (``auto``, ``balanced``, …) places the layers with accelerate instead (inputs go to
+    ``model.device``, the map's first device); a model too large for the free memory is refused before its weights
+    load (:func:`queerbench.model_memory.check_fits`).
     """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from queerbench.model_loading import ModelLoadError  # the library's one "model cannot be used" error
+    from queerbench.model_memory import check_device_map, check_fits
 
     if dtype not in ("float32", "float16", "bfloat16"):
         raise ValueError(f"dtype must be float32, float16 or bfloat16, got {dtype!r}")
+    check_device_map(device_map)
+    target = resolve_device(device)
     check_causal_lm(model, revision)
     path, gguf = resolve_model(model)
     kwargs: dict[str, Any] = {"gguf_file": gguf} if gguf else {}
     if revision:
         kwargs["revision"] = revision
+    config = _config(path, gguf, model or DEFAULT_MODEL, revision)
+    check_fits(model or DEFAULT_MODEL, config, dtype, target, device_map, causal=True, revision=revision, gguf=gguf)
+    placement = {} if device_map is None else {"device_map": device_map}
     try:
         tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=False, **kwargs)
-        lm = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype), trust_remote_code=False, **kwargs)
+        lm = AutoModelForCausalLM.from_pretrained(
+            path, dtype=getattr(torch, dtype), trust_remote_code=False, **placement, **kwargs
+        )
     except (OSError, ValueError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ModelLoadError(f"cannot load --model {model or DEFAULT_MODEL}: {first[:200]}") from None
-    lm = lm.to(resolve_device(device)).eval()
+    lm = (lm if device_map is not None else lm.to(target)).eval()
     tokenizer.padding_side = "left"
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
@@ -222,11 +237,15 @@ class TransformersRunner:
         dtype: str = "float32",
         system_prompt: str | None = None,
         revision: str | None = None,
+        device_map: str | None = None,
     ) -> None:
         self.model_id = model or DEFAULT_MODEL
         self.name = self.model_id
-        self.model, self.tokenizer = load_causal_lm(model, device=device, dtype=dtype, revision=revision)
-        self.device = str(self.model.device)
+        self.model, self.tokenizer = load_causal_lm(
+            model, device=device, dtype=dtype, revision=revision, device_map=device_map
+        )
+        self.device = str(self.model.device)  # the first device of a device map: inputs go there
+        self.device_map = device_map
         self.weights = weights_fingerprint(model, getattr(self.model.config, "_commit_hash", None))
         self.system_prompt = system_prompt
         self.has_chat_template = bool(getattr(self.tokenizer, "chat_template", None))

@@ -49,15 +49,23 @@ class ScoredPredictor:
     method = "scored"
 
     def __init__(
-        self, model: str, *, top_k: int, device: str, dtype: str, batch_size: int, revision: str | None = None
+        self,
+        model: str,
+        *,
+        top_k: int,
+        device: str,
+        dtype: str,
+        batch_size: int,
+        revision: str | None = None,
+        device_map: str | None = None,
     ) -> None:
         from queerbench.llm import load_causal_lm
         from queerbench.llm.scored import ScoredLM
 
         self.model_id, self.top_k, self.batch_size = model, top_k, batch_size
         local = None if model == DEFAULT_MODEL else model
-        lm, tokenizer = load_causal_lm(local, device=device, dtype=dtype, revision=revision)
-        self.lm = ScoredLM(lm, tokenizer)
+        lm, tokenizer = load_causal_lm(local, device=device, dtype=dtype, revision=revision, device_map=device_map)
+        self.lm, self.device_map = ScoredLM(lm, tokenizer), device_map
         from queerbench.llm.local import weights_fingerprint
 
         # what was loaded: a Hub model's commit at --revision (the config records it), else the files themselves
@@ -73,6 +81,7 @@ class ScoredPredictor:
             dtype=options.dtype,
             batch_size=options.batch_size,
             revision=options.revision,
+            device_map=getattr(options, "device_map", None),
         )
 
     def metadata(self) -> dict[str, Any]:
@@ -87,6 +96,7 @@ class ScoredPredictor:
             "model": self.model_id,
             "fingerprint": self.fingerprint,
             **self.lm.metadata(),
+            "device_map": self.device_map,
             "params": int(sum(p.numel() for p in self.lm.model.parameters())),
             "decoding": {
                 "candidates": CANDIDATES_PER_K * self.top_k,
@@ -132,6 +142,7 @@ class InstructedPredictor:
         cache_path: Path,
         log: Callable[[str], None] = print,
         revision: str | None = None,
+        device_map: str | None = None,
     ) -> None:
         from queerbench.llm import ResponseCache, load_runner
         from queerbench.llm.instructed import instructed_settings, load_prompts
@@ -150,6 +161,7 @@ class InstructedPredictor:
                 concurrency=concurrency,
                 requests_per_minute=requests_per_minute,
                 revision=revision,
+                device_map=device_map,
             )
         for w in caught:  # e.g. "no chat template: plain prompt" — said once, here, and recorded in the metadata
             log(f"note: {w.message}")
@@ -179,6 +191,7 @@ class InstructedPredictor:
             cache_path=cache_path,
             log=log,
             revision=options.revision,
+            device_map=getattr(options, "device_map", None),
         )
 
     def metadata(self) -> dict[str, Any]:
@@ -204,6 +217,7 @@ class InstructedPredictor:
                 "kind": "greedy" if self.top_k == 1 else f"{self.top_k} samples, duplicates allowed",
             },
             "device": getattr(self.runner, "device", None),
+            "device_map": getattr(self.runner, "device_map", None),
         }
 
     def predict(self, ids: Sequence[str], sentences: Sequence[str], tick: Callable[[int], None]) -> dict[str, list]:

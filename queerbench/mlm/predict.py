@@ -83,6 +83,7 @@ class MaskedLM:
     commit_hash: str | None = None
     weights_format: str = "safetensors"  # or "pytorch_bin" when the checkpoint has no safetensors file
     head: torch.nn.Module | None = None  # LM head applied at the mask positions only; None → full logits
+    device_map: str | None = None  # accelerate's placement (--device-map), or None: the whole model on `device`
     _whole_words: tuple[torch.Tensor, list[str | None]] | None = field(default=None, repr=False)
     _start_words: tuple[bool, Any] | None = field(default=None, repr=False)
 
@@ -114,6 +115,7 @@ class MaskedLM:
             "tokenizer_family": self.family,
             "mask_token": self.tokenizer.mask_token,
             "device": str(self.device),
+            "device_map": self.device_map,
             "dtype": str(self.dtype).removeprefix("torch."),
             "head_at_mask_only": self.head is not None,
             "transformers_version": transformers.__version__,
@@ -223,6 +225,7 @@ def load_masked_lm(
     dtype: str | torch.dtype = "float32",
     revision: str | None = None,
     allow_pickle: bool = True,
+    device_map: str | None = None,
 ) -> MaskedLM:
     """Load a masked LM and its tokenizer by Hub id or local folder, ready for :func:`predict`.
 
@@ -231,13 +234,23 @@ def load_masked_lm(
     Hub reports one. Raises :class:`ModelLoadError` for a model that cannot be found or fetched, or that is not a
     masked LM (no mask token, or no masked-LM head for its architecture). ``allow_pickle=False`` refuses the
     ``.bin`` fallback (the Space uses it: a pickle from an arbitrary repository is never unpickled there).
+    ``device_map`` (``auto``, ``balanced``, …) places the layers with accelerate instead of moving the model to
+    ``device``; inputs then go to the model's first device. A model too large for the free memory is refused
+    before its weights load (:func:`queerbench.model_memory.check_fits`).
     """
     from transformers import AutoModelForMaskedLM
 
+    from queerbench.model_memory import check_device_map, check_fits
+
     torch_dtype = _parse_dtype(dtype)
+    check_device_map(device_map)
     dev = resolve_device(device)
-    common = {"revision": revision, "trust_remote_code": False}
+    common: dict[str, Any] = {"revision": revision, "trust_remote_code": False}
     config, tokenizer = load_masked_lm_tokenizer(model_id_or_path, revision=revision)
+    dtype_name = str(torch_dtype).removeprefix("torch.")
+    check_fits(model_id_or_path, config, dtype_name, dev, device_map, causal=False, revision=revision)
+    if device_map is not None:
+        common["device_map"] = device_map
 
     weights_format = "safetensors"
     try:
@@ -257,7 +270,11 @@ def load_masked_lm(
             weights_format = "pytorch_bin"
         except (OSError, ValueError) as exc:
             raise _fetch_error("weights", model_id_or_path, revision, first) from exc
-    model.to(dev).eval()
+    if device_map is None:
+        model.to(dev)
+    else:
+        dev = model.device  # the first device of the map: inputs go there
+    model.eval()
     return MaskedLM(
         model=model,
         tokenizer=tokenizer,
@@ -269,6 +286,7 @@ def load_masked_lm(
         commit_hash=getattr(config, "_commit_hash", None),
         weights_format=weights_format,
         head=_find_head(model),
+        device_map=device_map,
     )
 
 
@@ -320,7 +338,8 @@ def _mask_scores(
     rows = torch.arange(input_ids.shape[0], device=input_ids.device)
     if lm.head is not None:
         hidden = lm.model.base_model(input_ids=input_ids, attention_mask=attention).last_hidden_state
-        return lm.head(hidden[rows, mask_pos])
+        # with a device map the last layer (and the head) may sit on another GPU than the inputs
+        return lm.head(hidden.to(rows.device)[rows, mask_pos]).to(rows.device)
     return lm.model(input_ids=input_ids, attention_mask=attention).logits[rows, mask_pos]
 
 

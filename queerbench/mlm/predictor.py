@@ -30,11 +30,12 @@ class MaskedLMPredictor:
         batch_size: int,
         revision: str | None = None,
         fingerprint: dict[str, Any] | None = None,
+        device_map: str | None = None,
     ) -> None:
         from queerbench.mlm.predict import load_masked_lm
 
         self.config, self.top_k, self.batch_size = config, top_k, batch_size
-        self.lm = load_masked_lm(model, device=device, dtype=dtype, revision=revision)
+        self.lm = load_masked_lm(model, device=device, dtype=dtype, revision=revision, device_map=device_map)
         self.fingerprint = fingerprint
 
     @classmethod
@@ -59,6 +60,7 @@ class MaskedLMPredictor:
             batch_size=options.batch_size,
             revision=revision,
             fingerprint=fingerprint,
+            device_map=getattr(options, "device_map", None),
         )
 
     @staticmethod
@@ -68,8 +70,12 @@ class MaskedLMPredictor:
         loads."""
         from queerbench.mlm.predict import load_masked_lm_tokenizer, max_top_k
         from queerbench.model_loading import resolve_device
+        from queerbench.model_memory import check_device_map, check_fits
 
-        resolve_device(options.device)  # --device cuda on a machine without CUDA fails here, not after the claim
+        device = resolve_device(
+            options.device
+        )  # --device cuda on a machine without CUDA fails here, not after the claim
+        check_device_map(getattr(options, "device_map", None))
         if Path(options.model).expanduser().is_file():
             raise ValueError(f"--model {options.model} is a file; a masked LM is a folder saved with save_pretrained")
         config, tokenizer = load_masked_lm_tokenizer(options.model, revision=options.revision)
@@ -79,6 +85,8 @@ class MaskedLMPredictor:
             raise ValueError(
                 f"--top-k {options.top_k} exceeds the {limit} {what} of {options.model}; choose --top-k <= {limit}"
             )
+        device_map = getattr(options, "device_map", None)
+        check_fits(options.model, config, options.dtype, device, device_map, causal=False, revision=options.revision)
 
     def metadata(self) -> dict[str, Any]:
         """The loaded model's metadata (commit, architecture, tokenizer, device, ...) and the run's fingerprint."""

@@ -281,6 +281,8 @@ def run_scm(
     story_settings: GenerationSettings | None = None,
     limit: int | None = None,
     device: str = "cpu",
+    dtype: str = "float32",
+    device_map: str | None = None,
     api_key_env: str = "OPENAI_API_KEY",
     requests_per_minute: float = DEFAULT_REQUESTS_PER_MINUTE,
     concurrency: int = 8,
@@ -301,7 +303,8 @@ def run_scm(
     survey prompts' decoding, ``story_settings`` the story prompts' (default: :func:`resolve_settings` for the
     model; ``story_settings`` defaults to ``settings`` when only that is given). Replies live in
     ``out/cache.sqlite`` as they arrive, so a killed or failed run resumes on rerun with no repeated calls.
-    Everything that can be checked is checked before the model loads.
+    Everything that can be checked is checked before the model loads. ``dtype`` and ``device_map`` (accelerate's
+    placement over all visible GPUs) apply to a local model, as in ``queerbench run``.
     """
     out = Path(out)
     if out.exists() and not out.is_dir():
@@ -327,6 +330,8 @@ def run_scm(
             model,
             endpoint,
             device=device,
+            dtype=dtype,
+            device_map=device_map,
             concurrency=concurrency,
             system_prompt=system_prompt,
             api_key_env=api_key_env,
