@@ -1,7 +1,8 @@
 """Large local models: ``--device-map`` (accelerate's placement) and the "too large for free memory" refusal.
 
-On a CPU-only machine accelerate maps every layer to the CPU, so a model loaded with ``--device-map auto`` must
-give exactly the predictions it gives without one (masked LM and ``scored``). A model larger than the free memory
+On a CPU-only machine accelerate maps every layer to the CPU (a one-device map, for which transformers sets no
+``hf_device_map``: the tests see the map reach ``from_pretrained`` instead), so a model loaded with
+``--device-map auto`` must give exactly the predictions it gives without one (masked LM and ``scored``). A model larger than the free memory
 (faked by replacing the one function that asks the hardware) is refused in one line before any weights load;
 ``--device-map`` without accelerate is one line with the install command; the flag reaches the SCM probes' loader.
 """
@@ -39,16 +40,32 @@ def llama(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tiny_llama(tmp_path_factory.mktemp("llama"))
 
 
+@pytest.fixture()
+def placed(monkeypatch: pytest.MonkeyPatch) -> list:
+    """The ``device_map`` each ``from_pretrained`` of a masked or causal LM was called with (weights still load)."""
+    import transformers
+
+    seen: list = []
+    for name in ("AutoModelForMaskedLM", "AutoModelForCausalLM"):
+        auto = getattr(transformers, name)
+
+        def spy(*args, _real=auto.from_pretrained, **kwargs):
+            seen.append(kwargs.get("device_map"))
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(auto, "from_pretrained", spy)
+    return seen
+
+
 def _run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
     code = main(["run", "--limit", "1", "--top-k", "2", "--toxicity", "none", "--bootstrap", "10", *args])
     return code, capsys.readouterr().err
 
 
-def test_mlm_predictions_are_the_same_with_a_device_map(bert: Path) -> None:
+def test_mlm_predictions_are_the_same_with_a_device_map(bert: Path, placed: list) -> None:
     plain = load_masked_lm(str(bert), device="cpu")
     mapped = load_masked_lm(str(bert), device="cpu", device_map="auto")
-    assert getattr(mapped.model, "hf_device_map", None), "accelerate did not place the model"
-    assert not hasattr(plain.model, "hf_device_map")
+    assert placed == [None, "auto"] and mapped.device == torch.device("cpu")
     assert mapped.metadata()["device_map"] == "auto" and plain.metadata()["device_map"] is None
     for mode in ("default", "paper"):
         a, b = predict(plain, SENTENCES, 5, mode=mode), predict(mapped, SENTENCES, 5, mode=mode)
@@ -56,10 +73,10 @@ def test_mlm_predictions_are_the_same_with_a_device_map(bert: Path) -> None:
         assert torch.allclose(torch.tensor(a.probs), torch.tensor(b.probs), atol=1e-6)
 
 
-def test_scored_predictions_are_the_same_with_a_device_map(llama: Path) -> None:
+def test_scored_predictions_are_the_same_with_a_device_map(llama: Path, placed: list) -> None:
     kw = {"top_k": 3, "device": "cpu", "dtype": "float32", "batch_size": 8}
     plain, mapped = ScoredPredictor(str(llama), **kw), ScoredPredictor(str(llama), device_map="auto", **kw)
-    assert getattr(mapped.lm.model, "hf_device_map", None)
+    assert placed == [None, "auto"]
     assert mapped.metadata()["device_map"] == "auto" and plain.metadata()["device_map"] is None
     a, b = plain.predict([], BLANKS, lambda n: None), mapped.predict([], BLANKS, lambda n: None)
     assert a["tokens"] == b["tokens"]
@@ -71,8 +88,8 @@ def test_device_map_is_recorded_but_not_in_the_key(bert: Path, tmp_path: Path, c
     code, err = _run(capsys, "--model", str(bert), "--device", "cpu", "--device-map", "auto", "--out", str(out))
     assert code == 0, err
     scores = json.loads((out / "scores.json").read_text())
-    assert scores["model_metadata"]["device_map"] == "auto"
-    assert "device_map" not in json.dumps(json.loads((out / "run.json").read_text()).get("key", {}))
+    assert scores["run"]["model_metadata"]["device_map"] == scores["run"]["options"]["device_map"] == "auto"
+    assert "device_map" not in (out / "run.json").read_text()  # the key (and all of run.json) is as before
     first = (out / "predictions.parquet").read_bytes()
     code, err = _run(capsys, "--model", str(bert), "--device", "cpu", "--out", str(out))  # same key: reused
     assert code == 0, err
@@ -138,7 +155,7 @@ def test_device_map_without_accelerate_is_one_line(bert: Path, tmp_path: Path, m
     assert code == 2 and "unknown --device-map 'everywhere'" in err
 
 
-def test_scm_run_loads_with_the_device_map_and_dtype(llama: Path, tmp_path: Path, monkeypatch) -> None:
+def test_scm_run_loads_with_the_device_map_and_dtype(llama: Path, tmp_path: Path, monkeypatch, placed) -> None:
     loaded: list = []
     real = local.load_causal_lm
 
@@ -147,7 +164,7 @@ def test_scm_run_loads_with_the_device_map_and_dtype(llama: Path, tmp_path: Path
 
     def spy(*args, **kwargs):
         lm, _ = real(*args, **kwargs)
-        loaded.append((kwargs, getattr(lm, "hf_device_map", None), lm.dtype))
+        loaded.append((kwargs, lm.dtype))
         raise Loaded
 
     monkeypatch.setattr(local, "load_causal_lm", spy)
@@ -155,6 +172,6 @@ def test_scm_run_loads_with_the_device_map_and_dtype(llama: Path, tmp_path: Path
         main(
             ["scm", "run", "--model", str(llama), "--device-map", "auto", "--dtype", "bfloat16", "--out", str(tmp_path)]
         )
-    ((kwargs, placed, dtype),) = loaded
+    ((kwargs, dtype),) = loaded
     assert kwargs["device_map"] == "auto" and kwargs["dtype"] == "bfloat16"
-    assert placed and set(placed.values()) == {"cpu"} and dtype == torch.bfloat16
+    assert placed == ["auto"] and dtype == torch.bfloat16
