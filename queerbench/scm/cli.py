@@ -124,6 +124,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "data/story_words.json)",
     )
     cal.add_argument("--save-words", default=None, metavar="PATH", help="write the story words used to this file")
+    cal.add_argument(
+        "--coverage",
+        action="store_true",
+        help="with --stories: share of story words mapped per axis at the chosen threshold and at 0.37 / 0.55",
+    )
     cal.add_argument("--max-words", type=int, default=None, help="sadcat population: a seeded sample (default: all)")
     cal.add_argument("--out", default=None, help="write the result as JSON here")
     cal.set_defaults(func=_calibrate)
@@ -258,6 +263,8 @@ def _calibrate(args: argparse.Namespace) -> int:
             )
             save_story_words(args.save_words, words, note)
         res = calibrate_on_story_words(embed, words, embedder_name=name)
+        if args.coverage and args.stories:
+            res["coverage"] = _coverage(story_texts(args.stories), embed, name, res["threshold"])
     at = res["at_paper_threshold"]
     print(
         f"{name}: threshold {res['threshold']:.2f} ({res['metric']} = {res['macro_f1']:.3f}; "
@@ -269,6 +276,37 @@ def _calibrate(args: argparse.Namespace) -> int:
     if args.out:
         write_json(args.out, res)
     return 0
+
+
+def _coverage(texts: list[str], embed: Any, name: str, threshold: float) -> dict[str, Any]:
+    """Print and return the share of story word tokens per axis (SADCAT / embedding) at each threshold, and the
+    most frequent words the embedding maps at 0.37 but not at ``threshold``."""
+    from collections import Counter
+
+    from queerbench.scm.analysis import content_words
+    from queerbench.scm.axes import AxisMapper, axis_coverage
+
+    tokens = [w for ws in content_words(texts) for w in ws]
+    out: dict[str, Any] = {"n_tokens": len(tokens), "n_texts": len(texts), "at": {}}
+    labels = {}
+    for t in dict.fromkeys([threshold, 0.37, 0.55]):
+        labels[t] = AxisMapper(embedder=embed, threshold=t, embedder_name=name).map_words(tokens)
+        cov = axis_coverage(tokens, labels[t])
+        out["at"][str(t)] = cov
+        print(
+            f"  at {t}: "
+            + "; ".join(
+                f"{a} {cov[a]['total']:.1f}% (SADCAT {cov[a]['sadcat']:.1f}, embedding {cov[a]['embedding']:.1f})"
+                for a in ("Warmth", "Competence")
+            )
+            + f"; both {cov['both']['total']:.1f}%, neither {cov['neither']['total']:.1f}% of {len(tokens)} word tokens"
+        )
+    lost = Counter(
+        w for w in tokens if labels[0.37][w].source == "embedding" and labels[threshold][w].source != "embedding"
+    )
+    out["embedding_only_at_0.37"] = lost.most_common(25)
+    print("  mapped by the embedding at 0.37 but not at", threshold, ":", ", ".join(w for w, _ in lost.most_common(25)))
+    return out
 
 
 def _report(args: argparse.Namespace) -> int:
