@@ -336,6 +336,14 @@ def _parser_check(args: argparse.Namespace) -> int:
     for rule in ("appendix_b", "patterns") if args.rule == "both" else (args.rule,):
         results[rule] = parser_agreement(records, rule)
         print(format_agreement(results[rule], "agreement"))
+        for key, name in (
+            ("held_out", "written or labelled after the rules were fixed"),
+            ("real", "real model replies"),
+        ):
+            part = [r for r in records if r.get(key)]
+            if part and len(part) < len(records):
+                sub = parser_agreement(part, rule)["overall"]
+                print(f"  of which {name}: {sub['agree']}/{sub['n']} = {sub['rate']:.1%}")
     if args.json:
         write_json(args.json, {"file": str(path), "n": len(records), "results": results})
     first = next(iter(results.values()))["overall"]["rate"]
