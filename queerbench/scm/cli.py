@@ -279,17 +279,20 @@ def _calibrate(args: argparse.Namespace) -> int:
 
 
 def _coverage(texts: list[str], embed: Any, name: str, threshold: float) -> dict[str, Any]:
-    """Print and return the share of story word tokens per axis (SADCAT / embedding) at each threshold, and the
-    most frequent words the embedding maps at 0.37 but not at ``threshold``."""
+    """Print and return the share of story word tokens per axis (SADCAT / embedding) at the threshold calibrated
+    here, at the shipped default, at 0.37 and at 0.55, and the most frequent words the embedding maps at 0.37 but
+    not at ``threshold``."""
     from collections import Counter
 
     from queerbench.scm.analysis import content_words
-    from queerbench.scm.axes import AxisMapper, axis_coverage
+    from queerbench.scm.axes import AxisMapper, axis_coverage, default_threshold
+    from queerbench.scm.data import load_embedder_thresholds
 
     tokens = [w for ws in content_words(texts) for w in ws]
     out: dict[str, Any] = {"n_tokens": len(tokens), "n_texts": len(texts), "at": {}}
     labels = {}
-    for t in dict.fromkeys([threshold, 0.37, 0.55]):
+    shipped = default_threshold(name)[0] if name.rsplit("#", 1)[-1] in load_embedder_thresholds() else threshold
+    for t in dict.fromkeys([threshold, shipped, 0.37, 0.55]):
         labels[t] = AxisMapper(embedder=embed, threshold=t, embedder_name=name).map_words(tokens)
         cov = axis_coverage(tokens, labels[t])
         out["at"][str(t)] = cov
