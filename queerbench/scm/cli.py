@@ -248,6 +248,7 @@ def _calibrate(args: argparse.Namespace) -> int:
         from queerbench.scm.analysis import content_words
         from queerbench.scm.calibration import (
             calibrate_on_story_words,
+            coverage_report,
             load_story_words,
             save_story_words,
             story_texts,
@@ -264,7 +265,9 @@ def _calibrate(args: argparse.Namespace) -> int:
             save_story_words(args.save_words, words, note)
         res = calibrate_on_story_words(embed, words, embedder_name=name)
         if args.coverage and args.stories:
-            res["coverage"] = _coverage(story_texts(args.stories), embed, name, res["threshold"])
+            res["coverage"], lines = coverage_report(story_texts(args.stories), embed, name, res["threshold"])
+            for line in lines:
+                print(line)
     at = res["at_paper_threshold"]
     print(
         f"{name}: threshold {res['threshold']:.2f} ({res['metric']} = {res['macro_f1']:.3f}; "
@@ -276,40 +279,6 @@ def _calibrate(args: argparse.Namespace) -> int:
     if args.out:
         write_json(args.out, res)
     return 0
-
-
-def _coverage(texts: list[str], embed: Any, name: str, threshold: float) -> dict[str, Any]:
-    """Print and return the share of story word tokens per axis (SADCAT / embedding) at the threshold calibrated
-    here, at the shipped default, at 0.37 and at 0.55, and the most frequent words the embedding maps at 0.37 but
-    not at ``threshold``."""
-    from collections import Counter
-
-    from queerbench.scm.analysis import content_words
-    from queerbench.scm.axes import AxisMapper, axis_coverage, default_threshold
-    from queerbench.scm.data import load_embedder_thresholds
-
-    tokens = [w for ws in content_words(texts) for w in ws]
-    out: dict[str, Any] = {"n_tokens": len(tokens), "n_texts": len(texts), "at": {}}
-    labels = {}
-    shipped = default_threshold(name)[0] if name.rsplit("#", 1)[-1] in load_embedder_thresholds() else threshold
-    for t in dict.fromkeys([threshold, shipped, 0.37, 0.55]):
-        labels[t] = AxisMapper(embedder=embed, threshold=t, embedder_name=name).map_words(tokens)
-        cov = axis_coverage(tokens, labels[t])
-        out["at"][str(t)] = cov
-        print(
-            f"  at {t}: "
-            + "; ".join(
-                f"{a} {cov[a]['total']:.1f}% (SADCAT {cov[a]['sadcat']:.1f}, embedding {cov[a]['embedding']:.1f})"
-                for a in ("Warmth", "Competence")
-            )
-            + f"; both {cov['both']['total']:.1f}%, neither {cov['neither']['total']:.1f}% of {len(tokens)} word tokens"
-        )
-    lost = Counter(
-        w for w in tokens if labels[0.37][w].source == "embedding" and labels[threshold][w].source != "embedding"
-    )
-    out["embedding_only_at_0.37"] = lost.most_common(25)
-    print("  mapped by the embedding at 0.37 but not at", threshold, ":", ", ".join(w for w, _ in lost.most_common(25)))
-    return out
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -326,7 +295,13 @@ def _report(args: argparse.Namespace) -> int:
 
 def _parser_check(args: argparse.Namespace) -> int:
     from queerbench.io_utils import write_json
-    from queerbench.scm.parser_check import DEFAULT_FILE, format_agreement, load_labelled, parser_agreement
+    from queerbench.scm.parser_check import (
+        DEFAULT_FILE,
+        format_agreement,
+        load_labelled,
+        parser_agreement,
+        subset_lines,
+    )
 
     path = Path(args.file) if args.file else DEFAULT_FILE
     if not path.is_file():
@@ -339,14 +314,8 @@ def _parser_check(args: argparse.Namespace) -> int:
     for rule in ("appendix_b", "patterns") if args.rule == "both" else (args.rule,):
         results[rule] = parser_agreement(records, rule)
         print(format_agreement(results[rule], "agreement"))
-        for key, name in (
-            ("held_out", "written or labelled after the rules were fixed"),
-            ("real", "real model replies"),
-        ):
-            part = [r for r in records if r.get(key)]
-            if part and len(part) < len(records):
-                sub = parser_agreement(part, rule)["overall"]
-                print(f"  of which {name}: {sub['agree']}/{sub['n']} = {sub['rate']:.1%}")
+        for line in subset_lines(records, rule):
+            print(line)
     if args.json:
         write_json(args.json, {"file": str(path), "n": len(records), "results": results})
     first = next(iter(results.values()))["overall"]["rate"]
