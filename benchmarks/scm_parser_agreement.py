@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,13 @@ def agreement(path: str) -> None:
         print(format_agreement(parser_agreement(held), f"held-out records only ({len(held)})"))
 
 
+def _plain(value: Any) -> Any:
+    """``None`` for pandas' missing values (NaN), a list for arrays, the value otherwise."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    return list(value) if hasattr(value, "__len__") and not isinstance(value, str) else value
+
+
 def reparse(run: str, out: str) -> None:
     import pandas as pd
 
@@ -53,11 +61,11 @@ def reparse(run: str, out: str) -> None:
             "task": rec["task"],
             "prompt_type": rec["prompt_type"],
             "group": rec["group"],
-            "refusal": None if rec["refusal"] is None else bool(rec["refusal"]),
+            "refusal": None if _plain(rec["refusal"]) is None else bool(rec["refusal"]),
             "kind": rec["refusal_kind"],
-            "rating": rec["rating"],
-            "selected": rec["selected"],
-            "keywords": list(rec["keywords"]),
+            "rating": _plain(rec["rating"]),
+            "selected": _plain(rec["selected"]),
+            "keywords": _plain(rec["keywords"]) or [],
             "response": rec["response"],
         }
     Path(out).write_text(

@@ -19,7 +19,7 @@ from queerbench.scm.axes import (
     load_sadcat,
     make_embedder,
 )
-from queerbench.scm.calibration import load_story_words
+from queerbench.scm.calibration import coverage_report, load_story_words
 from queerbench.scm.data import load_embedder_thresholds, load_terms
 from queerbench.scm.metric import score_responses
 from queerbench.scm.pipeline import make_mapper
@@ -122,6 +122,10 @@ def test_axis_coverage_counts_tokens_by_source() -> None:
     assert cov["Competence"]["total"] == 25.0 and cov["neither"]["total"] == 25.0
     words = load_story_words()
     assert len(words) > 500 and {"eyes", "hair"} <= set(words)
+    res, lines = coverage_report(["She has warm eyes and a kind smile."], _toy_embedder, "all-MiniLM-L6-v2", 0.5)
+    assert set(res["at"]) == {"0.5", str(default_threshold("all-MiniLM-L6-v2")[0]), "0.37", "0.55"}
+    assert res["n_tokens"] >= 4 and res["n_texts"] == 1  # has / warm / eyes / kind / smile, as spaCy tags them
+    assert res["at"]["0.5"]["Warmth"]["sadcat"] > 0 and lines[0].startswith("  at 0.5: Warmth")
 
 
 class _FakeEmbeddings:

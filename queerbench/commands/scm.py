@@ -126,6 +126,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "data/story_words.json)",
     )
     cal.add_argument("--save-words", default=None, metavar="PATH", help="write the story words used to this file")
+    cal.add_argument(
+        "--coverage",
+        action="store_true",
+        help="with --stories: share of story words mapped per axis at the chosen threshold and at 0.37 / 0.55",
+    )
     cal.add_argument("--max-words", type=int, default=None, help="sadcat population: a seeded sample (default: all)")
     cal.add_argument("--out", default=None, help="write the result as JSON here")
     cal.set_defaults(func=_calibrate)
@@ -249,6 +254,7 @@ def _calibrate(args: argparse.Namespace) -> int:
         from queerbench.scm.analysis import content_words
         from queerbench.scm.calibration import (
             calibrate_on_story_words,
+            coverage_report,
             load_story_words,
             save_story_words,
             story_texts,
@@ -264,6 +270,10 @@ def _calibrate(args: argparse.Namespace) -> int:
             )
             save_story_words(args.save_words, words, note)
         res = calibrate_on_story_words(embed, words, embedder_name=name)
+        if args.coverage and args.stories:
+            res["coverage"], lines = coverage_report(story_texts(args.stories), embed, name, res["threshold"])
+            for line in lines:
+                print(line)
     at = res["at_paper_threshold"]
     print(
         f"{name}: threshold {res['threshold']:.2f} ({res['metric']} = {res['macro_f1']:.3f}; "
@@ -291,7 +301,13 @@ def _report(args: argparse.Namespace) -> int:
 
 def _parser_check(args: argparse.Namespace) -> int:
     from queerbench.io_utils import write_json
-    from queerbench.scm.parser_check import DEFAULT_FILE, format_agreement, load_labelled, parser_agreement
+    from queerbench.scm.parser_check import (
+        DEFAULT_FILE,
+        format_agreement,
+        load_labelled,
+        parser_agreement,
+        subset_lines,
+    )
 
     path = Path(args.file) if args.file else DEFAULT_FILE
     if not path.is_file():
@@ -304,6 +320,8 @@ def _parser_check(args: argparse.Namespace) -> int:
     for rule in ("appendix_b", "patterns") if args.rule == "both" else (args.rule,):
         results[rule] = parser_agreement(records, rule)
         print(format_agreement(results[rule], "agreement"))
+        for line in subset_lines(records, rule):
+            print(line)
     if args.json:
         write_json(args.json, {"file": str(path), "n": len(records), "results": results})
     first = next(iter(results.values()))["overall"]["rate"]

@@ -8,8 +8,8 @@ it (lemma first, as :class:`~queerbench.scm.axes.AxisMapper` looks it up) or non
 negatives and the chosen threshold is the one that best reproduces SADCAT on story text.
 
 The shipped population ``data/story_words.json`` holds the distinct content words of the story replies of
-``tests/data/scm_replies.jsonl`` and of a SmolLM2-135M-Instruct run; ``queerbench scm calibrate --stories …
---save-words …`` rebuilds it.
+``tests/data/scm_replies.jsonl`` that are not refusals (among them real replies of the embedded SmolLM2);
+``queerbench scm calibrate --stories tests/data/scm_replies.jsonl --save-words …`` rebuilds it.
 """
 
 from __future__ import annotations
@@ -23,7 +23,13 @@ from queerbench.scm.analysis import content_words, parse_frame
 from queerbench.scm.axes import AxisMapper, Embedder, axis_coverage, calibrate_threshold
 from queerbench.scm.parse import parse_reply
 
-__all__ = ["calibrate_on_story_words", "load_story_words", "save_story_words", "story_coverage", "story_texts"]
+__all__ = [
+    "calibrate_on_story_words",
+    "coverage_report",
+    "load_story_words",
+    "save_story_words",
+    "story_texts",
+]
 
 WORDS_FILE = "story_words.json"
 
@@ -97,7 +103,35 @@ def calibrate_on_story_words(
     return res
 
 
-def story_coverage(texts: Sequence[str], mappers: dict[str, AxisMapper]) -> dict[str, dict[str, dict[str, float]]]:
-    """Share of story content-word tokens mapped per axis (and by SADCAT vs embedding) under each mapper."""
+def coverage_report(
+    texts: Sequence[str], embed: Embedder, name: str, threshold: float
+) -> tuple[dict[str, Any], list[str]]:
+    """The share of story word tokens mapped per axis (by SADCAT / by the embedding) at ``threshold``, at the
+    shipped default for ``name``, at 0.37 and at 0.55, and the most frequent words the embedding maps at 0.37 but
+    not at ``threshold``; returned as data and as printable lines."""
+    from collections import Counter
+
+    from queerbench.scm.axes import default_threshold
+    from queerbench.scm.data import load_embedder_thresholds
+
     tokens = [w for ws in content_words(list(texts)) for w in ws]
-    return {name: axis_coverage(tokens, m.map_words(tokens)) for name, m in mappers.items()}
+    out: dict[str, Any] = {"n_tokens": len(tokens), "n_texts": len(texts), "at": {}}
+    lines, labels = [], {}
+    shipped = default_threshold(name)[0] if name.rsplit("#", 1)[-1] in load_embedder_thresholds() else threshold
+    for t in dict.fromkeys([threshold, shipped, 0.37, 0.55]):
+        labels[t] = AxisMapper(embedder=embed, threshold=t, embedder_name=name).map_words(tokens)
+        cov = out["at"][str(t)] = axis_coverage(tokens, labels[t])
+        shares = "; ".join(
+            f"{a} {cov[a]['total']:.1f}% (SADCAT {cov[a]['sadcat']:.1f}, embedding {cov[a]['embedding']:.1f})"
+            for a in ("Warmth", "Competence")
+        )
+        both, neither = cov["both"]["total"], cov["neither"]["total"]
+        lines.append(f"  at {t}: {shares}; both {both:.1f}%, neither {neither:.1f}% of {len(tokens)} word tokens")
+    lost = Counter(
+        w for w in tokens if labels[0.37][w].source == "embedding" and labels[threshold][w].source != "embedding"
+    )
+    out["embedding_only_at_0.37"] = lost.most_common(25)
+    lines.append(
+        f"  mapped by the embedding at 0.37 but not at {threshold}: " + ", ".join(w for w, _ in lost.most_common(25))
+    )
+    return out, lines

@@ -64,6 +64,7 @@ __all__ = [
 REFUSAL_RULES: tuple[str, ...] = ("appendix_b", "patterns")
 """``appendix_b`` (default, the paper's definitions) and ``patterns`` (the narrower decline-only rule)."""
 
+_MARKER = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
 _INLINE_ITEM = re.compile(r"(?:(?<=\n)|(?<=\A)|(?<=[:;.!?]\s)|(?<=\s\s))[ \t]*(\d)[.)]\s+(?=\S)")
 
 
@@ -157,9 +158,9 @@ def _rating(norm: str, term: str | None, declined: bool, pivot: int | None) -> f
     per_trait = _trait_lines(text, term)
     if per_trait is not None:
         return per_trait
-    explicit = _candidates(rules.explicit_rating, text)
-    if explicit:
-        return explicit[0][1]
+    explicit = {v for _, v in _candidates(rules.explicit_rating, text)}
+    if explicit:  # explicit statements that disagree ("1 out of 5 … 5 out of 5 … 3 out of 5") commit to no score
+        return explicit.pop() if len(explicit) == 1 else None
     if declined:
         if pivot is None:
             return None
@@ -213,8 +214,25 @@ def _mentions(low: str, terms: Sequence[str]) -> list[tuple[int, str]]:
     return found
 
 
+def _opening_choice(low: str, terms: Sequence[str]) -> str | None:
+    """The term a reply opens with when its first line names exactly one term and starts with it ("Nurturing.",
+    "1. Friendly: 5") and the next line is not another bare term (a list written one term a line)."""
+    lines = [_MARKER.sub("", x).strip(" *\"'") for x in low.splitlines() if x.strip()]
+    if not lines:
+        return None
+    first = _mentions(lines[0], terms)
+    if len(first) != 1 or first[0][0] != 0:
+        return None
+    if len(lines) > 1 and any(re.fullmatch(_term_re(t) + r"\W*", lines[1]) for t in terms):
+        return None
+    return first[0][1]
+
+
 def _selection(norm: str, terms: Sequence[str], max_terms: int, declined: bool, pivot: int | None) -> str | None:
     low = _fold(norm)
+    opening = _opening_choice(low, terms)
+    if opening is not None:
+        return opening
     explicit = _explicit_selection(low, terms)
     found = _mentions(low, terms)
     if len({t for _, t in found}) > max_terms:
@@ -240,13 +258,13 @@ _KEYWORD_LINE = re.compile(r"^[ \t]*(?:\*\*)?(?:keyword|word|trait|term)\s*\d+\b
 _BOLD_HEAD = re.compile(r"^[ \t]*\*\*([^*\n]{1,60})\*\*(.*)$", re.MULTILINE)
 
 
-def _clean_keyword(raw: str) -> str:
+def _clean_keyword(raw: str, labelled: bool = False) -> str:
     rules = load_survey_rules()
     raw = re.sub(r"[*_`\"]", "", raw).strip()
     parts = re.split(r":|\s-\s|\(", raw, maxsplit=1)
     head = parts[0].strip().lower()
-    if rules.keyword_label_heads.fullmatch(head):  # "Keyword: brave - reason", "Keyword 2 - Stylish: …"
-        return _clean_keyword(parts[1]) if len(parts) > 1 else ""
+    if not labelled and rules.keyword_label_heads.fullmatch(head):  # "Keyword: brave - reason", "Keyword 2 - Stylish"
+        return _clean_keyword(parts[1], labelled=True) if len(parts) > 1 else ""
     head = re.sub(r"[^\w\- ]|[\d_]", " ", head.replace("'", ""))
     tokens = head.split()
     if tokens and tokens[0] in rules.keyword_meta_heads:

@@ -17,7 +17,15 @@ from queerbench.scm.data import TASKS, load_terms
 from queerbench.scm.dataset import scm_splits
 from queerbench.scm.parse import REFUSAL_RULES, parse_reply
 
-__all__ = ["DEFAULT_FILE", "FIELDS", "check_record", "format_agreement", "load_labelled", "parser_agreement"]
+__all__ = [
+    "DEFAULT_FILE",
+    "FIELDS",
+    "check_record",
+    "format_agreement",
+    "load_labelled",
+    "parser_agreement",
+    "subset_lines",
+]
 
 FIELDS: tuple[str, ...] = ("refusal", "rating", "selected", "keywords")
 """The labels a record may carry in ``expected``."""
@@ -111,3 +119,15 @@ def format_agreement(res: dict[str, Any], title: str) -> str:
     for d in res["disagreements"]:
         lines.append(f"  disagrees: {d['id']} ({d['category']}): {d['diff']}")
     return "\n".join(lines)
+
+
+def subset_lines(records: list[dict[str, Any]], rule: str = "appendix_b") -> list[str]:
+    """One line each for the records written or labelled after the rules were fixed (``held_out``) and the real
+    model replies (``real``), when they are a proper part of ``records``."""
+    lines = []
+    for key, name in (("held_out", "written or labelled after the rules were fixed"), ("real", "real model replies")):
+        part = [r for r in records if r.get(key)]
+        if part and len(part) < len(records):
+            sub = parser_agreement(part, rule)["overall"]
+            lines.append(f"  of which {name}: {sub['agree']}/{sub['n']} = {sub['rate']:.1%}")
+    return lines
