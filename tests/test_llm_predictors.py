@@ -190,6 +190,7 @@ def test_scored_predictor(folders: dict[str, str]) -> None:
         "tokenizer_family": "bpe",
         "start_token": "<|endoftext|>",
         "device": "cpu",
+        "device_map": None,
         "dtype": "float32",
         "architecture": "GPT2LMHeadModel",
         "params": sum(p.numel() for p in lm.model.parameters()),
@@ -206,12 +207,12 @@ def test_scored_predictor(folders: dict[str, str]) -> None:
     ticks: list[int] = []
     out = predictor.predict(["a", "b", "c"], SENTENCES, ticks.append)
     want = score_blanks(ScoredLM(lm.model, lm.tokenizer), SENTENCES, 3, batch_size=2)  # the predictor's batches
-    assert out == {
-        "tokens": want.tokens,
-        "probs": want.probs,
-        "logprobs": want.logprobs,
-        "n_word_tokens": want.n_word_tokens,
-    }
+    # the same words; the same numbers up to float32 rounding (a second load may take another kernel path)
+    assert (out["tokens"], out["n_word_tokens"]) == (want.tokens, want.n_word_tokens)
+    for name in ("probs", "logprobs"):
+        assert [v for row in out[name] for v in row] == pytest.approx(
+            [v for row in getattr(want, name) for v in row], rel=1e-5, abs=1e-6
+        )
     assert all(len(t) == 3 for t in out["tokens"])
     assert ticks == [2, 1]  # batch_size sentences at a time
     half = ScoredPredictor(path, top_k=1, device="cpu", dtype="bfloat16", batch_size=1)
