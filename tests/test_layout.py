@@ -18,7 +18,16 @@ MAX_METHOD_CHECKS_IN_RUN = 3
 
 # Layers, lowest first: a module may import its own package and anything in a lower layer, nothing beside or above it.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("queerbench", "data", "env", "io_utils", "http_retry", "model_loading", "paper_data"),  # no knowledge of models
+    (
+        "queerbench",
+        "data",
+        "env",
+        "io_utils",
+        "http_retry",
+        "model_loading",
+        "model_memory",
+        "paper_data",
+    ),  # no knowledge of models
     ("fingerprint", "sources"),  # what a model is; the pinned upstream data
     ("mlm", "scoring"),  # the masked-LM engine; the scorers and the metric's aggregation
     ("llm", "figures"),  # the generation layer and the generative methods; the figures' visual language
@@ -138,7 +147,7 @@ def test_imports_go_down_the_layers_only() -> None:
 
 # modules another change is shrinking (the CPU kernel code leaves llm/scored.py); strict: once under the limit, the
 # entry must go
-OVER_LIMIT_FOR_NOW = {"queerbench.llm.scored": "the CPU kernel removal shrinks it"}
+OVER_LIMIT_FOR_NOW: dict[str, str] = {}  # module name: why it is still over the limit (empty: none is)
 
 
 @pytest.mark.parametrize(

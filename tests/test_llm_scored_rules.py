@@ -28,11 +28,13 @@ from queerbench.llm.scored import (
     _gather_logprobs,
     _n_inputs,
     _output_size,
-    _rank,
     score_blanks,
     sentence_logprob_reference,
     split_blank,
     start_token_id,
+)
+from queerbench.llm.scored import (
+    rank_candidates as _rank,
 )
 from queerbench.mlm.vocab_filter import _WORD, sentence_start_table, whole_word_table
 from tests.tiny_models import CORPUS, CacheOnlyLM, NoLogitsToKeepLM, PastKeyValuesLM

@@ -14,10 +14,10 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from tests.built_dist import REPO, built_dist, installed_wheel
 from packaging.requirements import Requirement
 
 from queerbench import __version__
+from tests.built_dist import REPO, built_dist, installed_wheel
 
 pytestmark = pytest.mark.slow
 

@@ -34,13 +34,24 @@ from __future__ import annotations
 import inspect
 import itertools
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
+from queerbench.llm.blanks import (
+    CANDIDATES_PER_K,
+    MAX_WORD_TOKENS,
+    Candidate,
+    ScoredPredictions,
+    rank_candidates,
+    split_blank,
+    start_token_id,
+)
 from queerbench.mlm.vocab_filter import _WORD as WORD  # the whole-word rule of the masked-LM `default` mode
 from queerbench.mlm.vocab_filter import detect_family, sentence_start_table, whole_word_table
+
+_rank = rank_candidates  # the name the endpoint backend and older tests import
 
 __all__ = [
     "CANDIDATES_PER_K",
@@ -53,11 +64,6 @@ __all__ = [
     "start_token_id",
 ]
 
-MASK = "[MASK]"
-CANDIDATES_PER_K = 4
-"""N = 4·k candidate first tokens per sentence (20 for the default k = 5)."""
-MAX_WORD_TOKENS = 4
-"""A candidate word may take at most this many tokens (the greedy extension stops there)."""
 MAX_ROWS = 640
 """At most this many candidate rows share one prefix batch (32 sentences × 20 candidates)."""
 MAX_POSITIONS = 1280
@@ -65,53 +71,6 @@ MAX_POSITIONS = 1280
 enough to bound the logits' memory (1,280 × a 49k vocabulary × 4 bytes = 250 MB)."""
 LSE_CHUNK_BYTES = 2**21
 """Float32 logits per log-sum-exp call (about a CPU core's L2 cache; 10 positions of a 49k vocabulary)."""
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """One candidate filling of a blank: its word, its tokens and the log-probability of the filled sentence."""
-
-    word: str  # as decoded (case kept)
-    word_ids: tuple[int, ...]
-    suffix_ids: tuple[int, ...]
-    logprob: float  # log P(word tokens + suffix tokens | start + prefix)
-
-
-@dataclass
-class ScoredPredictions:
-    """Top-k per sentence in input order: lowercased words, renormalised probabilities, summed log-probabilities."""
-
-    tokens: list[list[str]]
-    probs: list[list[float]]
-    logprobs: list[list[float]]
-    n_word_tokens: list[list[int]]
-    candidates: list[list[Candidate]] = field(default_factory=list)
-    tokens_run: int = 0  # token positions actually fed to the model (padding included), for the FLOP accounting
-
-
-def split_blank(sentence: str) -> tuple[str, str]:
-    """``(text before the blank without its trailing space, text after it)``; exactly one ``[MASK]`` required."""
-    if not isinstance(sentence, str) or sentence.count(MASK) != 1:
-        count = sentence.count(MASK) if isinstance(sentence, str) else 0
-        raise ValueError(f"sentence {sentence!r} has {count} '{MASK}' placeholders; each sentence needs exactly one")
-    before, after = sentence.split(MASK)
-    return before.rstrip(" "), after
-
-
-def start_token_id(tokenizer: Any) -> int | None:
-    """The token the text is scored after: the BOS the tokenizer adds itself; else ``<|endoftext|>`` (GPT-2's and
-    SmolLM2's document separator) when the vocabulary has it; else the BOS, else the EOS token."""
-    ids = tokenizer("a", add_special_tokens=True)["input_ids"]
-    plain = tokenizer("a", add_special_tokens=False)["input_ids"]
-    if len(ids) > len(plain) and ids[0] in tokenizer.all_special_ids:
-        return int(ids[0])
-    vocab = tokenizer.get_vocab()
-    if "<|endoftext|>" in vocab:
-        return int(vocab["<|endoftext|>"])
-    for value in (tokenizer.bos_token_id, tokenizer.eos_token_id):
-        if value is not None:
-            return int(value)
-    return None
 
 
 def _output_size(model: Any) -> int:
@@ -438,20 +397,6 @@ def _score_batch(
     return result, tokens_run
 
 
-def _rank(candidates: list[Candidate], k: int) -> tuple[list[str], list[float], list[float], list[int]]:
-    """Top-k distinct lowercased words, probabilities renormalised over all candidate words."""
-    best: dict[str, list[Candidate]] = {}
-    for c in candidates:
-        best.setdefault(c.word.lower(), []).append(c)
-    words = list(best)
-    totals = torch.tensor([torch.logsumexp(torch.tensor([c.logprob for c in best[w]]), 0).item() for w in words])
-    probs = torch.softmax(totals, 0) if len(words) else totals
-    order = sorted(range(len(words)), key=lambda i: -float(totals[i]))[:k]
-    top = [words[i] for i in order]
-    n_tokens = [len(max(best[w], key=lambda c: c.logprob).word_ids) for w in top]
-    return top, [float(probs[i]) for i in order], [float(totals[i]) for i in order], n_tokens
-
-
 def score_blanks(
     lm: ScoredLM,
     sentences: Sequence[str],
@@ -493,7 +438,7 @@ def score_blanks(
                 cands[i] = c
             if progress is not None:
                 progress(len(idx))
-    ranked = [_rank(c, k) for c in cands]
+    ranked = [rank_candidates(c, k) for c in cands]
     return ScoredPredictions(
         tokens=[r[0] for r in ranked],
         probs=[r[1] for r in ranked],
