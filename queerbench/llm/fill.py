@@ -2,8 +2,9 @@
 
 ``queerbench run --method auto|mlm|scored|instructed`` (:func:`resolve_method`): ``auto`` reads the model's
 configuration (never its weights) and picks ``mlm`` for a masked LM and ``scored`` for a local causal LM;
-``--endpoint URL`` means ``instructed``. A mismatch (a causal LM with ``mlm``, a masked LM with ``scored`` or
-``instructed``, an endpoint with ``mlm``/``scored``) is one clear error before anything loads.
+``--endpoint URL`` means ``instructed`` (``--method scored`` with it: a completions endpoint's log-probabilities,
+:mod:`queerbench.llm.scored_endpoint`). A mismatch (a causal LM with ``mlm``, a masked LM with ``scored`` or
+``instructed``, an endpoint with ``mlm``) is one clear error before anything loads.
 
 :func:`load_predictor` returns an object with ``metadata()`` (method, model fingerprint, decoding settings: recorded in
 every output) and ``predict(ids, sentences, tick)`` → the prediction columns of those sentences, which
@@ -55,12 +56,12 @@ def resolve_method(method: str, model: str | None, endpoint: str | None, revisio
     if endpoint:
         if not model:
             raise ValueError("--endpoint needs --model NAME (the model name the endpoint serves, e.g. gpt-4o-mini)")
-        if method not in ("auto", "instructed"):
+        if method == "mlm":
             raise ValueError(
-                f"--endpoint runs --method instructed (an endpoint gives replies, not token probabilities); "
-                f"drop --method {method} or use --method instructed"
+                "--endpoint runs --method instructed (replies) or scored (a completions endpoint's log-probabilities), "
+                "not a masked LM; drop --method mlm or use --method instructed"
             )
-        return "instructed"
+        return "scored" if method == "scored" else "instructed"
     if model is None:
         return "scored" if method == "auto" else method
     kind, arch = model_kind(model, revision)
@@ -251,6 +252,18 @@ class InstructedPredictor:
 def load_predictor(options: Any, cache_path: Path, log: Callable[[str], None] = print) -> Any:
     """The predictor for a run's ``options`` (``options.method`` already resolved to scored or instructed)."""
     model = options.model
+    if options.method == "scored" and options.endpoint:
+        from queerbench.llm.scored_endpoint import EndpointScoredPredictor
+
+        return EndpointScoredPredictor(
+            model,
+            endpoint=options.endpoint,
+            top_k=options.top_k,
+            cache_path=cache_path,
+            concurrency=options.concurrency,
+            requests_per_minute=options.requests_per_minute,
+            log=log,
+        )
     if options.method == "scored":
         return ScoredPredictor(
             model,
