@@ -22,6 +22,7 @@ _COMMAND_MODULES = (
     "queerbench.commands.score",
     "queerbench.commands.run",
     "queerbench.commands.release",
+    "queerbench.commands.lm_eval",
     "queerbench.scm.cli",
 )
 
