@@ -170,7 +170,9 @@ def probe(
             f"--top-k {n_first // 4} (4 candidates per word; {said}): raise the server's cap (vLLM: vllm serve MODEL "
             f"--max-logprobs {PROPOSE_FACTOR * n_first}) or lower --top-k"
         )
-    token, next_lp = nxt["tokens"][0], nxt["token_logprobs"][0]
+    # the most likely word start is checked (the kind of token scoring reads), else the greedy token
+    starts = sorted((t for t in top if _word_start(t, False)), key=lambda t: -float(top[t]))
+    token, next_lp = (starts[0], float(top[starts[0]])) if starts else (nxt["tokens"][0], nxt["token_logprobs"][0])
     sent = propose_prompt + token
     (back,) = _ask(runner, cache, ["probe/consistency"], [completion_job(sent, max_tokens=1, logprobs=1, echo=True)])
     if isinstance(back, str) or back["tokens"] is None:
