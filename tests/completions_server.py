@@ -18,7 +18,9 @@ Behaviour to test clients against:
 - ``retokenize``: a function applied to each prompt before it is tokenized (a server with another tokenizer);
 - ``echo_shift``: added to every echoed prompt log-probability (a server whose echo disagrees with its next-token
   log-probabilities);
-- ``latency``: seconds each request waits before its answer (outside the model lock, so requests overlap).
+- ``latency``: seconds each request waits before its answer (outside the model lock, so requests overlap);
+- ``memo``: each distinct prompt (with its parameters) is computed once and then answered from memory, so that a
+  warmed-up server costs only ``latency`` per request (the concurrency benchmark).
 
 Recorded: ``calls`` (completion requests), ``prompts`` (prompts in them), ``bodies``, ``max_in_flight``.
 """
@@ -56,6 +58,7 @@ class CompletionsServer:
         retokenize: Callable[[str], str] | None = None,
         echo_shift: float = 0.0,
         latency: float = 0.0,
+        memo: bool = False,
     ) -> None:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -63,6 +66,7 @@ class CompletionsServer:
         self.model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
         self.name, self.max_logprobs, self.refuse_echo, self.chat_only = name, max_logprobs, refuse_echo, chat_only
         self.retokenize, self.echo_shift, self.latency = retokenize, echo_shift, latency
+        self._memo: dict[tuple, dict[str, Any]] | None = {} if memo else None
         self.eos = self.tokenizer.eos_token_id
         self._cache_arg = "cache" if "cache" in inspect.signature(self.model.forward).parameters else "past_key_values"
         self.calls = 0
@@ -213,10 +217,15 @@ class CompletionsServer:
             return 400, {"object": "error", "message": "echo is not supported", "code": 400}
         with self._lock:
             self.prompts += len(prompts)
-        choices = [
-            self._choice(p, i, int(body.get("max_tokens", 16)), logprobs, bool(body.get("echo")))
-            for i, p in enumerate(prompts)
-        ]
+        choices = []
+        for i, p in enumerate(prompts):
+            args = (p, int(body.get("max_tokens", 16)), logprobs, bool(body.get("echo")))
+            if self._memo is None:
+                choices.append(self._choice(p, i, *args[1:]))
+                continue
+            if args not in self._memo:
+                self._memo[args] = self._choice(p, 0, *args[1:])
+            choices.append({**self._memo[args], "index": i})
         return 200, {"id": "cmpl-test", "object": "text_completion", "model": self.name, "choices": choices}
 
     def __enter__(self) -> CompletionsServer:

@@ -22,11 +22,11 @@ splits it; local ``scored`` scores the token path its greedy extension took. The
 the tokenizer's own split of the word (the tests check equality on such a model); two paths that spell the same
 text are one candidate here.
 
-Before any work :func:`probe` checks, in up to five calls, that the server echoes prompt log-probabilities, that a
-token's echoed log-probability equals the next-token log-probability it gives for the same prefix (to
-:data:`CONSISTENCY_TOLERANCE`; llama.cpp's server fails this), and that it echoes the very token it proposed. Each
-failure is one line. Every call goes through :func:`~queerbench.llm.collect.collect` and the reply cache, so a
-killed run resumes and a rerun with the same cache makes no completions call.
+Before any work :func:`probe` checks, in two rounds of calls (three where ``logprobs`` is capped), that the server
+echoes prompt log-probabilities, that a token's echoed log-probability equals the next-token log-probability it
+gives for the same prefix (to :data:`CONSISTENCY_TOLERANCE`; llama.cpp's server fails this), and that it echoes the
+very token it proposed. Each failure is one line. Every call goes through :func:`~queerbench.llm.collect.collect`
+and the reply cache, so a killed run resumes and a rerun with the same cache makes no completions call.
 """
 
 from __future__ import annotations
@@ -134,8 +134,12 @@ def probe(
 ) -> ServerReport:
     """Check the server before any scoring (see the module doc); one-line :class:`EndpointError` for each failure."""
     url = runner.url
-    echo = completion_job(PROBE_PREFIX, max_tokens=1, logprobs=1, echo=True)
-    (plain,) = _ask(runner, cache, ["probe/echo"], [echo])
+    wanted = logprobs or PROPOSE_FACTOR * n_first
+    heads = (PROBE_PREFIX, START_TEXT + PROBE_PREFIX)
+    # one round trip for what the next steps choose from: each head echoed, and each head's next tokens
+    jobs = [completion_job(h, max_tokens=1, logprobs=1, echo=True) for h in heads]
+    jobs += [completion_job(h, max_tokens=1, logprobs=wanted) for h in heads]
+    plain, marked, *proposals = _ask(runner, cache, ["probe/echo", "probe/start", "probe/plain", "probe/marked"], jobs)
     if isinstance(plain, str):
         raise _no_echo(url, f"refused a prompt with echo and logprobs ({plain})")
     if plain["tokens"] is None:
@@ -147,18 +151,15 @@ def probe(
             if len(plain["tokens"]) <= 1
             else _mismatch(url, PROBE_PREFIX, plain)
         )
+    found = None if isinstance(marked, str) or marked["tokens"] is None else _span(marked, PROBE_PREFIX)
     if plain["token_logprobs"][span[0]] is not None:
         start_text, start = "", "server"  # its tokenizer put a start token before the text
+    elif found is not None and found[0] == 1 and marked["token_logprobs"][1] is not None:
+        start_text, start = START_TEXT, START_TEXT  # read as one token
     else:
-        (marked,) = _ask(runner, cache, ["probe/start"], [completion_job(START_TEXT + PROBE_PREFIX, max_tokens=1,
-                                                                          logprobs=1, echo=True)])  # fmt: skip
-        found = None if isinstance(marked, str) or marked["tokens"] is None else _span(marked, PROBE_PREFIX)
-        one_token = found is not None and found[0] == 1 and marked["token_logprobs"][1] is not None
-        start_text, start = (START_TEXT, START_TEXT) if one_token else ("", "none")
-
-    wanted = logprobs or PROPOSE_FACTOR * n_first
+        start_text, start = "", "none"
     propose_prompt = start_text + PROBE_PREFIX
-    (nxt,) = _ask(runner, cache, ["probe/propose"], [completion_job(propose_prompt, max_tokens=1, logprobs=wanted)])
+    nxt = proposals[0] if start_text == "" else proposals[1]
     if isinstance(nxt, str) and wanted > n_first:
         wanted = n_first  # a server that caps logprobs: propose from the top N (recorded)
         (nxt,) = _ask(runner, cache, ["probe/propose"], [completion_job(propose_prompt, max_tokens=1, logprobs=wanted)])
