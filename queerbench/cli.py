@@ -25,6 +25,7 @@ _COMMAND_MODULES = (
     "queerbench.commands.run",
     "queerbench.commands.release",
     "queerbench.commands.scm",
+    "queerbench.commands.lm_eval",
 )
 
 

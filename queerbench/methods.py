@@ -105,7 +105,10 @@ register(
     Method(
         "scored",
         default_model=DEFAULT_MODEL,
-        backends={"local": "queerbench.llm.predictors:ScoredPredictor"},
+        backends={
+            "local": "queerbench.llm.predictors:ScoredPredictor",
+            "endpoint": "queerbench.llm.scored_endpoint:EndpointScoredPredictor",  # a completions endpoint's logprobs
+        },
         key_fields=("endpoint",),
         generative=True,
         description="candidate words ranked by whole-sentence probability",
@@ -161,8 +164,8 @@ def resolve_method(method: str, model: str | None, endpoint: str | None, revisio
             return "instructed"
         if method not in served:
             raise ValueError(
-                f"--endpoint runs --method {' or '.join(served)} (an endpoint gives replies, not token "
-                f"probabilities); drop --method {method} or use --method {served[0]}"
+                "--endpoint runs --method instructed (replies) or scored (a completions endpoint's log-probabilities), "
+                f"not a masked LM; drop --method {method} or use --method instructed"
             )
         return method
     if model is None:

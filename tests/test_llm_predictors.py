@@ -90,6 +90,7 @@ def test_resolve_method_table(folders: dict[str, str]) -> None:
         ("mlm", bert, None, "mlm"),
         ("auto", "served", url, "instructed"),
         ("instructed", "served", url, "instructed"),
+        ("scored", "served", url, "scored"),  # a completions endpoint's log-probabilities
     ]
     for method, model, endpoint, want in cases:
         assert resolve_method(method, model, endpoint) == want, (method, model, endpoint)
@@ -109,13 +110,12 @@ def test_resolve_method_errors(folders: dict[str, str]) -> None:
         ValueError, match=r"^--endpoint needs --model NAME \(the model name the endpoint serves, e\.g\."
     ):
         resolve_method("auto", None, url)
-    for method in ("mlm", "scored"):
-        with pytest.raises(
-            ValueError,
-            match=rf"^--endpoint runs --method instructed \(an endpoint gives replies, not token probabilities\); "
-            rf"drop --method {method} or use --method instructed$",
-        ):
-            resolve_method(method, "served", url)
+    with pytest.raises(
+        ValueError,
+        match=r"^--endpoint runs --method instructed \(replies\) or scored \(a completions endpoint's log-probabilities\), "
+        r"not a masked LM; drop --method mlm or use --method instructed$",
+    ):
+        resolve_method("mlm", "served", url)
     with pytest.raises(
         ValueError,
         match=rf"^'{gpt2}' is a causal LM \(GPT2LMHeadModel\), not a masked LM: --method mlm needs a masked LM; "

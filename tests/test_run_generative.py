@@ -211,8 +211,8 @@ def test_resume_with_changed_weights_is_refused(models: dict[str, str], tmp_path
         (["--model", "{bert}", "--method", "instructed"], "--method instructed needs a causal LM"),
         (["--endpoint", "http://127.0.0.1:9/v1"], "--endpoint needs --model NAME"),
         (
-            ["--endpoint", "http://127.0.0.1:9/v1", "--model", "m", "--method", "scored"],
-            "--endpoint runs --method instructed",
+            ["--endpoint", "http://127.0.0.1:9/v1", "--model", "m", "--method", "mlm"],
+            "--endpoint runs --method instructed (replies) or scored",
         ),
         (["--model", "{gpt2}", "--concurrency", "0"], "--concurrency must be at least 1"),
         (["--endpoint", "ftp://x", "--model", "m"], "http(s) URL"),

@@ -47,6 +47,7 @@ __all__ = [
     "tiny_bert",
     "tiny_bertweet",
     "tiny_gpt2",
+    "tiny_letters_llama",
     "tiny_llama",
     "tiny_roberta",
     "use_cache",
@@ -305,6 +306,42 @@ def tiny_llama(directory: str | Path, *, name: str = "tiny-llama", chat_template
         bos_token_id=0,
         eos_token_id=0,
         pad_token_id=0,
+        tie_word_embeddings=True,
+    )
+    return _save(LlamaForCausalLM(config), tokenizer, path)
+
+
+def tiny_letters_llama(directory: str | Path, *, name: str = "tiny-letters-llama") -> Path:
+    """A causal Llama whose byte-level BPE holds the 256 byte symbols, a word-start piece per ASCII letter (``Ġa`` …
+    ``ĠZ``) and ``<|endoftext|>`` (its start and end token) — nothing else. Every text then has exactly one token
+    path, so the tokens a greedy extension takes are the tokenizer's own split of the word: what local ``scored``
+    scores (a token path) and what a completions server scores (a text) are the same thing on this model."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    path = _out(directory, name)
+    alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
+    starts = [f"Ġ{c}" for c in string.ascii_letters]
+    vocab = {tok: i for i, tok in enumerate(["<|endoftext|>", *alphabet, *starts])}
+    bpe = Tokenizer(models.BPE(vocab=vocab, merges=[("Ġ", c) for c in string.ascii_letters]))
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=bpe, bos_token="<|endoftext|>", eos_token="<|endoftext|>", pad_token="<|endoftext|>"
+    )
+    torch.manual_seed(_SEED)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=256,
+        initializer_range=0.2,
+        bos_token_id=0,
+        eos_token_id=0,
+        pad_token_id=None,  # no zeroed embedding row: the start token's next-token distribution is not flat
         tie_word_embeddings=True,
     )
     return _save(LlamaForCausalLM(config), tokenizer, path)

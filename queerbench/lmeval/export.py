@@ -1,0 +1,137 @@
+"""``queerbench lm-eval export DIR``: task folders lm-evaluation-harness 0.4 loads with ``--include_path DIR``.
+
+Per config and prompt format, one folder ``DIR/<task>/`` with the task YAML (from the template
+``queerbench/data/lmeval_task.yaml``), a ``utils.py`` that binds :class:`queerbench.lmeval.task.TaskHooks`, and
+``sentences.parquet``: the config's sentences in ``queerbench run``'s order, so ``lm_eval --limit N`` evaluates the
+same sentences as a run over the templates they cover. Task names: ``queerbench_default``, ``queerbench_paper``,
+``queergen`` (raw prompt, for models without a chat template) and the same with ``_chat`` (the prompt as the user
+turn of ``--apply_chat_template``). The folder is written in a temporary sibling and moved into place whole.
+"""
+
+from __future__ import annotations
+
+import string
+from collections.abc import Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from queerbench import __version__
+from queerbench.io_utils import atomic_dir
+from queerbench.lmeval.task import METRIC_KINDS, PROMPT_FORMATS, metric_name
+
+__all__ = ["EXPORT_CONFIGS", "export_tasks", "task_name"]
+
+EXPORT_CONFIGS: tuple[str, ...] = ("default", "paper", "queergen")
+MARKER = ".queerbench-lm-eval"
+_REQUIRED = ("task", "dataset_path", "dataset_kwargs", "output_type", "doc_to_text", "process_results", "metric_list")
+_UTILS = '''"""lm-evaluation-harness hooks of the task {task} (written by `queerbench lm-eval export`; re-export, do not edit)."""
+
+from queerbench.lmeval.task import TaskHooks
+
+_hooks = TaskHooks(config={config!r}, prompt_id={prompt_id!r}, prompt_format={prompt_format!r}, toxicity={toxicity!r},
+                   groups={groups!r})
+doc_to_text = _hooks.doc_to_text
+process_results = _hooks.process_results
+'''
+
+
+def task_name(config: str, prompt_format: str) -> str:
+    """``queerbench_default``, ``queerbench_paper_chat``, ``queergen`` …"""
+    base = "queergen" if config == "queergen" else f"queerbench_{config}"
+    return base if prompt_format == "raw" else f"{base}_chat"
+
+
+class _TaskLoader(yaml.SafeLoader):
+    """Reads a task YAML, its ``!function`` tags included (as ``("!function", name)``), to check what was written."""
+
+
+_TaskLoader.add_constructor("!function", lambda loader, node: ("!function", loader.construct_scalar(node)))
+
+
+def _task_yaml(task: str, config: str, data_file: Path, groups: Sequence[str], options: dict[str, Any]) -> str:
+    template = resources.files("queerbench.data").joinpath("lmeval_task.yaml").read_text(encoding="utf-8")
+    metrics = "\n".join(
+        f"  - metric: {metric_name(kind, g)}\n"
+        f"    aggregation: !function utils.{metric_name(kind, g)}\n"
+        f"    higher_is_better: {'true' if kind == 'parse_rate' else 'false'}"
+        for g in groups
+        for kind in METRIC_KINDS
+    )
+    text = string.Template(template).substitute(
+        task=task,
+        data_file=yaml.safe_dump(str(data_file), default_style='"').strip(),
+        max_gen_toks=int(options["max_new_tokens"]),
+        metrics=metrics,
+        version=__version__,
+        config=config,
+        prompt_id=options["prompt_id"],
+        prompt_format=options["prompt_format"],
+        toxicity=options["toxicity"],
+    )
+    parsed = yaml.load(text, Loader=_TaskLoader)
+    missing = [k for k in _REQUIRED if k not in parsed]
+    names = [m["metric"] for m in parsed["metric_list"]]
+    if missing or parsed["task"] != task or len(names) != len(set(names)):
+        raise ValueError(
+            f"queerbench/data/lmeval_task.yaml: the task written for {task} lacks {missing or 'unique metrics'}"
+        )
+    return text
+
+
+def export_tasks(
+    out: str | Path,
+    configs: Sequence[str] = ("default", "paper"),
+    *,
+    prompt_id: str | None = None,
+    max_new_tokens: int | None = None,
+    toxicity: str = "embedded",
+    overwrite: bool = False,
+) -> list[str]:
+    """Write the task folders of ``configs`` (both prompt formats each) into ``out``; return the task names."""
+    from queerbench.llm.instructed import load_prompts
+    from queerbench.scoring.score import ScoringOptions, _group_order
+    from queerbench.templates import build_sentences
+
+    unknown = [c for c in configs if c not in EXPORT_CONFIGS]
+    if unknown or not configs:
+        raise ValueError(f"--configs must name some of {', '.join(EXPORT_CONFIGS)}, got {', '.join(configs) or 'none'}")
+    prompts = load_prompts()
+    prompt_id = prompt_id or prompts["default_prompt"]
+    if prompt_id not in prompts["prompts"]:
+        raise ValueError(f"unknown prompt id {prompt_id!r} (--prompt); choose one of {', '.join(prompts['prompts'])}")
+    if max_new_tokens is not None and max_new_tokens < 1:
+        raise ValueError(f"--max-new-tokens must be at least 1, got {max_new_tokens}")
+    ScoringOptions(toxicity=toxicity)  # an unknown scorer fails here, before anything is written
+    options = {
+        "prompt_id": prompt_id,
+        "max_new_tokens": max_new_tokens or prompts["decoding"]["max_new_tokens"],
+        "toxicity": toxicity,
+    }
+    out = Path(out).expanduser().resolve()
+    written: list[str] = []
+    with atomic_dir(out, overwrite=overwrite, is_ours=lambda p: (p / MARKER).is_file()) as tmp:
+        (tmp / MARKER).write_text(f"queerbench {__version__}\n", encoding="utf-8")
+        for config in configs:
+            frame = build_sentences(config).drop(columns=["split"])
+            groups = _group_order(frame["group"].astype(str).tolist())
+            for prompt_format in PROMPT_FORMATS:
+                task = task_name(config, prompt_format)
+                folder = tmp / task
+                folder.mkdir()
+                frame.to_parquet(folder / "sentences.parquet", index=False)
+                fmt = {**options, "prompt_format": prompt_format}
+                (folder / f"{task}.yaml").write_text(
+                    _task_yaml(task, config, out / task / "sentences.parquet", groups, fmt), encoding="utf-8"
+                )
+                utils = _UTILS.format(task=task, config=config, groups=groups, **fmt)
+                utils += "".join(
+                    f"{metric_name(kind, g)} = _hooks.aggregation({kind!r}, {g!r})\n"
+                    for g in groups
+                    for kind in METRIC_KINDS
+                )
+                (folder / "utils.py").write_text(utils, encoding="utf-8")
+                written.append(task)
+    return written
