@@ -35,7 +35,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("templates",),  # the sentence sets of every config (QueerGen's among them)
     ("methods", "report", "run_scores", "run_folder"),  # the method registry; report text; run scoring; run folder
     ("run",),  # the main job
-    ("hub",),  # the dataset folder, the release, the Space
+    ("hub", "lmeval"),  # the dataset folder, the release, the Space; the lm-evaluation-harness task
     ("commands",),  # the CLI's commands
     ("cli",),  # the entry point that loads them
     ("__main__",),

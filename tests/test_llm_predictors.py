@@ -252,6 +252,7 @@ def test_instructed_predictor_on_a_local_model(folders: dict[str, str], tmp_path
         "system_prompt": None,
         "decoding": {**settings.decoding(), "samples": 1, "empty_reasks": 0, "kind": "greedy"},
         "device": "cpu",
+        "device_map": None,
     }
     assert meta["fingerprint"] == fingerprint_model(folders["plain"]) and meta["decoding"]["seed"] == 7
     ticks: list[int] = []

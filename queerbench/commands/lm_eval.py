@@ -62,7 +62,7 @@ def _export(args: argparse.Namespace) -> int:
 
 def _import(args: argparse.Namespace) -> int:
     from queerbench.lmeval.samples import import_samples
-    from queerbench.predict import ModelLoadError
+    from queerbench.model_loading import ModelLoadError
 
     try:
         result = import_samples(args.output_dir, args.out, task=args.task, toxicity=args.toxicity)

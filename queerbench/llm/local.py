@@ -30,7 +30,7 @@ __all__ = [
 
 def resolve_device(device: str = "auto") -> str:
     """``auto`` → ``cuda`` if available, else ``mps``, else ``cpu``; a named device is checked to be available
-    (one implementation: :func:`queerbench.predict.resolve_device`)."""
+    (one implementation: :func:`queerbench.model_loading.resolve_device`)."""
     from queerbench.model_loading import resolve_device as _resolve
 
     return str(_resolve(device))

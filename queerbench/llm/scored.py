@@ -16,7 +16,7 @@ of the **whole** sentence with the word in place:
    the joint probability of the filled sentence given the prefix (the prefix term is common to all candidates and
    cancels). For blanks at the end the suffix is ``.``, which penalises words that cannot end a sentence.
 3. **Select.** Candidates are grouped by their lowercased word (two spellings of one word add their probabilities,
-   ``logsumexp``), only whole words pass (:data:`queerbench.vocab_filter.WORD`: letters with inner ``'``/``-``), and
+   ``logsumexp``), only whole words pass (:data:`queerbench.mlm.vocab_filter.WORD`: letters with inner ``'``/``-``), and
    the ``k`` best are returned with their probabilities renormalised over all candidate words of the sentence.
 
 Speed: the prefix is run once per sentence and its KV cache is shared by all ``N`` candidates. The first pass runs

@@ -41,7 +41,7 @@ from queerbench.llm.cache import ResponseCache
 from queerbench.llm.collect import collect
 from queerbench.llm.completions import CompletionsRunner, completion_job
 from queerbench.llm.settings import EndpointError, GenerationSettings
-from queerbench.vocab_filter import _WORD as WORD  # the whole-word rule of local `scored` and the masked-LM engine
+from queerbench.mlm.vocab_filter import _WORD as WORD  # the whole-word rule of local `scored` and the masked-LM engine
 
 __all__ = [
     "CONSISTENCY_TOLERANCE",

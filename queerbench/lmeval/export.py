@@ -92,7 +92,7 @@ def export_tasks(
 ) -> list[str]:
     """Write the task folders of ``configs`` (both prompt formats each) into ``out``; return the task names."""
     from queerbench.llm.instructed import load_prompts
-    from queerbench.scoring.score import ScoringOptions, _group_order
+    from queerbench.scoring.aggregate import ScoringOptions, _group_order
     from queerbench.templates import build_sentences
 
     unknown = [c for c in configs if c not in EXPORT_CONFIGS]

@@ -133,7 +133,8 @@ def import_samples(
     from queerbench.fingerprint import fingerprint_model
     from queerbench.io_utils import atomic_path, write_json
     from queerbench.llm.instructed import load_prompts, parse_reply
-    from queerbench.run import KEY_FILE, RunOptions, run_benchmark
+    from queerbench.run import RunOptions, run_benchmark
+    from queerbench.run_folder import KEY_FILE
     from queerbench.templates import build_sentences
 
     samples_path, results, task = find_run(output_dir, task)

@@ -8,8 +8,8 @@ An exported task folder's ``utils.py`` builds one :class:`TaskHooks` and hands i
   chat template, for ``chat`` alone (lm-evaluation-harness's ``--apply_chat_template`` makes it the user turn);
 - :meth:`TaskHooks.process_results`: the reply parsed by :func:`~queerbench.llm.instructed.parse_reply` and, for a
   one-word reply, the sentence's AFINN, HurtLex and toxicity values from
-  :func:`~queerbench.scoring.score.score_sentences`; the same record is every metric's per-sample value;
-- :meth:`TaskHooks.aggregation`: per group, the QueerBench score (:func:`~queerbench.scoring.score.aggregate` over
+  :func:`~queerbench.scoring.aggregate.score_sentences`; the same record is every metric's per-sample value;
+- :meth:`TaskHooks.aggregation`: per group, the QueerBench score (:func:`~queerbench.scoring.aggregate.aggregate` over
   the one-word sentences, as ``queerbench run`` scores them) or the share of replies parsed to one word.
 
 A group with no scored sentence, or a run without a toxicity scorer, gives ``nan`` for its QueerBench score.
@@ -70,7 +70,7 @@ class TaskHooks:
     def process_results(self, doc: dict[str, Any], results: Sequence[Any]) -> dict[str, dict[str, Any]]:
         """One reply → its record (id, group, word, label and, for a one-word reply, the per-sentence scores)."""
         from queerbench.llm.instructed import parse_reply
-        from queerbench.scoring.score import score_sentences
+        from queerbench.scoring.aggregate import score_sentences
 
         reply = results[0] if results else ""
         parsed = parse_reply(reply if isinstance(reply, str) else "", doc["masked_sentence"])
@@ -106,7 +106,7 @@ class TaskHooks:
     def _queerbench_score(self, group: str, rows: list[dict[str, Any]]) -> float:
         import pandas as pd
 
-        from queerbench.scoring.score import aggregate
+        from queerbench.scoring.aggregate import aggregate
 
         if not rows:
             return math.nan
