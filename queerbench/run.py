@@ -349,6 +349,7 @@ def _predict_chunks(
     log: Callable[[str], None] = print,
 ) -> tuple[pd.DataFrame, dict[str, Any], int]:
     """Predict every sentence not already in ``OUT/.chunks``; return all predictions, model metadata, count run."""
+    from queerbench.llm.instructed import GenerationError
     from queerbench.predict import load_masked_lm, predict
 
     chunk_dir = out / ".chunks"
@@ -409,6 +410,7 @@ def _predict_chunks(
             unit="sent",
             disable=progress is not None,
         )
+        failed = []  # instructed: the parts whose calls did not all get a reply (reported once all were asked)
         for c in todo:
             part = frame.iloc[c * CHUNK_SIZE : (c + 1) * CHUNK_SIZE]
 
@@ -419,13 +421,19 @@ def _predict_chunks(
                 if progress is not None:
                     progress(min(done, len(frame)), len(frame))
 
-            chunk = pd.DataFrame({"id": part["id"].to_numpy(), **predict_part(part, tick)})
+            try:
+                chunk = pd.DataFrame({"id": part["id"].to_numpy(), **predict_part(part, tick)})
+            except GenerationError as exc:  # not saved: the other chunks go on, a rerun asks only the failed calls
+                failed.append(exc)
+                continue
             with atomic_path(chunk_dir / f"chunk-{c:05d}.parquet") as tmp:
                 chunk.to_parquet(tmp, index=False)
             predicted += len(part)
         bar.close()
         if options.method == "instructed":
             predictor.close()  # the reply cache (its folder is removed once the predictions are written)
+        if failed:
+            raise GenerationError.merge(failed, total=len(frame) * options.top_k)  # of all the run's calls
     chunks = pd.concat(
         [pd.read_parquet(chunk_dir / f"chunk-{c:05d}.parquet") for c in range(n_chunks)], ignore_index=True
     )

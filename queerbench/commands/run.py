@@ -128,7 +128,10 @@ def _run(args: argparse.Namespace) -> int:
         result = run_benchmark(options, args.out)
     except ModelLoadError as exc:
         raise ValueError(str(exc)) from exc
-    except (RunAbortedError, GenerationError) as exc:  # the endpoint/model failed: one line, replies so far are kept
+    except GenerationError as exc:  # some calls got no reply: every other one was made and saved; rerun for these
+        print(f"queerbench: error: {exc}", file=sys.stderr)
+        return 1
+    except RunAbortedError as exc:  # the endpoint/model failed again and again: one line, replies so far are kept
         raise UserError(str(exc)) from exc
     scores = result.scores
     method = scores["run"].get("method", "mlm")

@@ -34,8 +34,10 @@ def collect(
     Returns one row per (row, sample), **in the rows' order whatever order replies arrived in**, with
     ``sample``, ``seed``, ``model``, ``response``, ``status`` (``ok``/``error``), ``error``, ``cached``,
     ``prompt_format``, ``finish_reason``, ``truncated`` (stopped at ``max_new_tokens``) and ``meta`` (JSON).
-    Failed calls are never cached (a rerun retries them). Raises :class:`RunAbortedError` after
-    ``max_consecutive_errors`` failures in a row; a runner's fatal error (e.g.
+    Failed calls are never cached (a rerun retries them). A call that failed (after the runner's retries) is an
+    ``error`` row and the other calls go on (:mod:`queerbench.llm.failures` reports them); only
+    ``max_consecutive_errors`` failures in a row (a dead server, or settings it rejects for every prompt) raise
+    :class:`RunAbortedError`; a runner's fatal error (e.g.
     :class:`~queerbench.llm.settings.EndpointError`) propagates at once. Either way every reply that arrived is
     already stored, so rerunning resumes.
     """

@@ -20,6 +20,7 @@ import pandas as pd
 
 from queerbench.io_utils import atomic_path, write_json
 from queerbench.llm import GenerationSettings, ResponseCache, Runner, collect, load_runner
+from queerbench.llm.failures import describe_failures, failed_prompts
 from queerbench.scm.analysis import analyze, parse_frame
 from queerbench.scm.data import (
     Group,
@@ -347,6 +348,9 @@ def run_scm(
         )
     finally:
         cache.close()
+    failures = failed_prompts(frame)
+    if failures:  # every other prompt was asked and its reply saved: a rerun asks only these
+        log(describe_failures(failures, len(frame)))
     parsed = parse_frame(frame, refusal_rule)
     scores = None
     if constrained and hasattr(runner, "score_options"):
@@ -392,6 +396,7 @@ def run_scm(
         "prompt_format": ",".join(fmt) or "unknown",
         "cached": int(parsed["cached"].sum()),
         "calls": int((~parsed["cached"]).sum()),
+        "failed_prompts": [dataclasses.asdict(f) for f in failures],
         "constrained": scores is not None,
         "versions": _versions(),
     }
