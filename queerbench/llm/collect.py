@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable
 from dataclasses import asdict
@@ -11,6 +12,7 @@ import pandas as pd
 
 from queerbench.llm.cache import ResponseCache, cache_key
 from queerbench.llm.settings import GenerationSettings, RunAbortedError, Runner, item_seed
+from queerbench.progress import progress_bar
 
 __all__ = ["collect", "settings_dict"]
 
@@ -23,6 +25,8 @@ def collect(
     *,
     max_consecutive_errors: int = 10,
     progress: Callable[[int, int], None] | None = None,
+    desc: str = "replies",
+    show_progress: bool = True,
 ) -> pd.DataFrame:
     """Get ``settings.samples`` replies for every row, from the cache where possible, persisting each new one.
 
@@ -40,6 +44,11 @@ def collect(
     :class:`RunAbortedError`; a runner's fatal error (e.g.
     :class:`~queerbench.llm.settings.EndpointError`) propagates at once. Either way every reply that arrived is
     already stored, so rerunning resumes.
+
+    Unless ``show_progress`` is False, a bar (:func:`queerbench.progress.progress_bar`, labelled ``desc``) counts
+    the calls to make, advancing as each reply arrives (a runner that yields a batch at once advances it by the
+    batch's rows), with replies/s and an ETA measured from the replies so far; ``progress(done, total)`` is
+    called at the same moments.
     """
     fp = runner.fingerprint()
     decoding = settings.decoding()
@@ -61,8 +70,12 @@ def collect(
             todo[key] = job
     pending = list(todo.values())
     consecutive = 0
+    n_cached = len(results)
+    label = f"{desc} ({n_cached} cached)" if n_cached else desc
     replies = runner.generate([j[0]["prompt"] for j in pending], [j[3] for j in pending], settings)
-    try:
+    with contextlib.ExitStack() as stack:
+        bar = stack.enter_context(progress_bar(len(pending), label, "reply", disable=not show_progress or not pending))
+        stack.callback(getattr(replies, "close", lambda: None))  # on an abort a generator runner stops at once
         for done, (i, reply) in enumerate(replies, start=1):
             rec, s, key, _ = pending[i]
             if reply.error is None and reply.text is not None:
@@ -77,6 +90,7 @@ def collect(
                     "meta": reply.meta,
                 }
                 consecutive += 1
+            bar.update(1)
             if progress:
                 progress(done, len(pending))
             if consecutive >= max_consecutive_errors:
@@ -85,10 +99,6 @@ def collect(
                     f"{cache.count()} replies are saved in {cache.path}; fix the model/endpoint and rerun "
                     "the same command to resume."
                 )
-    finally:
-        close = getattr(replies, "close", None)  # on an abort, a generator runner stops its workers at once
-        if close is not None:
-            close()
     out = []
     for rec, s, key, seed in jobs:
         r = results[key]
