@@ -13,6 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from queerbench import CONFIGS, __version__
+from queerbench.one_line_parser import OneLineParser
 
 __all__ = ["build_parser", "main", "os_error_message"]
 
@@ -28,7 +29,7 @@ _COMMAND_MODULES = (
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every available subcommand registered."""
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(  # a bad flag value is one line listing the valid ones, not a usage block
         prog="queerbench",
         description="Measure how language models harm and stereotype LGBTQIA+ people.",
     )

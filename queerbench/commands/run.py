@@ -152,6 +152,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
+    from queerbench.io_utils import read_json
     from queerbench.report import compare_runs, compare_warnings
 
     if Path(args.out).exists() and not Path(args.out).is_dir():
@@ -161,10 +162,7 @@ def _compare(args: argparse.Namespace) -> int:
         path = Path(folder) / "scores.json"
         if not path.is_file():
             raise FileNotFoundError(f"{folder} has no scores.json: is it a finished `queerbench run` folder?")
-        try:
-            doc = json.loads(path.read_text())
-        except ValueError as exc:
-            raise ValueError(f"{path} is not valid JSON ({exc}); rerun `queerbench run` for that folder") from None
+        doc = read_json(path, fix="delete it and rerun `queerbench run` for that folder (it re-scores the predictions)")
         runs.append({"scores": doc, "meta": doc.get("run", {"model": folder}), "dir": folder})
     table, md = compare_runs(runs, Path(args.out))
     print(table.round(2).to_string())

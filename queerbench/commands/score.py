@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from queerbench.cli import config_argument
-from queerbench.io_utils import write_json
+from queerbench.io_utils import read_parquet, write_json
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -105,12 +105,9 @@ def _score(args: argparse.Namespace) -> int:
             options=options,
         )
     elif path.suffix == ".parquet":
-        try:
-            frame = pd.read_parquet(path)
-        except (OSError, ValueError) as exc:
-            raise ValueError(
-                f"{path} is not a readable Parquet file ({exc}); expected a run's predictions.parquet"
-            ) from None
+        frame = read_parquet(
+            path, fix="if it is a run's predictions.parquet, delete it and rerun `queerbench run` for that folder"
+        )
         needed = {"id", "tokens", "group", "category", "subject", "template_id", "masked_sentence", "neutral_sentence"}
         if not needed <= set(frame.columns):
             raise ValueError(

@@ -18,7 +18,7 @@ from typing import Any
 
 import pandas as pd
 
-from queerbench.io_utils import atomic_path, write_json
+from queerbench.io_utils import atomic_path, read_json, read_parquet, write_json
 from queerbench.llm import GenerationSettings, ResponseCache, Runner, collect, load_runner
 from queerbench.llm.failures import describe_failures, failed_prompts
 from queerbench.progress import progress_bar
@@ -387,7 +387,7 @@ def run_scm(
             score_rows = shuffled_selection_rows(score_rows, settings.samples, settings.seed)
         fp = json.dumps(runner.fingerprint(), sort_keys=True)
         spath = out / "scores.parquet"
-        old = pd.read_parquet(spath) if spath.exists() else None
+        old = read_parquet(spath) if spath.exists() else None  # corrupt: one line, delete it and rerun
         wanted = score_rows[score_rows["task"].isin(["rating", "selection"])]
         if (
             old is not None
@@ -473,11 +473,11 @@ def reanalyze(
             raise FileNotFoundError(f"{run_dir}: no {name}; give an output folder of `queerbench scm run`")
     if refusal_rule not in REFUSAL_RULES:
         raise ValueError(f"--refusal-rule {refusal_rule!r}: use one of {', '.join(REFUSAL_RULES)}")
-    old = json.loads((run_dir / "scm.json").read_text(encoding="utf-8"))
-    frame = pd.read_parquet(run_dir / "responses.parquet")
+    old = read_json(run_dir / "scm.json", fix=_REDO)
+    frame = read_parquet(run_dir / "responses.parquet", fix=_REDO)
     frame = frame.drop(columns=[c for c in _PARSE_COLUMNS if c in frame.columns])
     spath = run_dir / "scores.parquet"
-    scores = pd.read_parquet(spath) if spath.exists() else None
+    scores = read_parquet(spath, fix=_REDO) if spath.exists() else None
     parsed = parse_frame(frame, refusal_rule)
     res = analyze(parsed, scores=scores, mapper_factory=mapper_factory or make_mapper(), rule=refusal_rule)
     if "constrained_diagnostics" in res:
@@ -493,5 +493,7 @@ def reanalyze(
     return res
 
 
+_REDO = "delete it and rerun `queerbench scm run` with the same --out (cached replies are reused)"
+"""The fix for an output of a finished run that cannot be read back."""
 _PARSE_COLUMNS = ("rating", "selected", "keywords", "parsed", "refusal", "refusal_kind", "analysed")
 """The columns :func:`~queerbench.scm.analysis.parse_frame` adds (dropped before a re-analysis)."""
