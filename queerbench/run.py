@@ -73,6 +73,7 @@ class RunOptions:
     requests_per_minute: float = 600.0  # endpoint rate limit, on top of --concurrency (not part of the key)
     prompt_id: str | None = None  # instructed: a prompt of queerbench/data/llm_prompts.json (None: its default)
     max_new_tokens: int | None = None  # instructed: None = the data file's default
+    exclude_function_words: bool = False  # scoring only (not in the cache key): see queerbench.scoring.function_words
 
     def __post_init__(self) -> None:
         from queerbench.llm.fill import GENERATIVE_METHODS, METHODS
@@ -154,6 +155,7 @@ class RunOptions:
             n_permutations=self.n_permutations,
             seed=self.seed,
             toxicity_kwargs=self.toxicity_kwargs,
+            exclude_function_words=self.exclude_function_words,
         )
 
 

@@ -59,6 +59,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     config_argument(run)
     run.add_argument("--top-k", type=int, default=5, help="completions per sentence (default: %(default)s)")
     run.add_argument(
+        "--exclude-function-words",
+        action="store_true",
+        help="score only the completions that are not closed-class words (a, is, the, ...: the list in "
+        "queerbench/data/function_words.json); off by default, recorded in scores.json. The share of such "
+        "completions per group is reported either way",
+    )
+    run.add_argument(
         "--toxicity",
         default="embedded",
         help="toxicity scorer: embedded (offline default), hf:<model id or path>, perspective, none (default: "
@@ -122,6 +129,7 @@ def _run(args: argparse.Namespace) -> int:
         requests_per_minute=args.requests_per_minute,
         prompt_id=args.prompt_id,
         max_new_tokens=args.max_new_tokens,
+        exclude_function_words=args.exclude_function_words,
     )
     options.scoring_options()  # validate the scorer name before loading any model
     try:
