@@ -18,9 +18,9 @@ import time
 from pathlib import Path
 
 from queerbench.paper_data import read_paper_csv
+from queerbench.scoring.afinn import afinn_word_score
+from queerbench.scoring.aggregate import ScoringOptions, compute
 from queerbench.scoring.hurtlex import load_hurtlex
-from queerbench.scoring.score import ScoringOptions, compute
-from queerbench.scoring.sentiment import afinn_word_score
 
 
 def _time(fn, repeat: int) -> tuple[float, float]:

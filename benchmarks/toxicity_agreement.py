@@ -37,7 +37,7 @@ import pandas as pd
 
 from queerbench.io_utils import write_json
 from queerbench.paper_data import TABLE4_MODELS, read_paper_csv
-from queerbench.scoring.score import truncate2
+from queerbench.scoring.aggregate import truncate2
 from queerbench.scoring.toxicity import ATTRIBUTES, ToxicityScorer, get_toxicity_scorer
 from queerbench.templates import build_sentences
 

@@ -1,4 +1,4 @@
-"""Build the Hub dataset folder (thin wrapper; the logic is ``queerbench.dataset.build_dataset``).
+"""Build the Hub dataset folder (thin wrapper; the logic is ``queerbench.hub.dataset.build_dataset``).
 
 Usage: ``python dataset_builder/build.py --out DIR [--configs default,paper,scm] [--overwrite]`` — the same as
 ``queerbench dataset build``. ``--configs queergen`` adds QueerGen's 3,100 sentences (academic research only: built

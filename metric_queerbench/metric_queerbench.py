@@ -9,10 +9,10 @@ import datasets
 import evaluate
 
 import queerbench
+from queerbench.scoring.aggregate import ScoringOptions
+from queerbench.scoring.aggregate import compute as qb_compute
 from queerbench.scoring.hurtlex import check_level
 from queerbench.scoring.inputs import check_types
-from queerbench.scoring.score import ScoringOptions
-from queerbench.scoring.score import compute as qb_compute
 
 SCM_CONFIG = "scm"
 QUEERGEN_CONFIG = "queergen"

@@ -2,7 +2,8 @@
 ``release`` and ``scm run``.
 
 Each command is a thin layer over library functions; bad input ends in one clear message (exit status 2) rather
-than a traceback — including file-system errors (``OSError``) that no command turned into a message itself. The binding flags are listed in DESIGN.md ("CLI").
+than a traceback — including file-system errors (``OSError``) that no command turned into a message itself.
+The helpers every command shares live in :mod:`queerbench.commands.common`.
 """
 
 from __future__ import annotations
@@ -12,10 +13,11 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from queerbench import CONFIGS, __version__
+from queerbench import __version__
+from queerbench.commands.common import USER_ERRORS, UserError, os_error_message
 from queerbench.one_line_parser import OneLineParser
 
-__all__ = ["build_parser", "main", "os_error_message"]
+__all__ = ["UserError", "build_parser", "main", "os_error_message"]
 
 # Subcommand modules: each has ``register(subparsers) -> None`` and sets ``func`` on its parser.
 _COMMAND_MODULES = (
@@ -23,7 +25,7 @@ _COMMAND_MODULES = (
     "queerbench.commands.score",
     "queerbench.commands.run",
     "queerbench.commands.release",
-    "queerbench.scm.cli",
+    "queerbench.commands.scm",
 )
 
 
@@ -38,24 +40,6 @@ def build_parser() -> argparse.ArgumentParser:
     for name in _COMMAND_MODULES:
         importlib.import_module(name).register(sub)  # light imports only: heavy ones happen inside each command
     return parser
-
-
-def config_argument(parser: argparse.ArgumentParser, default: str = "default") -> None:
-    """Add the shared ``--config {default,paper,queergen}`` flag."""
-    parser.add_argument(
-        "--config",
-        choices=CONFIGS,
-        default=default,
-        help="'default': the method done right; 'paper': reproduces the published tables; 'queergen': QueerGen's "
-        "sentences and scorers (default: %(default)s)",
-    )
-
-
-class UserError(Exception):
-    """An error caused by the user's input; printed as one line without a traceback."""
-
-
-_USER_ERRORS: tuple[type[BaseException], ...] = (UserError, ValueError, FileExistsError, FileNotFoundError, KeyError)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -73,26 +57,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("\ninterrupted: finished chunks are saved; rerun the same command to resume.", file=sys.stderr)
         return 130
-    except (*_USER_ERRORS, ChecksumError, SourceUnavailableError, PerspectiveError) as exc:
+    except (*USER_ERRORS, ChecksumError, SourceUnavailableError, PerspectiveError) as exc:
         message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
         print(f"queerbench: error: {message}", file=sys.stderr)
         return 2
     except OSError as exc:  # a file-system error no command turned into a message: still one line, no traceback
         print(f"queerbench: error: {os_error_message(exc)}", file=sys.stderr)
         return 2
-
-
-def os_error_message(exc: OSError) -> str:
-    """One line for an ``OSError`` (permission denied, not a directory, disk full, ...): what failed on which path,
-    and the fix."""
-    what = exc.strerror or type(exc).__name__
-    path = f" {exc.filename}" if exc.filename else ""
-    if exc.filename2:
-        path += f" -> {exc.filename2}"
-    if isinstance(exc, PermissionError):
-        fix = "choose a path you can write to (e.g. another --out) or fix its permissions"
-    elif isinstance(exc, (NotADirectoryError, IsADirectoryError)):
-        fix = "check that each folder in the path is a folder and each file a file"
-    else:
-        fix = "check the path, its permissions and the free disk space"
-    return f"{what}:{path}; {fix}"

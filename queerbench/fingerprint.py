@@ -59,9 +59,10 @@ EMBEDDED_SOURCES: dict[str, str] = {"embedded:smollm2-135m-instruct": "smollm2_1
 
 
 def looks_like_path(ref: str) -> bool:
-    """True for a reference meant as a file-system path rather than a Hub id (``org/name``): absolute, ``./``,
-    ``../``, ``~``, or Windows-style."""
-    return ref.startswith(("/", "./", "../", "~", ".\\")) or (len(ref) > 1 and ref[1] == ":") or "\\" in ref
+    """True for a reference meant as a file-system path rather than a Hub id (``name`` or ``org/name``): absolute,
+    starting with ``.`` (``./``, ``../``, a hidden folder) or ``~``, Windows-style, or with more than one ``/`` (a
+    Hub id has at most one). The one rule of the library: the CLI, the scorers and the Space all ask it."""
+    return ref.startswith(("/", ".", "~")) or (len(ref) > 1 and ref[1] == ":") or "\\" in ref or ref.count("/") > 1
 
 
 def check_model_reference(model_id_or_path: str, *, flag: str = "--model") -> None:

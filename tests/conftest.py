@@ -1,44 +1,126 @@
-"""Shared test setup: offline Hugging Face libraries and the shared data directory.
+"""Shared test setup: offline Hugging Face libraries and the pinned external data.
 
-Tests make no outside connections. External files come from ``$QUEERBENCH_DATA_DIR`` (CI points it at
-``../shared``; when unset we use ``../shared`` next to the repository if it exists).
+Tests make no outside connections except to fetch pinned external files. Every external file a test reads resolves
+like the library's own (:func:`queerbench.sources.fetch`): ``$QUEERBENCH_DATA_DIR/<relpath>`` if that exists, else the
+user cache, else a download from the pinned URL, checksum-verified. The library's files are pinned in
+``lexicons/sources.json``; files only the tests read (the QueerBench paper's stored predictions, evaluations and
+result tables) in ``tests/data/reference_files.json``. Offline with no copy, the session stops at once with the
+one-line error that names the file and the fix.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+import shutil
+from collections.abc import Callable, Iterator
+from functools import cache
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+REFERENCE_MANIFEST = Path(__file__).resolve().parent / "data" / "reference_files.json"
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-if "QUEERBENCH_DATA_DIR" not in os.environ and (REPO.parent / "shared").is_dir():
-    os.environ["QUEERBENCH_DATA_DIR"] = str(REPO.parent / "shared")
-elif os.environ.get("QUEERBENCH_DATA_DIR"):
-    # the README's `QUEERBENCH_DATA_DIR=../shared`: made absolute, since some tests run commands in other folders
+if os.environ.get("QUEERBENCH_DATA_DIR"):
+    # `QUEERBENCH_DATA_DIR=some/relative/path`: made absolute, since some tests run commands in other folders
     os.environ["QUEERBENCH_DATA_DIR"] = str(Path(os.environ["QUEERBENCH_DATA_DIR"]).resolve())
 
 
-@pytest.fixture(scope="session")
-def shared_dir() -> Path:
-    """The folder with the external reference data (``$QUEERBENCH_DATA_DIR``)."""
-    value = os.environ.get("QUEERBENCH_DATA_DIR")
-    if not value or not Path(value).is_dir():
-        pytest.fail("QUEERBENCH_DATA_DIR must point at the shared data folder (see README, 'Offline use')")
-    return Path(value)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """One early check that the pinned data can be had at all, so that an offline machine with no data folder gets
+    one clear line instead of a failure per test: a data folder that is named must exist, and the smallest pinned
+    file must resolve (from the data folder, the cache, or a download that then caches it)."""
+    from queerbench.sources import DATA_DIR_ENV, ChecksumError, SourceUnavailableError, data_dir, fetch
+
+    root = data_dir()
+    if root is not None and not root.is_dir():
+        raise pytest.UsageError(
+            f"{DATA_DIR_ENV}={root} is not a folder; point it at a data folder laid out as docs/data.md describes, "
+            "or unset it to fetch the pinned files"
+        )
+    try:
+        fetch("queerbench_pronouns")
+    except (SourceUnavailableError, ChecksumError) as exc:
+        raise pytest.UsageError(f"the tests need the pinned external data: {exc}") from None
+
+
+@cache
+def _pinned_by_relpath() -> dict:
+    """Every pinned URL file, the library's and the tests' own, by its path below a data folder."""
+    from queerbench.sources import list_sources, load_manifest
+
+    library = {s.relpath: s for s in list_sources() if s.relpath is not None}
+    tests_only = {s.relpath: s for s in load_manifest(REFERENCE_MANIFEST).values()}
+    assert not library.keys() & tests_only.keys(), "a file is pinned twice"
+    return library | tests_only
 
 
 @pytest.fixture(scope="session")
-def upstream_dir(shared_dir: Path) -> Path:
-    """The upstream QueerBench data folder inside the shared directory."""
-    return shared_dir / "upstream" / "queerbench" / "data"
+def reference_file() -> Callable[[str], Path]:
+    """``reference_file(relpath)``: a verified local copy of the pinned file at ``relpath`` (its path below a data
+    folder, e.g. ``upstream/queerbench/data/evaluation/bert-base-uncased_template_5.csv``), resolved like every
+    external file. A file that cannot be had fails the test with the one-line reason and fix."""
+    from queerbench.sources import ChecksumError, SourceUnavailableError, fetch
+
+    pinned = _pinned_by_relpath()
+
+    def resolve(relpath: str) -> Path:
+        if relpath not in pinned:
+            pytest.fail(f"{relpath} is pinned in neither lexicons/sources.json nor {REFERENCE_MANIFEST.name}")
+        try:
+            return fetch(pinned[relpath])
+        except (SourceUnavailableError, ChecksumError) as exc:
+            reason = str(exc)
+        pytest.fail(reason, pytrace=False)  # outside the `except`: the one line, without the network's traceback
+
+    return resolve
+
+
+def _pinned_below(folder: str) -> list[str]:
+    chosen = sorted(r for r in _pinned_by_relpath() if r.startswith(folder.rstrip("/") + "/"))
+    if not chosen:
+        pytest.fail(f"no pinned file below {folder}")
+    return chosen
+
+
+@pytest.fixture(scope="session")
+def reference_folder(
+    reference_file: Callable[[str], Path], tmp_path_factory: pytest.TempPathFactory
+) -> Callable[[str], Path]:
+    """``reference_folder(folder)``: a folder holding exactly the pinned files below ``folder`` (subfolders kept), as
+    links to their verified copies, for code that reads a whole folder. Read it, never write to it."""
+    tree = tmp_path_factory.mktemp("reference")
+
+    def build(folder: str) -> Path:
+        for relpath in _pinned_below(folder):
+            link = tree / relpath
+            if not link.exists():
+                link.parent.mkdir(parents=True, exist_ok=True)
+                link.symlink_to(reference_file(relpath))
+        return tree / folder
+
+    return build
+
+
+@pytest.fixture()
+def data_folder(reference_file: Callable[[str], Path], tmp_path: Path) -> Callable[..., Path]:
+    """``data_folder(*folders)``: a fresh data folder ``tmp_path/"data"`` with writable copies of the pinned files below
+    each of ``folders``, laid out as ``QUEERBENCH_DATA_DIR`` expects, for tests that break one file on purpose."""
+    root = tmp_path / "data"
+
+    def build(*folders: str) -> Path:
+        for folder in folders:
+            for relpath in _pinned_below(folder):
+                (root / relpath).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(reference_file(relpath), root / relpath)
+        return root
+
+    return build
 
 
 @pytest.fixture(scope="module")

@@ -10,6 +10,7 @@ create repos, upload a folder in one commit ("regular" uploads, no LFS/Xet), tag
 - ``POST /api/{type}s/{id}/tag/{rev}``              → a tag (409 when it exists)
 - ``GET  /api/{type}s/{id}/refs``                   → branches and tags (404 RepoNotFound when missing)
 - ``GET  /api/models/{id}[/revision/{rev}]``        → what :attr:`HubState.models` holds for that id
+- ``HEAD|GET /{id}/resolve/{rev}/{file}``            → a file of that model info's ``files`` (e.g. its config.json)
 
 Everything the client did is recorded in :class:`HubState` (repos with their files, commits and tags, and a log of
 requests), so tests assert on what reached the "Hub".
@@ -31,6 +32,7 @@ __all__ = ["HubServer", "HubState", "Repo"]
 
 _REPO_ROUTE = re.compile(r"^/api/(models|datasets|spaces)/(.+?)/(preupload|commit|tag|refs)(?:/(.*))?$")
 _MODEL_ROUTE = re.compile(r"^/api/models/(.+?)(?:/revision/(.+))?$")
+_RESOLVE_ROUTE = re.compile(r"^/(?!api/)(.+?)/resolve/([^/]+)/(.+)$")
 
 
 @dataclass
@@ -97,9 +99,43 @@ class _Handler(BaseHTTPRequestHandler):
         return self.state.repos.get((kind.rstrip("s"), repo_id))
 
     # ------------------------------------------------------------------------------------------------- routes
+    def _resolve(self, path: str, *, body: bool) -> bool:
+        """Serve ``/{id}/resolve/{rev}/{file}`` from a model info's ``files`` (as the Hub serves a file download);
+        False when the path is not such a route."""
+        m = _RESOLVE_ROUTE.match(path)
+        if not m:
+            return False
+        files = (self.state.models.get(m.group(1)) or {}).get("files", {})
+        if m.group(3) not in files:
+            self.send_response(404)
+            self.send_header("X-Error-Code", "EntryNotFound")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return True
+        data = files[m.group(3)]
+        data = data if isinstance(data, bytes) else json.dumps(data).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("ETag", f'"{hashlib.sha256(data).hexdigest()}"')
+        self.send_header("X-Repo-Commit", "a" * 40)
+        self.end_headers()
+        if body:
+            self.wfile.write(data)
+        return True
+
+    def do_HEAD(self) -> None:
+        path = unquote(urlparse(self.path).path)
+        self.state.requests.append(("HEAD", path))
+        if not self._resolve(path, body=False):
+            self.send_response(404)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
     def do_GET(self) -> None:
         path = unquote(urlparse(self.path).path)
         self.state.requests.append(("GET", path))
+        if self._resolve(path, body=True):
+            return
         m = _REPO_ROUTE.match(path)
         if m and m.group(3) == "refs":
             repo = self._repo(m.group(1), m.group(2))

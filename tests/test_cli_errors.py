@@ -153,9 +153,9 @@ def test_check_predictions_against_a_non_csv(default_run: Path, tmp_path: Path):
     one_line_error(queerbench("check-predictions", str(default_run), "--against", str(binary)), str(binary), "CSV")
 
 
-def test_check_predictions_says_config_and_k_differ(default_run: Path, upstream_dir: Path):
+def test_check_predictions_says_config_and_k_differ(default_run: Path, reference_file):
     """A default top-5 run against the paper's top-1 file: the numbers come with the reason they mean little."""
-    paper_top1 = upstream_dir / "prediction/bert-base-uncased_template_1.csv"
+    paper_top1 = reference_file("upstream/queerbench/data/prediction/bert-base-uncased_template_1.csv")
     proc = queerbench("check-predictions", str(default_run), "--against", str(paper_top1))
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
     warnings = [line for line in proc.stderr.splitlines() if line.startswith("warning: ")]
@@ -192,16 +192,12 @@ def test_readme_first_command_without_the_model_in_the_cache(tmp_path: Path):
     assert not (tmp_path / "runs").exists()
 
 
-def test_a_changed_lexicon_fails_before_inference(bert: Path, tmp_path: Path, shared_dir: Path):
-    data = tmp_path / "data"
-    data.mkdir()
-    for entry in shared_dir.iterdir():
-        if entry.name != "lexicons":
-            (data / entry.name).symlink_to(entry)
-    shutil.copytree(shared_dir / "lexicons", data / "lexicons", symlinks=True)
+def test_a_changed_lexicon_fails_before_inference(bert: Path, tmp_path: Path, data_folder):
+    data = data_folder(
+        "upstream/queerbench/data/templates", "upstream/queerbench/data/queer_identities", "lexicons/hurtlex"
+    )
     hurtlex = data / "lexicons/hurtlex/hurtlex_EN.tsv"
-    hurtlex.unlink()
-    hurtlex.write_text((shared_dir / "lexicons/hurtlex/hurtlex_EN.tsv").read_text() + "x\ty\tz\tw\tv\tu\n")
+    hurtlex.write_text(hurtlex.read_text() + "x\ty\tz\tw\tv\tu\n")
     proc = queerbench(
         "run", "--model", str(bert), "--limit", "1", "--toxicity", "none", "--out", str(tmp_path / "r"),
         env={"QUEERBENCH_DATA_DIR": str(data), "QUEERBENCH_CACHE": str(tmp_path / "cache")},

@@ -11,7 +11,7 @@ import yaml
 from datasets import load_dataset
 
 from queerbench.cli import main
-from queerbench.dataset import build_dataset
+from queerbench.hub.dataset import build_dataset
 from queerbench.templates import COLUMNS
 
 

@@ -14,13 +14,13 @@ import pytest
 from queerbench import run as run_module
 from queerbench.cli import main
 from queerbench.run import RunOptions
+from queerbench.scoring.aggregate import ScoringOptions, compute
 from queerbench.scoring.function_words import (
     content_only,
     function_word_summary,
     load_function_words,
     schema_problems,
 )
-from queerbench.scoring.score import ScoringOptions, compute
 from queerbench.templates import build_sentences
 from tests.test_llm_instructed import BlankServer
 

@@ -1,4 +1,4 @@
-"""QueerBench on generative LMs, the wiring (``queerbench.llm.fill``, ``queerbench.llm.load_runner``), fast.
+"""QueerBench on generative LMs, the wiring (``queerbench.llm.predictors``, ``queerbench.llm.load_runner``), fast.
 
 Which method a set of options means (every branch and its one-line error), what fingerprints a model, what the two
 predictors record and return, and that every option reaches the runner or scorer it is meant for. The models are
@@ -17,21 +17,11 @@ import torch
 import transformers
 
 from queerbench.fingerprint import fingerprint_model
-from queerbench.llm import DEFAULT_MODEL, OpenAIChatRunner, TransformersRunner, load_runner
-from queerbench.llm.cpu_linear import linear_kernel
-from queerbench.llm.fill import (
-    GENERATIVE_METHODS,
-    METHODS,
-    InstructedPredictor,
-    ScoredPredictor,
-    load_predictor,
-    model_fingerprint,
-    model_kind,
-    resolve_method,
-    same_weights,
-)
+from queerbench.llm import DEFAULT_MODEL, OpenAIChatRunner, TransformersRunner, describe_model, load_runner
 from queerbench.llm.instructed import build_prompt, instructed_settings, load_prompts
+from queerbench.llm.predictors import InstructedPredictor, ScoredPredictor, model_fingerprint
 from queerbench.llm.scored import ScoredLM, score_blanks
+from queerbench.methods import GENERATIVE_METHODS, METHODS, load_predictor, resolve_method, same_weights
 from queerbench.sources import get_source
 from tests.openai_server import FakeOpenAI
 from tests.tiny_models import tiny_gpt2, tiny_llama
@@ -103,7 +93,10 @@ def test_resolve_method_table(folders: dict[str, str]) -> None:
     ]
     for method, model, endpoint, want in cases:
         assert resolve_method(method, model, endpoint) == want, (method, model, endpoint)
-    assert model_kind(gpt2) == ("causal", "GPT2LMHeadModel") and model_kind(bert) == ("masked", "BertForMaskedLM")
+    assert describe_model(gpt2) == ("causal", "GPT2LMHeadModel") and describe_model(bert) == (
+        "masked",
+        "BertForMaskedLM",
+    )
 
 
 def test_resolve_method_errors(folders: dict[str, str]) -> None:
@@ -199,7 +192,6 @@ def test_scored_predictor(folders: dict[str, str]) -> None:
         "device": "cpu",
         "dtype": "float32",
         "architecture": "GPT2LMHeadModel",
-        "linear_kernel": linear_kernel(lm.model),
         "params": sum(p.numel() for p in lm.model.parameters()),
         "decoding": {
             "candidates": 12,
@@ -213,7 +205,7 @@ def test_scored_predictor(folders: dict[str, str]) -> None:
     }
     ticks: list[int] = []
     out = predictor.predict(["a", "b", "c"], SENTENCES, ticks.append)
-    want = score_blanks(ScoredLM(lm.model, lm.tokenizer), SENTENCES, 3)
+    want = score_blanks(ScoredLM(lm.model, lm.tokenizer), SENTENCES, 3, batch_size=2)  # the predictor's batches
     assert out == {
         "tokens": want.tokens,
         "probs": want.probs,
@@ -408,7 +400,9 @@ def test_load_runner_for_an_endpoint(monkeypatch: pytest.MonkeyPatch) -> None:
     assert (runner.max_retries, runner.backoff_base, runner.backoff_max, runner.timeout) == (2, 0.5, 4.0, (2.0, 7.0))
     default = load_runner("served", "http://127.0.0.1:9/v1")
     assert default.api_key_env == "OPENAI_API_KEY" and default.concurrency == 8
-    assert default._limiter.interval == pytest.approx(1.0) and default.fingerprint()["kind"] == "openai-chat"
+    assert (
+        default._limiter.interval == pytest.approx(0.1) and default.fingerprint()["kind"] == "openai-chat"
+    )  # 600 a minute
     assert "system" not in default.fingerprint() and "extra_body" not in default.fingerprint()
     unlimited = load_runner("served", "http://127.0.0.1:9/v1", requests_per_minute=None)
     assert unlimited._limiter.interval == 0.0

@@ -22,7 +22,7 @@ from queerbench.llm import (
     model_kind,
     resolve_device,
 )
-from queerbench.predict import ModelLoadError
+from queerbench.model_loading import ModelLoadError
 from tests.tiny_models import tiny_bert, tiny_gpt2, tiny_llama
 
 PROMPTS = [
@@ -80,7 +80,7 @@ def test_samples_of_one_prompt_share_one_prefill_and_equal_their_replies_alone(r
     def record(module, args):  # the first call of each batch is the prefill, then one per decoding step
         prefill_rows.append(args[0].shape[0])
 
-    # the token embedding sees every forward pass, transformers' and the Llama decoder's steps alike
+    # the token embedding sees every forward pass: the prefill and each decoding step
     handle = runner.model.get_input_embeddings().register_forward_pre_hook(record)
     try:
         together = _texts(runner, prompts, seeds, batch_size=6, **kw)

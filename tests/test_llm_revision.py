@@ -13,7 +13,7 @@ import pytest
 import transformers
 
 from queerbench.cli import main
-from queerbench.llm.fill import load_predictor
+from queerbench.methods import load_predictor
 from queerbench.run import RunOptions
 from tests.tiny_models import tiny_gpt2, tiny_llama
 

@@ -21,7 +21,6 @@ from tokenizers import ByteLevelBPETokenizer
 from transformers import GPT2Config, GPT2LMHeadModel, GPT2Model, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
 from queerbench.llm import scored
-from queerbench.llm.cpu_linear import linear_kernel, prepack_linear_weights
 from queerbench.llm.scored import (
     Candidate,
     ScoredLM,
@@ -35,7 +34,7 @@ from queerbench.llm.scored import (
     split_blank,
     start_token_id,
 )
-from queerbench.vocab_filter import _WORD, sentence_start_table, whole_word_table
+from queerbench.mlm.vocab_filter import _WORD, sentence_start_table, whole_word_table
 from tests.tiny_models import CORPUS, CacheOnlyLM, NoLogitsToKeepLM, PastKeyValuesLM
 
 SENTENCES = [
@@ -248,12 +247,7 @@ def test_metadata(lm: ScoredLM) -> None:
         "device": "cpu",
         "dtype": "float32",
         "architecture": type(lm.model).__name__,
-        "linear_kernel": "torch",  # built here, never packed
     }
-    tok = _gpt2_tokenizer()
-    packed = _gpt2(tok)
-    kernel = prepack_linear_weights(packed)  # "onednn-prepacked" where this torch has oneDNN
-    assert ScoredLM(packed, tok).metadata()["linear_kernel"] == kernel == linear_kernel(packed)
     none = ScoredLM(lm.model, lm.tokenizer)
     none.start_id = None
     assert none.metadata()["start_token"] is None

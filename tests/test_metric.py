@@ -8,13 +8,13 @@ import evaluate
 import pytest
 
 from queerbench.paper_data import read_paper_csv
-from queerbench.scoring.score import ScoringOptions, compute
+from queerbench.scoring.aggregate import ScoringOptions, compute
 
 METRIC = str(Path(__file__).resolve().parents[1] / "metric_queerbench")
 
 
-def test_paper_config_reproduces_a_table4_column(upstream_dir: Path):
-    ev = read_paper_csv(upstream_dir / "evaluation/bert-base-uncased_template_5.csv")
+def test_paper_config_reproduces_a_table4_column(reference_file):
+    ev = read_paper_csv(reference_file("upstream/queerbench/data/evaluation/bert-base-uncased_template_5.csv"))
     qb = evaluate.load(METRIC, "paper")
     res = qb.compute(
         predictions=ev["tokens"].tolist(),

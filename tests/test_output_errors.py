@@ -113,9 +113,9 @@ def test_scm_report_of_a_truncated_responses_file(tmp_path: Path, capsys):
     assert "responses.parquet is corrupt or truncated" in line and "delete it and rerun `queerbench scm run`" in line
 
 
-def test_check_predictions_of_a_truncated_file(tmp_path: Path, capsys, upstream_dir: Path):
+def test_check_predictions_of_a_truncated_file(tmp_path: Path, capsys, reference_file):
     path = _truncated_parquet(tmp_path / "predictions.parquet")
-    against = next((upstream_dir / "prediction").glob("*_template_*.csv"))
+    against = reference_file("upstream/queerbench/data/prediction/bert-base-uncased_template_5.csv")
     assert main(["check-predictions", str(path), "--against", str(against)]) == 2
     assert f"{path} is corrupt or truncated" in _one_error_line(capsys.readouterr().err)
 

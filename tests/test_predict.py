@@ -13,7 +13,7 @@ import torch
 # tests/ is on sys.path under both `pytest` and `python -m pytest` (rootdir-less test folder, prepend import mode)
 from tiny_models import tiny_albert, tiny_bert, tiny_bertweet, tiny_gpt2, tiny_roberta
 
-from queerbench.predict import (
+from queerbench.mlm.predict import (
     MaskedLM,
     ModelLoadError,
     check_predictions,
@@ -141,7 +141,7 @@ def test_dtype_and_device_options(model_dirs: dict[str, Path]) -> None:
 # ------------------------------------------------------------------------------------------------------ prediction
 @pytest.mark.parametrize("name", list(BUILDERS))
 def test_mask_token_substitution(lms: dict[str, MaskedLM], name: str) -> None:
-    from queerbench.predict import _encode
+    from queerbench.mlm.predict import _encode
 
     lm = lms[name]
     for mode in ("default", "paper"):
@@ -317,8 +317,8 @@ def test_check_predictions_metrics(tmp_path: Path) -> None:
     assert check_predictions(tmp_path / "predictions.parquet", csv) == report
 
 
-def test_check_predictions_against_upstream_file(upstream_dir: Path) -> None:
-    csv = upstream_dir / "prediction" / "bert-base-uncased_template_5.csv"
+def test_check_predictions_against_upstream_file(reference_file) -> None:
+    csv = reference_file("upstream/queerbench/data/prediction/bert-base-uncased_template_5.csv")
     paper = build_sentences("paper").head(30)
     full = pd.read_csv(csv, sep=";", dtype=str, keep_default_na=False)
     upstream = full.head(30)

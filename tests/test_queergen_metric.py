@@ -18,8 +18,8 @@ METRIC = str(Path(__file__).resolve().parents[1] / "metric_queerbench")
 
 
 @pytest.fixture(scope="module")
-def bert_large(shared_dir: Path) -> pd.DataFrame:
-    return read_evaluation_csv(shared_dir / "upstream/queergen/evaluations/prompt_1/BERT_large.csv")
+def bert_large(reference_file) -> pd.DataFrame:
+    return read_evaluation_csv(reference_file("upstream/queergen/evaluations/prompt_1/BERT_large.csv"))
 
 
 def test_metric_queergen_config_gives_the_published_numbers(bert_large: pd.DataFrame) -> None:

@@ -42,8 +42,8 @@ STALE_ROW = ("gemma3", 2520)
 
 
 @pytest.fixture(scope="module")
-def queergen_dir(shared_dir: Path) -> Path:
-    return shared_dir / "upstream" / "queergen"
+def queergen_dir(reference_folder) -> Path:
+    return reference_folder("upstream/queergen")
 
 
 @pytest.fixture(scope="module")

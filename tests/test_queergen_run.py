@@ -30,7 +30,7 @@ def run_dir(bert: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_run_predicts_queergen_sentences_and_scores_both_ways(bert: Path, run_dir: Path) -> None:
-    from queerbench.predict import load_masked_lm, predict
+    from queerbench.mlm.predict import load_masked_lm, predict
 
     pred = pd.read_parquet(run_dir / "predictions.parquet")
     # QueerGen's code decodes masked LMs as the QueerBench paper did: "[CLS] … [SEP]", raw top-k tokens
@@ -93,7 +93,7 @@ def test_masked_lm_queergen_scores_recomputed_from_its_predictions(run_dir: Path
     from scipy import stats
     from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
 
-    from queerbench.scoring.score import ScoringOptions, prepare_toxicity_scorer
+    from queerbench.scoring.aggregate import ScoringOptions, prepare_toxicity_scorer
 
     pred = pd.read_parquet(run_dir / "predictions.parquet")
     qg = json.loads((run_dir / "scores.json").read_text())["queergen"]
@@ -165,11 +165,11 @@ def test_compare_puts_both_benchmarks_side_by_side(bert: Path, run_dir: Path, tm
     assert {"QB (default): queer", "QB on QueerGen sentences: queer", "QG vader: queer"} <= set(table.columns)
 
 
-def test_papers_side_by_side(shared_dir: Path) -> None:
+def test_papers_side_by_side(reference_folder) -> None:
     from queerbench.queergen.compare import papers_side_by_side
 
     table = papers_side_by_side(
-        shared_dir / "upstream/queerbench/data/results", shared_dir / "upstream/queergen/tables"
+        reference_folder("upstream/queerbench/data/results"), reference_folder("upstream/queergen/tables")
     )
     assert list(table.index) == ["BERT Base", "BERT Large", "RoBERTa Base", "RoBERTa Large"]
     assert table.loc["BERT Base", "QB queer"] == 4.07 and table.loc["BERT Large", "QG Perspective Q"] == 0.079
@@ -203,7 +203,7 @@ def test_instructed_scores_are_top_k_asked_not_the_most_parsed_words() -> None:
     """Five replies asked, at most two parsed to one word: the scores are top-5 (not top-2), and ``k=1`` keeps
     the first parsed word of each sentence."""
     from queerbench.run import score_predictions
-    from queerbench.scoring.score import ScoringOptions
+    from queerbench.scoring.aggregate import ScoringOptions
 
     tokens = [["nurse", "doctor"], ["thief"], [], ["hero"]]
     frame = pd.DataFrame(

@@ -4,14 +4,13 @@
 from __future__ import annotations
 
 import copy
-import shutil
 from pathlib import Path
 
 import pytest
 
 from queerbench import CONFIGS, check_config
 from queerbench.cli import main
-from queerbench.dataset import build_dataset, load_local_split
+from queerbench.hub.dataset import build_dataset, load_local_split
 from queerbench.queergen.sentences import build_queergen_sentences, queergen_sample, read_upstream_sentences
 from queerbench.queergen.spec import QueerGenSpecError, _validate, spec
 from queerbench.sources import ChecksumError, fetch
@@ -71,16 +70,16 @@ def test_spec_schema_check_names_the_fault() -> None:
         _validate(broken)
 
 
-def test_wrong_checksum_is_one_line_naming_the_file(tmp_path: Path, shared_dir: Path, capsys, monkeypatch) -> None:
+def test_wrong_checksum_is_one_line_naming_the_file(tmp_path: Path, data_folder, capsys, monkeypatch) -> None:
     from queerbench.queergen import sentences
 
-    bad = tmp_path / "upstream" / "queergen" / "data"
-    shutil.copytree(shared_dir / "upstream" / "queergen" / "data", bad)
+    data = data_folder("upstream/queergen/data")
+    bad = data / "upstream" / "queergen" / "data"
     text = (bad / "markers.csv").read_text()
     (bad / "markers.csv").write_text(text.replace("Queer,gay,orientation,y\n", ""))
     with pytest.raises(ChecksumError, match="queergen_markers"):
         fetch("queergen_markers", bad / "markers.csv")
-    monkeypatch.setenv("QUEERBENCH_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("QUEERBENCH_DATA_DIR", str(data))
     monkeypatch.setenv("QUEERBENCH_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("QUEERBENCH_OFFLINE", "1")
     sentences._build.cache_clear()

@@ -16,11 +16,12 @@ from pathlib import Path
 import gradio
 import pytest
 import yaml
+from built_dist import installed_wheel
 from hub_server import HubServer
 
 from queerbench import __version__
 from queerbench.cli import main
-from queerbench.release import ReleaseError, build_release, find_checkout, push_release
+from queerbench.hub.release import ReleaseError, build_release, find_checkout, push_release
 
 NS = "qb-test"
 TAG = f"v{__version__}"
@@ -99,18 +100,27 @@ def test_build_writes_three_folders_with_one_version(release: Path) -> None:
         assert f"Release {TAG}" in (release / folder / "README.md").read_text(encoding="utf-8")
 
 
+@pytest.mark.slow
 def test_released_metric_space_loads_the_library_not_itself(release: Path) -> None:
-    """On the Space, app.py sits next to queerbench.py; `import queerbench` in the module must find the library."""
+    """On the Space, app.py sits next to queerbench.py; `import queerbench` in the module must find the library —
+    the library the Space installs: its requirements pin ``queerbench==<version>``, resolved here to this
+    version's built wheel, installed on its own (``tests/built_dist.py``) and first on the path, not the checkout."""
+    (pin,) = [ln for ln in (release / "metric" / "requirements.txt").read_text().splitlines() if ln.startswith("queer")]
+    assert pin == f"queerbench=={__version__}"  # what installed_wheel() installs
+    target = installed_wheel()
     code = (
-        "import sys, json; sys.path.insert(0, '.'); import app; "
-        "r = app.compute(json.dumps(app.EXAMPLE), 'paper'); print(json.dumps(r['queerbench']))"
+        "import sys, json; sys.path.insert(0, '.'); import app, queerbench; "
+        "r = app.compute(json.dumps(app.EXAMPLE), 'paper'); print(queerbench.__file__); "
+        "print(json.dumps(r['queerbench']))"
     )
-    env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False"}
+    env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", "PYTHONPATH": str(target)}
     proc = subprocess.run(
         [sys.executable, "-c", code], cwd=release / "metric", env=env, capture_output=True, text=True, timeout=300
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert json.loads(proc.stdout.strip().splitlines()[-1]) == {"queer": 111.66, "non-queer": 38.33}
+    library, result = proc.stdout.strip().splitlines()[-2:]
+    assert Path(library).is_relative_to(target / "queerbench")  # the wheel's library, not the checkout's
+    assert json.loads(result) == {"queer": 111.66, "non-queer": 38.33}
 
 
 def test_build_needs_the_checkout(tmp_path: Path) -> None:

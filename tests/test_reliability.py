@@ -74,7 +74,7 @@ def test_resume_against_changed_weights_is_refused(bert: Path, tmp_path: Path, m
     """The issue's data corruption: kill a run on a local folder, replace its weights, rerun."""
     model = Path(shutil.copytree(bert, tmp_path / "model"))
     monkeypatch.setattr(run_module, "CHUNK_SIZE", 40)
-    import queerbench.predict as predict_module
+    import queerbench.mlm.predict as predict_module
 
     real, calls = predict_module.predict, {"n": 0}
 
@@ -116,7 +116,7 @@ def no_model_load(monkeypatch: pytest.MonkeyPatch) -> None:
     def boom(*args, **kwargs):
         raise AssertionError("the model's weights must not load before every check has passed")
 
-    monkeypatch.setattr("queerbench.predict.load_masked_lm", boom)
+    monkeypatch.setattr("queerbench.mlm.predict.load_masked_lm", boom)
 
 
 @pytest.mark.parametrize(
@@ -151,12 +151,12 @@ def test_an_unavailable_device_fails_before_the_model_loads(
 
 
 def test_a_failed_model_load_leaves_no_half_made_folder(bert: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    from queerbench.predict import ModelLoadError
+    from queerbench.model_loading import ModelLoadError
 
     def broken(*args, **kwargs):
         raise ModelLoadError("weights are corrupt")
 
-    monkeypatch.setattr("queerbench.predict.load_masked_lm", broken)
+    monkeypatch.setattr("queerbench.mlm.predict.load_masked_lm", broken)
     options = RunOptions(model=str(bert), limit=1, toxicity="none", **FAST)
     with pytest.raises(ModelLoadError):
         run_benchmark(options, tmp_path / "new")
@@ -174,7 +174,7 @@ def test_a_rerun_of_a_finished_run_needs_no_model(bert: Path, tmp_path: Path, mo
     def boom(*args, **kwargs):
         raise AssertionError("a finished run is re-scored without loading the model or its tokenizer")
 
-    monkeypatch.setattr("queerbench.predict.load_masked_lm_tokenizer", boom)
+    monkeypatch.setattr("queerbench.mlm.predict.load_masked_lm_tokenizer", boom)
     assert run_benchmark(options, tmp_path / "r", log=lambda _: None).reused_predictions
 
 
@@ -207,7 +207,7 @@ def test_cached_sources_honour_the_umask(tmp_path: Path, monkeypatch: pytest.Mon
 
 # ------------------------------------------------------------------------------------------------------ messages
 def test_os_errors_become_one_line():
-    from queerbench.cli import os_error_message
+    from queerbench.commands.common import os_error_message
 
     message = os_error_message(PermissionError(13, "Permission denied", "/ro/run/run.json"))
     assert message.startswith("Permission denied: /ro/run/run.json;") and "\n" not in message and "--out" in message
@@ -275,7 +275,7 @@ def test_metric_input_types_are_one_clear_error(config: str, init: dict, inputs:
 
 # ----------------------------------------------------------------------------------------- prediction check
 def test_check_predictions_says_when_config_and_k_differ(tmp_path: Path):
-    from queerbench.prediction_check import check_predictions
+    from queerbench.mlm.prediction_check import check_predictions
 
     run = tmp_path / "run"
     run.mkdir()
@@ -338,14 +338,14 @@ def test_compare_labels_are_readable_and_warn_about_what_differs(tmp_path: Path)
 
 
 def test_value_labels_contrast_with_their_cell():
-    from queerbench.report import text_colour_for
+    from queerbench.figures import text_colour_for
 
     assert text_colour_for(mcolors.to_rgba("#67000d")) == "white"  # the darkest red of the heatmap
     assert text_colour_for(mcolors.to_rgba("#fff5f0")) == "black"  # its lightest
 
 
 def test_heatmap_labels_titles_and_no_data_look():
-    from queerbench.report import NO_DATA_LABEL, build_heatmap
+    from queerbench.figures import NO_DATA_LABEL, build_heatmap
 
     table = pd.DataFrame({"queer": [200.0, np.nan], "non-queer": [1.0, 2.0]}, index=["run a", "run b"])
     fig = build_heatmap(table, "QueerBench score", subtitle="bert · default config · top-5")
@@ -359,7 +359,7 @@ def test_heatmap_labels_titles_and_no_data_look():
 
 
 def test_run_figures_name_model_config_and_k_and_have_legends():
-    from queerbench.report import build_category_figure, build_comparison_figure
+    from queerbench.figures import build_category_figure, build_comparison_figure
 
     scores = {
         "config": "paper",

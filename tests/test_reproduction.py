@@ -8,10 +8,17 @@ import numpy as np
 import pytest
 
 from queerbench.paper_data import paper_token_list, read_paper_csv, read_table4, table4_column
+from queerbench.scoring.aggregate import ScoringOptions, compute
 from queerbench.scoring.hurtlex import load_hurtlex
-from queerbench.scoring.score import ScoringOptions, compute
 
 GROUPS = ("neo", "neutral", "binary", "queer", "non-queer")
+
+
+@pytest.fixture(scope="module")
+def upstream_dir(reference_folder) -> Path:
+    """The paper's stored evaluations and result tables (pinned reference files), laid out as upstream."""
+    reference_folder("upstream/queerbench/data/results")
+    return reference_folder("upstream/queerbench/data/evaluation").parent
 
 
 def _evaluation_files(upstream_dir: Path) -> list[Path]:

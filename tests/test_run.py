@@ -52,7 +52,7 @@ def test_rerun_reuses_and_does_no_inference(finished: Path, bert: str, monkeypat
     def boom(*args, **kwargs):
         raise AssertionError("inference must not run again")
 
-    monkeypatch.setattr("queerbench.predict.load_masked_lm", boom)
+    monkeypatch.setattr("queerbench.mlm.predict.load_masked_lm", boom)
     messages: list[str] = []
     result = run_benchmark(RunOptions(model=bert, limit=3, toxicity="none", **FAST), finished, log=messages.append)
     assert result.reused_predictions and result.n_predicted == 0 and "reusing" in messages[0]
@@ -60,7 +60,7 @@ def test_rerun_reuses_and_does_no_inference(finished: Path, bert: str, monkeypat
 
 def test_killed_run_resumes_where_it_stopped(bert: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setattr(run_module, "CHUNK_SIZE", 40)
-    import queerbench.predict as predict_module
+    import queerbench.mlm.predict as predict_module
 
     real = predict_module.predict
     calls = {"n": 0}
@@ -166,8 +166,8 @@ def test_score_and_compare_commands(finished: Path, tmp_path: Path, capsys: pyte
     assert (tmp_path / "cmp/compare_heatmap.png").is_file() and (tmp_path / "cmp/compare.md").is_file()
 
 
-def test_score_reproduces_a_paper_file(upstream_dir: Path, capsys: pytest.CaptureFixture[str]):
-    path = upstream_dir / "evaluation/bert-base-uncased_template_1.csv"
+def test_score_reproduces_a_paper_file(reference_file, capsys: pytest.CaptureFixture[str]):
+    path = reference_file("upstream/queerbench/data/evaluation/bert-base-uncased_template_1.csv")
     assert main(["score", str(path), "--config", "paper", "--toxicity", "precomputed"]) == 0
     out = capsys.readouterr().out
     assert "queer: QB 4.07" in out and "non-queer: QB 3.18" in out
@@ -214,7 +214,7 @@ def test_missing_toxicity_source_fails_before_inference(
     def boom(*args, **kwargs):
         raise AssertionError("no model may load when the scorer is unusable")
 
-    monkeypatch.setattr("queerbench.predict.load_masked_lm", boom)
+    monkeypatch.setattr("queerbench.mlm.predict.load_masked_lm", boom)
     assert (
         main(["run", "--model", bert, "--limit", "1", "--toxicity", "perspective", "--out", str(tmp_path / "p")]) == 2
     )

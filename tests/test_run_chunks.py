@@ -24,8 +24,8 @@ from tiny_models import tiny_bert, tiny_llama, tiny_roberta
 from queerbench import run as run_module
 from queerbench.fingerprint import fingerprint_model
 from queerbench.llm import ResponseCache
-from queerbench.llm.fill import ScoredPredictor
-from queerbench.predict import load_masked_lm, paper_one_at_a_time, predict
+from queerbench.llm.predictors import ScoredPredictor
+from queerbench.mlm.predict import load_masked_lm, paper_one_at_a_time, predict
 from queerbench.run import RunOptions
 
 N = 5  # sentences: chunks of 2, 2 and 1

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from queerbench import __version__
+from queerbench import __version__, run_folder
 from queerbench import run as run_module
 from queerbench.llm import DEFAULT_MODEL, ResponseCache
 from queerbench.run import RunOptions, default_out_dir
@@ -161,16 +161,16 @@ def test_default_out_dir_names(options: dict, name: str):
 
 # ------------------------------------------------------------------------------------------------ folder states
 def test_a_missing_or_empty_folder_is_new(tmp_path: Path):
-    assert run_module._inspect_out_dir(tmp_path / "a" / "b", KEY) == ("new", None)
+    assert run_folder.inspect_out_dir(tmp_path / "a" / "b", KEY) == ("new", None)
     (tmp_path / "empty").mkdir()
-    assert run_module._inspect_out_dir(tmp_path / "empty", KEY) == ("new", None)
+    assert run_folder.inspect_out_dir(tmp_path / "empty", KEY) == ("new", None)
     assert not (tmp_path / "a").exists() and list((tmp_path / "empty").iterdir()) == []  # nothing written
 
 
 def test_a_folder_with_foreign_files_is_refused(tmp_path: Path):
     (tmp_path / "notes.txt").write_text("mine")
     with pytest.raises(FileExistsError) as info:
-        run_module._inspect_out_dir(tmp_path, KEY)
+        run_folder.inspect_out_dir(tmp_path, KEY)
     assert str(info.value) == f"output folder {tmp_path} is not empty and holds no queerbench run; choose another --out"
 
 
@@ -196,7 +196,7 @@ def _started(folder: Path, key: dict, *files: str) -> Path:
 )
 def test_the_state_of_a_started_folder(tmp_path: Path, files: tuple[str, ...], state: str):
     out = _started(tmp_path / "run", KEY, *files)
-    found, stored = run_module._inspect_out_dir(out, KEY)
+    found, stored = run_folder.inspect_out_dir(out, KEY)
     assert found == state and stored == {**KEY, "model_fingerprint": {"kind": "hub"}}
 
 
@@ -204,14 +204,14 @@ def test_another_run_is_refused_naming_every_field_that_differs(tmp_path: Path):
     out = _started(tmp_path / "run", KEY, "predictions.parquet")
     now = {**KEY, "top_k": 3, "limit": 2}
     with pytest.raises(FileExistsError) as info:
-        run_module._inspect_out_dir(out, now)
+        run_folder.inspect_out_dir(out, now)
     assert str(info.value) == (
         f"output folder {out} holds another run (top_k: 5 there, 3 now, limit: None there, 2 now); "
         "choose another --out (or delete that folder)"
     )
     # a field the stored key lacks (an older run) differs too
     with pytest.raises(FileExistsError, match="method: None there, 'scored' now"):
-        run_module._inspect_out_dir(out, {**KEY, "method": "scored"})
+        run_folder.inspect_out_dir(out, {**KEY, "method": "scored"})
 
 
 def test_an_unreadable_run_json_is_one_line(tmp_path: Path):
@@ -219,7 +219,7 @@ def test_an_unreadable_run_json_is_one_line(tmp_path: Path):
     out.mkdir()
     (out / "run.json").write_text("{not json")
     with pytest.raises(ValueError) as info:
-        run_module._inspect_out_dir(out, KEY)
+        run_folder.inspect_out_dir(out, KEY)
     text = str(info.value)
     assert text.startswith(f"{out / 'run.json'} is unreadable (") and text.endswith(
         f"); delete the folder {out} or choose another --out"
@@ -232,7 +232,7 @@ def test_a_file_in_the_way_is_refused(tmp_path: Path, chosen: bool):
     blocker.write_text("x")
     for out, what in ((blocker, "it is a file, not a folder"), (blocker / "a" / "b", f"it lies below {blocker}")):
         with pytest.raises(ValueError) as info:
-            run_module._inspect_out_dir(out, KEY, chosen=chosen)
+            run_folder.inspect_out_dir(out, KEY, chosen=chosen)
         text = str(info.value)
         assert text.startswith(f"cannot write the output folder {out} (") and what in text
         if chosen:
@@ -256,7 +256,7 @@ def test_a_folder_that_cannot_be_written_is_refused():
     else:
         reason = "permission denied"
     with pytest.raises(ValueError) as info:
-        run_module._inspect_out_dir(out, KEY)  # chosen (--out) unless told otherwise
+        run_folder.inspect_out_dir(out, KEY)  # chosen (--out) unless told otherwise
     assert str(info.value) == (
         f"cannot write the output folder {out} (--out): /proc is not writable ({reason}); "
         "choose an --out in a folder you can write to"
@@ -280,7 +280,7 @@ def test_a_folder_without_write_permission_is_refused_before_any_attempt(tmp_pat
     out = locked / "a" / "run"
     try:
         with pytest.raises(ValueError) as info:
-            run_module._inspect_out_dir(out, KEY, chosen=chosen)
+            run_folder.inspect_out_dir(out, KEY, chosen=chosen)
     finally:
         locked.chmod(0o755)
     where = "--out" if chosen else f"the default output folder (relative to the current directory {Path.cwd()})"
@@ -290,11 +290,11 @@ def test_a_folder_without_write_permission_is_refused_before_any_attempt(tmp_pat
     )
     assert list(locked.iterdir()) == []  # refused before anything was tried there
     (tmp_path / "open").mkdir()
-    run_module._check_writable(tmp_path / "open" / "run", chosen=chosen)  # writable bits: no refusal
+    run_folder.check_writable(tmp_path / "open" / "run", chosen=chosen)  # writable bits: no refusal
 
 
 def test_the_write_probe_leaves_nothing_behind(tmp_path: Path):
-    run_module._check_writable(tmp_path / "new", chosen=True)
+    run_folder.check_writable(tmp_path / "new", chosen=True)
     assert list(tmp_path.iterdir()) == []
 
 
@@ -302,21 +302,21 @@ def test_the_write_probe_leaves_nothing_behind(tmp_path: Path):
 def test_claiming_a_new_folder_writes_the_record_and_says_it_created_it(tmp_path: Path):
     out = tmp_path / "a" / "run"
     record = {**KEY, "model_fingerprint": {"kind": "local", "sha256": "1"}}
-    assert run_module._claim_out_dir(out, record, "new") is True
+    assert run_folder.claim_out_dir(out, record, "new") is True
     assert json.loads((out / "run.json").read_text()) == record
     empty = tmp_path / "empty"
     empty.mkdir()
-    assert run_module._claim_out_dir(empty, record, "new") is False and (empty / "run.json").is_file()
+    assert run_folder.claim_out_dir(empty, record, "new") is False and (empty / "run.json").is_file()
 
 
 def test_a_restart_drops_the_old_chunks_and_a_resume_writes_nothing(tmp_path: Path):
     out = _started(tmp_path / "run", KEY, ".chunks/model.json", "keep.txt")
     record = {**KEY, "model_fingerprint": {"kind": "local", "sha256": "2"}}
-    assert run_module._claim_out_dir(out, record, "restart") is False
+    assert run_folder.claim_out_dir(out, record, "restart") is False
     assert not (out / ".chunks").exists() and json.loads((out / "run.json").read_text()) == record
     resumed = _started(tmp_path / "resumed", KEY, ".chunks/chunk-00000.parquet")
     before = (resumed / "run.json").read_text()
-    assert run_module._claim_out_dir(resumed, record, "resume") is False
+    assert run_folder.claim_out_dir(resumed, record, "resume") is False
     assert (resumed / "run.json").read_text() == before and (resumed / ".chunks/chunk-00000.parquet").is_file()
 
 
@@ -324,10 +324,10 @@ def test_a_claim_that_cannot_write_is_one_line_and_leaves_no_folder(tmp_path: Pa
     def full_disk(path, data):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(run_module, "write_json", full_disk)
+    monkeypatch.setattr(run_folder, "write_json", full_disk)
     out = tmp_path / "run"
     with pytest.raises(ValueError) as info:
-        run_module._claim_out_dir(out, KEY, "new", chosen=True)
+        run_folder.claim_out_dir(out, KEY, "new", chosen=True)
     assert str(info.value) == (
         f"cannot write the output folder {out} (--out): No space left on device; "
         "choose an --out in a folder you can write to"
@@ -336,7 +336,7 @@ def test_a_claim_that_cannot_write_is_one_line_and_leaves_no_folder(tmp_path: Pa
     kept = tmp_path / "kept"  # a folder that was there before the claim stays
     kept.mkdir()
     with pytest.raises(ValueError, match="No space left on device"):
-        run_module._claim_out_dir(kept, KEY, "new", chosen=False)
+        run_folder.claim_out_dir(kept, KEY, "new", chosen=False)
     assert kept.is_dir()
 
 
@@ -345,16 +345,16 @@ def test_a_claim_that_fails_at_once_is_one_line(tmp_path: Path, monkeypatch):
     blocker.write_text("x")
     out = blocker / "run"  # mkdir fails: the folder never existed, and the undo must not trip over that
     with pytest.raises(ValueError) as info:
-        run_module._claim_out_dir(out, KEY, "new")
+        run_folder.claim_out_dir(out, KEY, "new")
     assert str(info.value).startswith(f"cannot write the output folder {out} (--out): ")
     assert str(info.value).endswith("; choose an --out in a folder you can write to")
 
     def broken(path, data):
         raise OSError("the disk went away")  # an OSError without an errno text: its type is named
 
-    monkeypatch.setattr(run_module, "write_json", broken)
+    monkeypatch.setattr(run_folder, "write_json", broken)
     with pytest.raises(ValueError) as info:
-        run_module._claim_out_dir(tmp_path / "run", KEY, "new")
+        run_folder.claim_out_dir(tmp_path / "run", KEY, "new")
     assert str(info.value) == (
         f"cannot write the output folder {tmp_path / 'run'} (--out): OSError; choose an --out in a folder you can "
         "write to"
@@ -363,14 +363,14 @@ def test_a_claim_that_fails_at_once_is_one_line(tmp_path: Path, monkeypatch):
 
 def test_a_restart_without_chunks_and_an_undo_of_what_is_gone_never_fail(tmp_path: Path):
     out = _started(tmp_path / "run", KEY)  # run.json only: a restart, no .chunks folder to drop
-    assert run_module._claim_out_dir(out, KEY, "restart") is False and (out / "run.json").is_file()
-    run_module._unclaim_out_dir(out, created=False)  # no .chunks either
+    assert run_folder.claim_out_dir(out, KEY, "restart") is False and (out / "run.json").is_file()
+    run_folder.unclaim_out_dir(out, created=False)  # no .chunks either
     assert list(out.iterdir()) == []
-    run_module._unclaim_out_dir(tmp_path / "gone", created=True)  # removed meanwhile: nothing to undo
+    run_folder.unclaim_out_dir(tmp_path / "gone", created=True)  # removed meanwhile: nothing to undo
     assert not (tmp_path / "gone").exists()
     bare = tmp_path / "bare"
     bare.mkdir()
-    run_module._unclaim_out_dir(bare, created=False)  # neither run.json nor .chunks: nothing to undo either
+    run_folder.unclaim_out_dir(bare, created=False)  # neither run.json nor .chunks: nothing to undo either
     assert bare.is_dir()
 
 
@@ -382,19 +382,19 @@ def _replies(path: Path, n: int) -> Path:
 
 
 def test_stored_replies_counts_the_cache(tmp_path: Path):
-    assert run_module._stored_replies(tmp_path / "none.sqlite") == 0
+    assert run_folder._stored_replies(tmp_path / "none.sqlite") == 0
     assert not (tmp_path / "none.sqlite").exists()  # counting never creates the cache
-    assert run_module._stored_replies(_replies(tmp_path / "three.sqlite", 3)) == 3
-    assert run_module._stored_replies(_replies(tmp_path / "zero.sqlite", 0)) == 0
+    assert run_folder._stored_replies(_replies(tmp_path / "three.sqlite", 3)) == 3
+    assert run_folder._stored_replies(_replies(tmp_path / "zero.sqlite", 0)) == 0
 
 
 def test_undoing_a_claim_that_predicted_nothing(tmp_path: Path):
     out = _started(tmp_path / "created", KEY, ".chunks/model.json")
     _replies(out / ".chunks/replies.sqlite", 0)  # an endpoint that never answered: an empty cache
-    run_module._unclaim_out_dir(out, created=True)
+    run_folder.unclaim_out_dir(out, created=True)
     assert not out.exists()
     there = _started(tmp_path / "there", KEY, ".chunks/model.json", "notes.txt")
-    run_module._unclaim_out_dir(there, created=False)  # a folder the user made: only what the claim wrote goes
+    run_folder.unclaim_out_dir(there, created=False)  # a folder the user made: only what the claim wrote goes
     assert sorted(p.name for p in there.iterdir()) == ["notes.txt"]
 
 
@@ -404,7 +404,7 @@ def test_undoing_keeps_anything_predicted(tmp_path: Path, kept: str):
     if kept == "replies":
         _replies(out / ".chunks/replies.sqlite", 1)
     for created in (True, False):
-        run_module._unclaim_out_dir(out, created=created)
+        run_folder.unclaim_out_dir(out, created=created)
         assert (out / "run.json").is_file() and (out / ".chunks").is_dir() == (kept != "predictions.parquet")
 
 
@@ -416,23 +416,23 @@ def _local(files: dict[str, str]) -> dict:
 def test_a_changed_model_folder_is_refused_naming_the_files(tmp_path: Path):
     options = RunOptions(model="/models/m")
     stored = {"model_fingerprint": _local({"a.bin": "1", "b.json": "2"})}
-    run_module._check_same_model(tmp_path, options, stored, _local({"a.bin": "1", "b.json": "2"}))
-    run_module._check_same_model(tmp_path, options, None, _local({"a.bin": "1"}))  # a new run: nothing to compare
+    run_folder.check_same_model(tmp_path, options.model, stored, _local({"a.bin": "1", "b.json": "2"}))
+    run_folder.check_same_model(tmp_path, options.model, None, _local({"a.bin": "1"}))  # a new run: nothing to compare
     with pytest.raises(ValueError) as info:
-        run_module._check_same_model(tmp_path, options, stored, _local({"a.bin": "9", "b.json": "2"}))
+        run_folder.check_same_model(tmp_path, options.model, stored, _local({"a.bin": "9", "b.json": "2"}))
     assert str(info.value) == (
         f"the files of model folder /models/m changed since the run in {tmp_path} started (a.bin); resuming "
         f"would mix two models' outputs: delete {tmp_path} to start over with the new files, or choose another --out"
     )
     many = {"model_fingerprint": _local({f"f{i}": "1" for i in range(5)})}
     with pytest.raises(ValueError, match=r"started \(f0, f1, f2 and 2 more\); resuming"):
-        run_module._check_same_model(tmp_path, options, many, _local({f"f{i}": "2" for i in range(5)}))
+        run_folder.check_same_model(tmp_path, options.model, many, _local({f"f{i}": "2" for i in range(5)}))
     four = {"model_fingerprint": _local({f"f{i}": "1" for i in range(4)})}
     with pytest.raises(ValueError, match=r"started \(f0, f1, f2 and 1 more\); resuming"):
-        run_module._check_same_model(tmp_path, options, four, _local({f"f{i}": "2" for i in range(4)}))
+        run_folder.check_same_model(tmp_path, options.model, four, _local({f"f{i}": "2" for i in range(4)}))
     three = {"model_fingerprint": _local({f"f{i}": "1" for i in range(3)})}
     with pytest.raises(ValueError, match=r"started \(f0, f1, f2\); resuming"):
-        run_module._check_same_model(tmp_path, options, three, _local({f"f{i}": "2" for i in range(3)}))
+        run_folder.check_same_model(tmp_path, options.model, three, _local({f"f{i}": "2" for i in range(3)}))
 
 
 # ------------------------------------------------------------------------------------------------ run record

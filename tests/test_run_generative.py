@@ -137,7 +137,7 @@ def test_endpoint_run_killed_mid_chunk_resumes_without_asking_again(tmp_path: Pa
 def test_scored_run_killed_between_chunks_resumes(
     models: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
-    from queerbench.llm import fill
+    from queerbench.llm import predictors as fill
 
     monkeypatch.setattr(run_module, "CHUNK_SIZE", 40)
     real = fill.ScoredPredictor.predict
@@ -175,7 +175,7 @@ def test_scored_run_killed_between_chunks_resumes(
 def test_resume_with_changed_weights_is_refused(models: dict[str, str], tmp_path: Path, monkeypatch, capsys):
     import shutil
 
-    from queerbench.llm import fill
+    from queerbench.llm import predictors as fill
 
     folder = tmp_path / "model"
     shutil.copytree(models["gpt2"], folder)

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 from tiny_models import tiny_bert
 
-import queerbench.predict as predict_module
+import queerbench.mlm.predict as predict_module
 from queerbench import run as run_module
 from queerbench.run import RunOptions, default_out_dir, run_benchmark
 

@@ -10,8 +10,18 @@ import numpy as np
 import pytest
 
 from queerbench.scm.analysis import _axis_share
-from queerbench.scm.axes import AxisMapper, calibrate_threshold, endpoint_embedder, load_sadcat, make_embedder
+from queerbench.scm.axes import (
+    AxisMapper,
+    axis_coverage,
+    calibrate_threshold,
+    default_threshold,
+    endpoint_embedder,
+    load_sadcat,
+    make_embedder,
+)
+from queerbench.scm.calibration import load_story_words
 from queerbench.scm.data import load_embedder_thresholds, load_terms
+from queerbench.scm.metric import score_responses
 from queerbench.scm.pipeline import make_mapper
 
 SEEDS = {a: [t.term for t in load_terms() if t.axis == a] for a in ("Warmth", "Competence")}
@@ -64,11 +74,54 @@ def test_bundled_threshold_for_minilm_is_the_calibrated_one_not_the_papers() -> 
     assert table["text-embedding-3-small"]["threshold"] == 0.55  # the paper's embedder, the paper's value
     mini = table["all-MiniLM-L6-v2"]
     assert mini["threshold"] < 0.55 and mini["agreement"]["macro_f1"] > mini["at_0.55"]["macro_f1"]
+    assert "story content words" in mini["metric"] and mini["threshold"] > mini["sadcat_keys"]["threshold"]
     mapper = make_mapper("minilm")()
     assert mapper.threshold == mini["threshold"] and mapper.describe()["calibration"]["source"] == "data/embedders.json"
     assert make_mapper("minilm", 0.42)().threshold == 0.42
     with pytest.raises(ValueError, match="URL#MODEL"):
         make_embedder("word2vec")
+
+
+def test_metric_and_cli_take_one_threshold_and_record_it() -> None:
+    from pathlib import Path
+
+    import evaluate
+
+    default, how = default_threshold("all-MiniLM-L6-v2")
+    assert how["source"] == "data/embedders.json"
+    assert AxisMapper(embedder=_toy_embedder).threshold == default == make_mapper("minilm")().threshold
+    with pytest.raises(ValueError, match="queerbench scm calibrate"):
+        AxisMapper(embedder=_toy_embedder, embedder_name="my-embedder")
+    res = score_responses(["1. Brave\n2. Strong"], ["bisexual"], ["elicitation"], mapper=AxisMapper(embedder=None))
+    assert res["mapper"]["threshold"] is None and "SADCAT" in res["mapper"]["dictionary"]
+    assert score_responses(["Rating: 3"], ["women"], ["rating"], terms=["warm"])["mapper"] is None
+    metric = evaluate.load(str(Path(__file__).resolve().parents[1] / "metric_queerbench"), "scm")
+    out = metric.compute(predictions=["1. Brave\n2. Kind"], groups=["lesbians"], prompt_types=["elicitation"])
+    assert out["mapper"]["threshold"] == default and out["mapper"]["embedder"] == "all-MiniLM-L6-v2"
+
+
+def test_story_words_as_negatives_raise_the_threshold() -> None:
+    """Ordinary words that sit near the Warmth centroid (cos 0.5) but are not in SADCAT: calibrated on SADCAT's
+    keys alone they never weigh in and the lowest perfect threshold passes them; as labelled story words they do."""
+
+    def embed(words: list[str]) -> np.ndarray:
+        return np.array([[0.5, 0.0, 0.866] if w.startswith("o") else list(_toy_embedder([w])[0]) for w in words])
+
+    sadcat = {f"w{i}": {"Warmth": 1} for i in range(10)} | {f"c{i}": {"Competence": 1} for i in range(10)}
+    keys_only = calibrate_threshold(embed, sadcat=sadcat, vocabulary=list(sadcat))
+    labelled = {w: set(a) for w, a in sadcat.items()} | {f"o{i}": set() for i in range(30)}
+    stories = calibrate_threshold(embed, sadcat={}, labelled=labelled, compare_at=(keys_only["threshold"],))
+    assert keys_only["threshold"] < 0.5 <= stories["threshold"] < 0.8 and stories["macro_f1"] == pytest.approx(1.0)
+    assert stories["at"][str(keys_only["threshold"])]["axes"]["Warmth"]["precision"] == pytest.approx(10 / 40)
+
+
+def test_axis_coverage_counts_tokens_by_source() -> None:
+    labels = AxisMapper(embedder=None, lemmatize=None).map_words(["warm", "table", "intelligent"])
+    cov = axis_coverage(["warm", "warm", "table", "intelligent"], labels)
+    assert cov["Warmth"] == {"total": 50.0, "sadcat": 50.0, "embedding": 0.0}
+    assert cov["Competence"]["total"] == 25.0 and cov["neither"]["total"] == 25.0
+    words = load_story_words()
+    assert len(words) > 500 and {"eyes", "hair"} <= set(words)
 
 
 class _FakeEmbeddings:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from queerbench.scoring.afinn import afinn_sentence_mean, afinn_word_score
+from queerbench.scoring.aggregate import ScoringOptions, compute, truncate2
 from queerbench.scoring.hurtlex import load_hurtlex
-from queerbench.scoring.score import ScoringOptions, compute, truncate2
-from queerbench.scoring.sentiment import afinn_sentence_mean, afinn_word_score
 
 NO_STATS = {"n_bootstrap": 0, "n_permutations": 0}
 

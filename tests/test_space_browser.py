@@ -13,7 +13,7 @@ import pytest
 from playwright.sync_api import expect, sync_playwright
 from tiny_models import tiny_bert
 
-from queerbench.space_app import HIDDEN, build_demo
+from queerbench.hub.space import HIDDEN, build_demo
 
 CHROMIUM = "/usr/bin/chromium"
 

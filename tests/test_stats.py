@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 from perspective_server import FakePerspective
 
-from queerbench.scoring.score import ScoringOptions, compute
+from queerbench.scoring.aggregate import ScoringOptions, compute
 
 AFINN = {"doctor": 0.0, "dog": 0.0, "whore": -4.0, "hero": 2.0, "outstanding": 5.0}
 HURTLEX = {"doctor": 0, "dog": 3, "whore": 2, "hero": 0, "outstanding": 0}
@@ -624,7 +624,7 @@ def test_threshold_and_counts_at_the_edges_are_accepted():
 
 # ------------------------------------------------------------------------------------------ the scorer path
 def test_prepared_scorer_is_the_one_scoring_uses(fixed_scores: FakePerspective, tmp_path: Path):
-    from queerbench.scoring.score import prepare_toxicity_scorer
+    from queerbench.scoring.aggregate import prepare_toxicity_scorer
 
     assert prepare_toxicity_scorer(ScoringOptions(toxicity="none")) is None
     assert prepare_toxicity_scorer(ScoringOptions(toxicity="precomputed")) is None

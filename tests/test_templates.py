@@ -27,8 +27,10 @@ def _sentence(frame: pd.DataFrame, template_start: str, subject: str) -> str:
     return rows["masked_sentence"].iloc[0]
 
 
-def test_paper_equals_all_8268_published_sentences_in_order(paper: pd.DataFrame, upstream_dir: Path):
-    ref = pd.read_csv(upstream_dir / "templates/template_complete.csv", sep=";", keep_default_na=False)
+def test_paper_equals_all_8268_published_sentences_in_order(paper: pd.DataFrame, reference_file):
+    ref = pd.read_csv(
+        reference_file("upstream/queerbench/data/templates/template_complete.csv"), sep=";", keep_default_na=False
+    )
     assert len(paper) == len(ref) == 8268
     assert paper["masked_sentence"].tolist() == ref["template"].tolist()
     assert paper["subject"].tolist() == ref["name"].tolist()

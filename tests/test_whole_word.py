@@ -14,7 +14,7 @@ import torch
 from tiny_models import tiny_albert, tiny_bert, tiny_bertweet, tiny_roberta
 from transformers import AutoTokenizer
 
-from queerbench.vocab_filter import detect_family, paper_token, sentence_start_table, whole_word, whole_word_table
+from queerbench.mlm.vocab_filter import detect_family, paper_token, sentence_start_table, whole_word, whole_word_table
 
 BUILDERS = {"wordpiece": tiny_bert, "bpe": tiny_roberta, "sentencepiece": tiny_albert, "bertweet": tiny_bertweet}
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from queerbench.dataset import DATASET_CONFIGS, build_dataset
+from queerbench.hub.dataset import DATASET_CONFIGS, build_dataset
 
 
 def register(sub: argparse._SubParsersAction) -> None:

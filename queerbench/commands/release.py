@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from queerbench.release import build_release, push_built_or_new
+from queerbench.hub.release import build_release, push_built_or_new
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from queerbench.cli import config_argument
+from queerbench.commands.common import config_argument, endpoint_arguments
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -32,17 +32,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         default="auto",
         help="auto: a masked LM → mlm, a local causal LM → scored, --endpoint → instructed (default: %(default)s)",
     )
-    run.add_argument(
-        "--endpoint",
-        default=None,
-        help="OpenAI-compatible base URL (e.g. http://localhost:8000/v1); key from OPENAI_API_KEY",
-    )
-    run.add_argument("--concurrency", type=int, default=8, help="endpoint requests in flight (default: %(default)s)")
-    run.add_argument(
-        "--requests-per-minute",
-        type=float,
-        default=600.0,
-        help="endpoint rate limit on top of --concurrency; lower it to your provider's quota (default: %(default)s)",
+    endpoint_arguments(
+        run, endpoint_help="OpenAI-compatible base URL (e.g. http://localhost:8000/v1); key from OPENAI_API_KEY"
     )
     run.add_argument(
         "--prompt",
@@ -103,10 +94,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from queerbench.cli import UserError
+    from queerbench.commands.common import UserError
     from queerbench.llm import RunAbortedError
     from queerbench.llm.instructed import GenerationError
-    from queerbench.predict import ModelLoadError
+    from queerbench.model_loading import ModelLoadError
     from queerbench.run import RunOptions, run_benchmark
 
     options = RunOptions(
@@ -181,7 +172,7 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from queerbench.prediction_check import check_predictions
+    from queerbench.mlm.prediction_check import check_predictions
 
     target = Path(args.run_dir)
     if target.is_dir():

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from queerbench.cli import config_argument
+from queerbench.commands.common import config_argument
 from queerbench.io_utils import read_parquet, write_json
 
 
@@ -57,8 +57,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _score(args: argparse.Namespace) -> int:
     from queerbench.paper_data import read_paper_csv
-    from queerbench.run import score_predictions
-    from queerbench.scoring.score import ScoringOptions, compute
+    from queerbench.run_scores import default_toxicity_input, queergen_of_predictions, score_predictions
+    from queerbench.scoring.aggregate import ScoringOptions, compute
     from queerbench.templates import build_sentences
 
     path = Path(args.predictions)
@@ -128,11 +128,18 @@ def _score(args: argparse.Namespace) -> int:
             )
         if args.config == "queergen":
             _check_queergen_run(frame, path)  # before any scorer runs
-        toxicity_input = args.toxicity_input or ("neutral" if args.config in ("default", "queergen") else "full")
+        toxicity_input = args.toxicity_input or default_toxicity_input(args.config)
         result, _ = score_predictions(frame, options, toxicity_input, k=args.top_k)
         if args.config == "queergen":
-            result["queergen"] = _queergen_of_run(frame, args)
-            result["queergen"]["k"] = result["k"]  # instructed runs: the k asked (see score_predictions)
+            result["queergen"] = queergen_of_predictions(
+                frame,
+                result["k"],
+                args.top_k,
+                toxicity="none" if args.toxicity == "precomputed" else args.toxicity,
+                regard=args.regard,
+                vader="recompute",
+                seed=args.seed,
+            )
     else:
         raise ValueError(f"{path}: expected a .parquet (from `queerbench run`) or an upstream .csv")
     print(f"QueerBench ({result['config']}, top-{result['k']}):")
@@ -163,16 +170,6 @@ def _check_queergen_run(frame: pd.DataFrame, path: Path) -> None:
         raise ValueError(
             f"{path}: unknown group(s) {unknown} for --config queergen; a queergen run's groups are {', '.join(groups)}"
         )
-
-
-def _queergen_of_run(frame: pd.DataFrame, args: argparse.Namespace) -> dict:
-    """QueerGen's scores of a ``queerbench run --config queergen`` predictions table."""
-    from queerbench.queergen.score import queergen_block
-
-    frame = frame[[len(t) > 0 for t in frame["tokens"]]]  # instructed runs: sentences with an `ok` reply only
-    frame = frame.assign(words=[list(t)[: args.top_k or len(t)] for t in frame["tokens"]])
-    toxicity = "none" if args.toxicity == "precomputed" else args.toxicity
-    return queergen_block(frame, toxicity=toxicity, regard=args.regard, vader="recompute", seed=args.seed)
 
 
 def _score_queergen_csv(path: Path, args: argparse.Namespace) -> int:

@@ -12,7 +12,7 @@ probes) goes through here:
 
       load_runner(model: str | None = None, endpoint: str | None = None, *, device: str = "cpu",
                   dtype: str = "float32", concurrency: int = 8, system_prompt: str | None = None,
-                  api_key_env: str = "OPENAI_API_KEY", requests_per_minute: float | None = 60.0,
+                  api_key_env: str = "OPENAI_API_KEY", requests_per_minute: float | None = 600.0,
                   extra_body: dict | None = None, **endpoint_options) -> Runner
 
   With ``endpoint`` an :class:`OpenAIChatRunner` for the served model name ``model`` (``concurrency`` requests in
@@ -53,7 +53,9 @@ from queerbench.llm.local import (
     weights_fingerprint,
 )
 from queerbench.llm.settings import (
+    DEFAULT_CONCURRENCY,
     DEFAULT_MODEL,
+    DEFAULT_REQUESTS_PER_MINUTE,
     EndpointError,
     EndpointUnreachableError,
     GenerationSettings,
@@ -64,7 +66,9 @@ from queerbench.llm.settings import (
 )
 
 __all__ = [
+    "DEFAULT_CONCURRENCY",
     "DEFAULT_MODEL",
+    "DEFAULT_REQUESTS_PER_MINUTE",
     "EndpointError",
     "EndpointUnreachableError",
     "GenerationSettings",
@@ -96,10 +100,10 @@ def load_runner(
     *,
     device: str = "cpu",
     dtype: str = "float32",
-    concurrency: int = 8,
+    concurrency: int = DEFAULT_CONCURRENCY,
     system_prompt: str | None = None,
     api_key_env: str = "OPENAI_API_KEY",
-    requests_per_minute: float | None = 60.0,
+    requests_per_minute: float | None = DEFAULT_REQUESTS_PER_MINUTE,
     extra_body: dict[str, Any] | None = None,
     revision: str | None = None,
     **endpoint_options: Any,

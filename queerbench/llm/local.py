@@ -14,9 +14,6 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from queerbench.llm.cpu_linear import PACKED_DECODE, linear_kernel, prepack_linear_weights
-from queerbench.llm.kv_cache import preallocate
-from queerbench.llm.llama_decoder import LLAMA, TRANSFORMERS, build_decoder
 from queerbench.llm.settings import DEFAULT_MODEL, GenerationSettings, Reply
 
 __all__ = [
@@ -34,7 +31,7 @@ __all__ = [
 def resolve_device(device: str = "auto") -> str:
     """``auto`` → ``cuda`` if available, else ``mps``, else ``cpu``; a named device is checked to be available
     (one implementation: :func:`queerbench.predict.resolve_device`)."""
-    from queerbench.predict import resolve_device as _resolve
+    from queerbench.model_loading import resolve_device as _resolve
 
     return str(_resolve(device))
 
@@ -56,7 +53,7 @@ def _config(path: str, gguf: str | None, model: str, revision: str | None = None
     """The model's config, read without loading weights; one-line errors for what cannot be found."""
     from transformers import AutoConfig
 
-    from queerbench.predict import ModelLoadError  # the library's one "model cannot be used" error
+    from queerbench.model_loading import ModelLoadError  # the library's one "model cannot be used" error
 
     local = Path(path).expanduser()
     if not local.exists() and (model.startswith(("/", "./", "../", "~")) or model.endswith(".gguf")):
@@ -112,7 +109,7 @@ def describe_model(model: str | None, revision: str | None = None) -> tuple[str,
 
 def check_causal_lm(model: str | None, revision: str | None = None) -> None:
     """Raise a one-line :class:`ModelLoadError` unless ``model`` is a causal LM (checked before loading weights)."""
-    from queerbench.predict import ModelLoadError  # the library's one "model cannot be used" error
+    from queerbench.model_loading import ModelLoadError  # the library's one "model cannot be used" error
 
     kind, arch = describe_model(model, revision)
     if kind == "causal":
@@ -133,15 +130,13 @@ def load_causal_lm(
     The architecture is checked from the config before any weights are read (:func:`check_causal_lm`: a masked LM
     or a missing folder is one clear error, never a random-headed model). The model is in eval mode on
     ``resolve_device(device)``; the tokenizer pads on the left and has a pad token (the EOS token when it has
-    none). GGUF weights (the embedded SmolLM2 is Q4_1) are dequantised by transformers to ``dtype``. On the CPU the
-    linear layers' weights are packed once for oneDNN, and float32 ones for MKL's decoding steps too
-    (:func:`~queerbench.llm.cpu_linear.prepack_linear_weights`: faster decoding;
-    :func:`~queerbench.llm.cpu_linear.linear_kernel` says which kernel runs). Remote code is never run.
+    none). GGUF weights (the embedded SmolLM2 is Q4_1) are dequantised by transformers to ``dtype``. Remote code is
+    never run.
     """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from queerbench.predict import ModelLoadError  # the library's one "model cannot be used" error
+    from queerbench.model_loading import ModelLoadError  # the library's one "model cannot be used" error
 
     if dtype not in ("float32", "float16", "bfloat16"):
         raise ValueError(f"dtype must be float32, float16 or bfloat16, got {dtype!r}")
@@ -157,7 +152,6 @@ def load_causal_lm(
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ModelLoadError(f"cannot load --model {model or DEFAULT_MODEL}: {first[:200]}") from None
     lm = lm.to(resolve_device(device)).eval()
-    prepack_linear_weights(lm)  # on the CPU: packed weights, the kernel recorded (queerbench.llm.cpu_linear)
     tokenizer.padding_side = "left"
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
@@ -183,8 +177,8 @@ def weights_fingerprint(model: str | None, commit_hash: str | None = None) -> di
 
 
 class _TransformersSteps:
-    """Decoding steps through the model's own forward: its KV cache, and an attention mask grown by one column per
-    step (the other implementation of the steps is :class:`~queerbench.llm.llama_decoder.DecodeState`)."""
+    """Decoding steps through the model's own forward: its own KV cache (passed back as it was returned), and an
+    attention mask grown by one column per step."""
 
     def __init__(self, model: Any, cache: Any, mask: Any, cache_arg: str) -> None:
         self.model, self.cache, self.mask, self.cache_arg = model, cache, mask, cache_arg
@@ -233,7 +227,6 @@ class TransformersRunner:
         self.name = self.model_id
         self.model, self.tokenizer = load_causal_lm(model, device=device, dtype=dtype, revision=revision)
         self.device = str(self.model.device)
-        self.decoder = build_decoder(self.model)  # Llama in float32 on the CPU: decoding steps without transformers
         self.weights = weights_fingerprint(model, getattr(self.model.config, "_commit_hash", None))
         self.system_prompt = system_prompt
         self.has_chat_template = bool(getattr(self.tokenizer, "chat_template", None))
@@ -248,22 +241,6 @@ class TransformersRunner:
     def prompt_format(self) -> str:
         """``chat`` when the tokenizer's chat template is used, else ``plain``."""
         return "chat" if self.has_chat_template else "plain"
-
-    @property
-    def linear_kernel(self) -> str:
-        """The linear layers' kernel (:data:`~queerbench.llm.cpu_linear.KERNELS`: packed on the CPU, else ``torch``),
-        recorded with each reply."""
-        return linear_kernel(self.model)
-
-    @property
-    def decoder_name(self) -> str:
-        """Which code runs the decoding steps, recorded with each reply: ``queerbench-llama``
-        (:class:`~queerbench.llm.llama_decoder.LlamaDecoder`: the same logits, fewer calls) or ``transformers``."""
-        return LLAMA if self._llama_steps() else TRANSFORMERS
-
-    def _llama_steps(self) -> bool:
-        """Whether the Llama decoder runs the decoding steps: built for this very model, its kernel still in place."""
-        return self.decoder is not None and self.decoder.model is self.model and self.linear_kernel == PACKED_DECODE
 
     def fingerprint(self) -> dict[str, Any]:
         """Model id, class, parameter count, weights (:func:`weights_fingerprint`), prompt format, system prompt.
@@ -325,8 +302,6 @@ class TransformersRunner:
                     "seed": seeds[i],
                     "new_tokens": len(tokens),
                     "finish_reason": finish,
-                    "linear_kernel": self.linear_kernel,
-                    "decoder": self.decoder_name,
                 }
                 yield i, Reply(text, None, meta)
 
@@ -341,10 +316,8 @@ class TransformersRunner:
         Greedy when ``temperature == 0``; otherwise temperature and nucleus (``top_p``) sampling, each row drawing
         from its **own** ``torch.Generator`` seeded with its seed (on the CPU, so a seed means the same on every
         device): a row's reply depends on (prompt, seed) only, not on which rows share its batch. A row that has
-        finished leaves the batch and its KV cache, so the others do not pay for it. The KV cache has room for the
-        whole reply (:mod:`queerbench.llm.kv_cache`): a step writes its token in place instead of copying the cache.
-        A float32 Llama on the CPU runs its steps on :class:`~queerbench.llm.llama_decoder.LlamaDecoder` (the same
-        logits as the model's forward, fewer calls; :attr:`decoder_name`). The stop token itself is not returned.
+        finished leaves the batch and its KV cache, so the others do not pay for it. Every step is the model's own
+        forward on its own cache (transformers' ``DynamicCache``). The stop token itself is not returned.
         """
         import torch
 
@@ -380,12 +353,7 @@ class TransformersRunner:
                 rows = torch.tensor(source, device=dev)
                 cache.reorder_cache(rows)
                 logits, mask, positions = logits[rows], mask[rows], positions[rows]
-            capacity = width + settings.max_new_tokens
-            if self._llama_steps():
-                steps: Any = self.decoder.begin(cache, mask, capacity)  # type: ignore[union-attr]
-            else:
-                preallocate(cache, capacity)  # each step writes its token in place (kv_cache)
-                steps = _TransformersSteps(self.model, cache, mask, cache_arg)
+            steps = _TransformersSteps(self.model, cache, mask, cache_arg)
             del out, cache  # the steps hold the KV cache now
             next_pos = positions[:, -1] + 1
             for step in range(settings.max_new_tokens):

@@ -39,9 +39,8 @@ from typing import Any
 
 import torch
 
-from queerbench.llm.cpu_linear import linear_kernel
-from queerbench.vocab_filter import _WORD as WORD  # the whole-word rule of the masked-LM `default` mode
-from queerbench.vocab_filter import detect_family, sentence_start_table, whole_word_table
+from queerbench.mlm.vocab_filter import _WORD as WORD  # the whole-word rule of the masked-LM `default` mode
+from queerbench.mlm.vocab_filter import detect_family, sentence_start_table, whole_word_table
 
 __all__ = [
     "CANDIDATES_PER_K",
@@ -176,7 +175,6 @@ class ScoredLM:
             "device": str(self.device),
             "dtype": str(next(self.model.parameters()).dtype).removeprefix("torch."),
             "architecture": type(self.model).__name__,
-            "linear_kernel": linear_kernel(self.model),
         }
 
     # ----------------------------------------------------------------------------------------- model calls ---

@@ -37,7 +37,7 @@ def _model(run: dict[str, Any]) -> str:
 def _column_keys(runs: Sequence[dict[str, Any]]) -> list[str]:
     """One column per model and method, so that a QueerBench run and a QueerGen run of one model share it; two runs
     of the same benchmark that would share a column are told apart by k, then by their folder's name."""
-    from queerbench.report import model_label
+    from queerbench.figures import model_label
 
     keys = []
     for run in runs:

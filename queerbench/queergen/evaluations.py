@@ -178,7 +178,7 @@ def score_rows(
         )
     scorer = None
     if toxicity not in ("precomputed", "none"):
-        from queerbench.scoring.score import ScoringOptions, prepare_toxicity_scorer
+        from queerbench.scoring.aggregate import ScoringOptions, prepare_toxicity_scorer
 
         scorer = prepare_toxicity_scorer(ScoringOptions(toxicity=toxicity, toxicity_kwargs=toxicity_kwargs or {}))
     rscorer = None

@@ -32,7 +32,7 @@ def _finite(x: Any) -> bool:
 def build_queergen_figure(qg: dict[str, Any], title_run: str) -> plt.Figure:
     """One panel per QueerGen score present in ``qg`` (a run's ``scores.json["queergen"]``): a bar per group with
     its 95% t-CI; ``title_run`` names the model, config and k (the run label every figure carries)."""
-    from queerbench.report import NO_DATA_EDGE, NO_DATA_FACE, NO_DATA_HATCH, NO_DATA_LABEL, group_style
+    from queerbench.figures import NO_DATA_EDGE, NO_DATA_FACE, NO_DATA_HATCH, NO_DATA_LABEL, group_style
 
     panels = [m for m in QUEERGEN_PANELS if m in qg]
     if not panels:
@@ -71,9 +71,9 @@ def build_queergen_figure(qg: dict[str, Any], title_run: str) -> plt.Figure:
     legend.append(Line2D([], [], color="black", marker="_", markersize=12, linestyle="none"))
     labels.append("95% t-CI")
     if missing:
-        from queerbench.report import _no_data_handle
+        from queerbench.figures import no_data_handle
 
-        legend.append(_no_data_handle())
+        legend.append(no_data_handle())
         labels.append(NO_DATA_LABEL)
     fig.legend(
         legend, labels, title="group", fontsize=8, title_fontsize=8, loc="center left", bbox_to_anchor=(1.0, 0.5)
@@ -85,6 +85,6 @@ def build_queergen_figure(qg: dict[str, Any], title_run: str) -> plt.Figure:
 
 def queergen_figure(qg: dict[str, Any], title_run: str, path: Path) -> Path:
     """:func:`build_queergen_figure` written to ``path`` (PNG)."""
-    from queerbench.report import _save
+    from queerbench.figures import save_figure
 
-    return _save(build_queergen_figure(qg, title_run), path)
+    return save_figure(build_queergen_figure(qg, title_run), path)

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from queerbench.scm.axes import axis_coverage
 from queerbench.scm.data import AXES, load_terms, reference_rankings
 from queerbench.scm.parse import parse_reply
 
@@ -91,7 +92,8 @@ def parse_frame(frame: pd.DataFrame, rule: str = "appendix_b") -> pd.DataFrame:
             continue
         opts = rec.get("options")
         opts = list(opts) if rec["task"] == "selection" and opts is not None and len(opts) else terms
-        got = parse_reply(rec.get("response"), rec["task"], rec.get("prompt", "") or "", opts, rule=rule)
+        term = rec.get("term") or None
+        got = parse_reply(rec.get("response"), rec["task"], rec.get("prompt", "") or "", opts, term=term, rule=rule)
         cols["rating"].append(got.rating)
         cols["selected"].append(got.selected)
         cols["keywords"].append(got.keywords)
@@ -348,6 +350,7 @@ def analyze(
         res["elicitation"] = {g: _axis_share(eli_words[g], labels) for g in groups}
         res["generation"] = {g: _axis_share(gen_words[g], labels) for g in groups}
         res["word_sources"] = dict(Counter(labels[w].source for w in set(all_words)))
+        res["generation_coverage"] = axis_coverage([w for ws in gen_words.values() for w in ws], labels)
         res["word_axes"] = {w: _axes_code(lab) for w, lab in labels.items()}
         res["mapper"] = mapper.describe() if hasattr(mapper, "describe") else {"kind": type(mapper).__name__}
     res["top_keywords"] = {g: Counter(ws).most_common(top) for g, ws in eli_words.items()}

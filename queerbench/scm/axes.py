@@ -3,8 +3,10 @@
 Paper Section 4.2: SADCAT (Nicolas, Bai & Fiske 2021) Sociability + Morality → Warmth, Ability + Assertiveness
 (Agency) → Competence; words not in the dictionary count for an axis when the cosine similarity of their embedding
 to the mean embedding of that axis's 11 seed words (Table 1) exceeds ``threshold`` (paper: 0.55 with OpenAI's
-text-embedding-3-small; the default embedder here is all-MiniLM-L6-v2, whose similarity scale differs — the
-threshold is a parameter). A word may count for both axes (the paper does not say how it broke such ties).
+text-embedding-3-small; the default embedder here is all-MiniLM-L6-v2, whose similarity scale differs). The
+threshold left out is the embedder's calibrated value in ``data/embedders.json`` (:func:`default_threshold`), the
+one default that the CLI and the ``evaluate`` metric share. A word may count for both axes (the paper does not say
+how it broke such ties).
 
 SADCAT's own preprocessing (checked against ``All.steps_Dictionaries``: raw ``tv`` → ``values3``): lower-case,
 lemmatise, remove everything that is not a letter (spaces and hyphens too: "absent-minded" → "absentminded"),
@@ -29,7 +31,9 @@ __all__ = [
     "AxisLabel",
     "AxisMapper",
     "Embedder",
+    "axis_coverage",
     "calibrate_threshold",
+    "default_threshold",
     "endpoint_embedder",
     "load_sadcat",
     "make_embedder",
@@ -123,21 +127,44 @@ class AxisLabel:
     competence_dir: int = 0
 
 
+def default_threshold(embedder_name: str) -> tuple[float, dict[str, Any]]:
+    """The calibrated cosine threshold for ``embedder_name`` (``URL#MODEL`` is looked up by ``MODEL``) and how it
+    was chosen, from ``data/embedders.json``; an embedder not listed raises ``ValueError`` naming the fix."""
+    from queerbench.scm.data import load_embedder_thresholds
+
+    short = embedder_name.rsplit("#", 1)[-1]
+    known = load_embedder_thresholds().get(short)
+    if known is None:
+        raise ValueError(
+            f"no calibrated threshold for embedder {embedder_name!r} in data/embedders.json; run "
+            "`queerbench scm calibrate --embedder ...` and pass its threshold (or add it to embedders.json)"
+        )
+    return float(known["threshold"]), {"source": "data/embedders.json", "embedder": short} | {
+        k: v for k, v in known.items() if k != "threshold"
+    }
+
+
 class AxisMapper:
-    """Map words to Warmth / Competence (SADCAT first, then embedding similarity > ``threshold``)."""
+    """Map words to Warmth / Competence (SADCAT first, then embedding similarity > ``threshold``; left out, the
+    embedder's calibrated value from :func:`default_threshold`)."""
 
     def __init__(
         self,
         *,
         sadcat: dict[str, dict[str, int]] | None = None,
         embedder: Embedder | None = minilm_embedder,
-        threshold: float = 0.55,
+        threshold: float | None = None,
         lemmatize: Callable[[str], str] | None = spacy_lemmatizer,
         seeds: dict[str, Sequence[str]] | None = None,
         embedder_name: str = "all-MiniLM-L6-v2",
         calibration: dict[str, Any] | None = None,
     ) -> None:
         self.sadcat = load_sadcat() if sadcat is None else sadcat
+        if threshold is None and embedder is not None:
+            threshold, default_cal = default_threshold(embedder_name)
+            calibration = default_cal if calibration is None else calibration
+        elif threshold is not None and calibration is None:
+            calibration = {"source": "given"}
         self.embedder, self.threshold, self.lemmatize = embedder, threshold, lemmatize
         self.embedder_name, self.calibration = embedder_name, calibration
         terms = load_terms()
@@ -228,8 +255,14 @@ def calibrate_threshold(
     max_words: int | None = None,
     seed: int = 0,
     embedder_name: str = "",
+    labelled: dict[str, set[str]] | None = None,
+    compare_at: Sequence[float] = (),
 ) -> dict[str, Any]:
     """Pick the cosine threshold with the highest agreement with SADCAT for ``embedder`` (the paper's procedure).
+
+    ``labelled`` (word → the axes SADCAT gives it, possibly none) replaces the population: the words are embedded
+    as they are, e.g. the content words seen in stories (:mod:`queerbench.scm.calibration`), so that ordinary words
+    ("eyes", "window") weigh in as negatives. ``compare_at`` adds the same statistics at other thresholds.
 
     Paper §4.2: words count for an axis when their similarity to the seed centroid exceeds a threshold, "since
     this threshold gave us the highest agreement for words in the Nicolas et al. (2021) inventory". Here every
@@ -246,14 +279,18 @@ def calibrate_threshold(
     if seeds is None:
         terms = load_terms()
         seeds = {a: [t.term for t in terms if t.axis == a] for a in ("Warmth", "Competence")}
+    if labelled is not None:
+        vocabulary = list(labelled)
     all_words = sorted(dict.fromkeys(vocabulary if vocabulary is not None else sadcat))
     if max_words is not None and max_words < len(all_words):
         rng = np.random.default_rng(seed)
         all_words = sorted(rng.choice(all_words, size=max_words, replace=False).tolist())
     cents = seed_centroids(embedder, seeds)
-    emb = _unit(np.asarray(embedder([_surface(w) for w in all_words]), dtype=float))
+    shown = all_words if labelled is not None else [_surface(w) for w in all_words]
+    emb = _unit(np.asarray(embedder(shown), dtype=float))
     sims = {a: emb @ c for a, c in cents.items()}
-    truth = {a: np.array([a in sadcat.get(w, {}) for w in all_words]) for a in cents}
+    gold = labelled if labelled is not None else {w: set(sadcat.get(w, {})) for w in all_words}
+    truth = {a: np.array([a in gold.get(w, ()) for w in all_words]) for a in cents}
     grid = list(thresholds) if thresholds is not None else [round(x, 2) for x in np.arange(0.05, 0.951, 0.01)]
 
     def stats_at(t: float) -> dict[str, Any]:
@@ -276,10 +313,29 @@ def calibrate_threshold(
         "macro_f1": best["macro_f1"],
         "axes": best["axes"],
         "at_paper_threshold": stats_at(0.55),
+        "at": {str(t): stats_at(float(t)) for t in compare_at},
+        "population": "labelled words (embedded as written)" if labelled is not None else "SADCAT keys",
         "n_words": len(all_words),
         "n_positive": {a: int(v.sum()) for a, v in truth.items()},
         "grid": [grid[0], grid[-1], len(grid)],
     }
+
+
+def axis_coverage(words: Sequence[str], labels: dict[str, AxisLabel]) -> dict[str, dict[str, float]]:
+    """Share (%) of ``words`` (tokens, repeats counted) mapped to each axis, split by where the label came from
+    (``sadcat`` or ``embedding``), and the share mapped to both axes and to neither."""
+    n = len(words) or 1
+    out: dict[str, dict[str, float]] = {}
+    for axis, attr in (("Warmth", "warmth"), ("Competence", "competence")):
+        hits = [labels[w].source for w in words if getattr(labels[w], attr)]
+        out[axis] = {
+            "total": 100 * len(hits) / n,
+            "sadcat": 100 * hits.count("sadcat") / n,
+            "embedding": 100 * hits.count("embedding") / n,
+        }
+    out["both"] = {"total": 100 * sum(labels[w].warmth and labels[w].competence for w in words) / n}
+    out["neither"] = {"total": 100 * sum(not (labels[w].warmth or labels[w].competence) for w in words) / n}
+    return out
 
 
 @cache

@@ -1,7 +1,8 @@
 """Load and schema-check the project-authored SCM data files in ``queerbench/scm/data/``.
 
-Groups, Warmth/Competence terms, prompt templates and refusal patterns are data, not code: every loader checks the
-file's shape and raises ``ValueError`` naming the file, the fault and the fix, so a bad edit fails early.
+Groups, Warmth/Competence terms, prompt templates and thresholds are data, not code (the reply parser's phrase
+files are loaded by :mod:`queerbench.scm.phrases`): every loader checks the file's shape and raises ``ValueError``
+naming the file, the fault and the fix, so a bad edit fails early.
 """
 
 from __future__ import annotations
@@ -25,8 +26,6 @@ __all__ = [
     "load_groups",
     "load_paper_defaults",
     "load_prompts",
-    "load_refusal_rules",
-    "load_term_exclusions",
     "load_terms",
     "paper_decoding",
     "reference_rankings",
@@ -167,73 +166,6 @@ def load_prompts() -> tuple[PromptTemplate, ...]:
     if len(set(types)) != len(types) or sum(p.split == "generation" for p in out) != 5:
         raise _fail(name, f"expected distinct prompt types and 5 generation prompts, got {types}")
     return tuple(out)
-
-
-@dataclass(frozen=True)
-class RefusalRules:
-    """The documented refusal rule (Appendix B) and its patterns; see ``refusal_patterns.json``."""
-
-    rule: str
-    patterns: tuple[re.Pattern[str], ...]
-    pivots: tuple[re.Pattern[str], ...]
-    general_patterns: tuple[re.Pattern[str], ...]
-    specific_patterns: tuple[re.Pattern[str], ...]
-    window_chars: int
-    echo_overlap: float
-    echo_min_new_words: int
-    echo_min_words: int
-
-
-@cache
-def load_refusal_rules() -> RefusalRules:
-    """The refusal patterns and thresholds, compiled case-insensitively (``(?-i:...)`` marks case-sensitive parts)."""
-    name = "refusal_patterns.json"
-    raw = _json(name, version=2)
-    try:
-
-        def comp(key: str) -> tuple[re.Pattern[str], ...]:
-            items = raw[key]
-            if not isinstance(items, list) or not items:
-                raise ValueError(f"{key!r} must be a non-empty list of regular expressions")
-            return tuple(re.compile(p, re.IGNORECASE) for p in items)
-
-        return RefusalRules(
-            rule=str(raw["rule"]),
-            patterns=comp("patterns"),
-            pivots=comp("pivots"),
-            general_patterns=comp("general_patterns"),
-            specific_patterns=comp("specific_patterns"),
-            window_chars=int(raw["window_chars"]),
-            echo_overlap=float(raw["echo_overlap"]),
-            echo_min_new_words=int(raw["echo_min_new_words"]),
-            echo_min_words=int(raw["echo_min_words"]),
-        )
-    except (KeyError, re.error, TypeError, ValueError) as exc:
-        raise _fail(name, f"bad refusal rules ({exc})") from None
-
-
-@dataclass(frozen=True)
-class TermExclusions:
-    """Common-word uses of the terms that are not selections, and capitalised words that are not names."""
-
-    exclusions: dict[str, tuple[re.Pattern[str], ...]]
-    not_names: frozenset[str]
-
-
-@cache
-def load_term_exclusions() -> TermExclusions:
-    """``term_exclusions.json``, compiled; every key must be one of the 22 terms."""
-    name = "term_exclusions.json"
-    raw = _json(name)
-    terms = {t.term for t in load_terms()}
-    try:
-        excl = {str(k): tuple(re.compile(p, re.IGNORECASE) for p in v) for k, v in raw["exclusions"].items()}
-        not_names = frozenset(str(w) for w in raw["not_names"])
-    except (KeyError, re.error, TypeError, AttributeError) as exc:
-        raise _fail(name, f"bad exclusions ({exc})") from None
-    if set(excl) - terms:
-        raise _fail(name, f"exclusions for unknown terms {sorted(set(excl) - terms)}")
-    return TermExclusions(excl, not_names)
 
 
 @cache

@@ -31,9 +31,11 @@ def score_responses(
     ``prompt_types`` are task names (``rating``, ``selection``, ``elicitation``, ``generation``) or prompt type ids
     (``rating_v1`` …, ``gen1`` …). Rating responses need ``terms`` (the rated attribute, for its axis). ``prompts``
     (optional) enables the prompt-echo refusal rule. ``mapper`` (an ``AxisMapper``) is needed for the elicitation
-    and generation axis shares; without it those are left out. ``refusal_rule``: ``appendix_b`` (the paper's
-    definition, default) or ``patterns`` (the narrower cue-only rule). Unknown groups or prompt types raise
-    ``ValueError``.
+    and generation axis shares; without it those are left out. Build it as ``AxisMapper()`` to get the threshold the
+    CLI uses (the embedder's calibrated value, :func:`~queerbench.scm.axes.default_threshold`); ``mapper`` in the
+    result records the dictionary, embedder and threshold (``None`` without a mapper). ``refusal_rule``:
+    ``appendix_b`` (the paper's definition, default) or ``patterns`` (the narrower cue-only rule). Unknown groups or
+    prompt types raise ``ValueError``.
     """
     n = len(responses)
     for name, seq in (("groups", groups), ("prompt_types", prompt_types), ("terms", terms), ("prompts", prompts)):
@@ -73,4 +75,7 @@ def score_responses(
             }
         )
     frame = parse_frame(pd.DataFrame(rows), refusal_rule)
-    return analyze(frame, mapper=mapper, alpha=alpha, min_count=min_count, rule=refusal_rule)
+    res = analyze(frame, mapper=mapper, alpha=alpha, min_count=min_count, rule=refusal_rule)
+    # every result says which word -> axis threshold produced it (None: no axis mapping was asked for)
+    res["mapper"] = mapper.describe() if mapper is not None and hasattr(mapper, "describe") else res.get("mapper")
+    return res

@@ -21,6 +21,7 @@ import pandas as pd
 from queerbench.io_utils import atomic_path, read_json, read_parquet, write_json
 from queerbench.llm import GenerationSettings, ResponseCache, Runner, collect, load_runner
 from queerbench.llm.failures import describe_failures, failed_prompts
+from queerbench.llm.settings import DEFAULT_REQUESTS_PER_MINUTE
 from queerbench.progress import progress_bar
 from queerbench.scm.analysis import analyze, parse_frame
 from queerbench.scm.data import (
@@ -251,10 +252,8 @@ def make_mapper(
         short = name.rsplit("#", 1)[-1]
         if threshold is not None:
             return AxisMapper(embedder=embed, threshold=threshold, embedder_name=name, calibration={"source": "user"})
-        known = load_embedder_thresholds().get(short)
-        if known is not None:
-            cal = {"source": "data/embedders.json"} | {k: v for k, v in known.items() if k != "threshold"}
-            return AxisMapper(embedder=embed, threshold=float(known["threshold"]), embedder_name=name, calibration=cal)
+        if short in load_embedder_thresholds():  # the one calibrated default, shared with the evaluate metric
+            return AxisMapper(embedder=embed, embedder_name=name)
         cal = calibrate_threshold(embed, embedder_name=name)
         return AxisMapper(
             embedder=embed,
@@ -312,7 +311,7 @@ def run_scm(
     limit: int | None = None,
     device: str = "cpu",
     api_key_env: str = "OPENAI_API_KEY",
-    requests_per_minute: float = 60.0,
+    requests_per_minute: float = DEFAULT_REQUESTS_PER_MINUTE,
     concurrency: int = 8,
     constrained: bool = True,
     scoring: str = "calibrated",

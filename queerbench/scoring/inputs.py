@@ -2,7 +2,7 @@
 
 ``evaluate`` answers a non-string token with a generic "inputs don't match the expected format", a ``None`` row
 with a ``TypeError`` deep inside, and turns a ``None`` group into a group called ``"None"``. These checks name the
-input, its position and the fix instead; :mod:`queerbench.scoring.score` then checks lengths and values.
+input, its position and the fix instead; :mod:`queerbench.scoring.aggregate` then checks lengths and values.
 """
 
 from __future__ import annotations

@@ -20,7 +20,6 @@ cache keeps every raw answer so results stay reproducible after the shutdown.
 from __future__ import annotations
 
 import logging
-import os
 import random
 import re
 import time
@@ -30,15 +29,16 @@ from typing import Any
 
 import requests
 
+from queerbench import env
 from queerbench.http_retry import retry_after_from_headers, retry_delay
-from queerbench.scoring.toxicity import ALL_ATTRIBUTES, ToxicityScorer
+from queerbench.scoring.toxicity_base import ALL_ATTRIBUTES, ToxicityScorer
 
 __all__ = ["DEFAULT_URL", "KEY_ENV", "URL_ENV", "PerspectiveError", "PerspectiveScorer"]
 
 logger = logging.getLogger(__name__)
 
-KEY_ENV = "PERSPECTIVE_API_KEY"
-URL_ENV = "PERSPECTIVE_API_URL"
+KEY_ENV = env.PERSPECTIVE_KEY
+URL_ENV = env.PERSPECTIVE_URL
 DEFAULT_URL = "https://commentanalyzer.googleapis.com/v1alpha1/comments:analyze"
 _RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
 _KEY_IN_URL = re.compile(r"([?&]key=)[^&\s\"']+")
@@ -103,7 +103,7 @@ class PerspectiveScorer(ToxicityScorer):
         session: requests.Session | None = None,
     ) -> None:
         super().__init__(cache_dir=cache_dir)
-        key = os.environ.get(KEY_ENV, "").strip()
+        key = env.perspective_key()
         if not key:
             raise PerspectiveError(
                 f"the perspective scorer needs an API key in the environment variable {KEY_ENV} (the API is sunset "
@@ -116,7 +116,7 @@ class PerspectiveScorer(ToxicityScorer):
         if timeout <= 0 or backoff_base < 0 or backoff_max < 0:
             raise ValueError("timeout must be > 0 and backoff_base/backoff_max >= 0")
         self._key = key
-        self.url = os.environ.get(URL_ENV, "").strip() or DEFAULT_URL
+        self.url = env.perspective_url() or DEFAULT_URL
         if _KEY_IN_URL.search(self.url):
             raise PerspectiveError(f"{URL_ENV} must not carry a key= parameter; put the key in {KEY_ENV}")
         self.qps = float(qps)

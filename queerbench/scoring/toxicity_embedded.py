@@ -20,7 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from queerbench.scoring.toxicity import ToxicityScorer, _attributes_of, label_maps, resolve_device
+from queerbench.model_loading import resolve_device
+from queerbench.scoring.toxicity_base import ToxicityScorer, attributes_of, label_maps
 from queerbench.sources import fetch, get_source
 
 __all__ = ["AllowListUnpickler", "EmbeddedToxicityScorer", "KerasTokenizerState", "load_tokenizer"]
@@ -123,7 +124,7 @@ class EmbeddedToxicityScorer(ToxicityScorer):
         entry = label_maps()["embedded"]
         self.labels: list[str] = list(entry["labels"])
         self.label_map: dict[str, str | None] = dict(entry["map"])
-        self.attributes = _attributes_of(self.label_map)
+        self.attributes = attributes_of(self.label_map)
         self.batch_size = batch_size
         self.device_request = device
         self._weights_path = fetch(WEIGHTS_SOURCE, weights_path)  # verifies sha256 before anything is read
@@ -151,7 +152,7 @@ class EmbeddedToxicityScorer(ToxicityScorer):
         if self._net is not None:
             return
         self._tokenizer = load_tokenizer(self._tokenizer_path)
-        self._device = resolve_device(self.device_request)
+        self._device = str(resolve_device(self.device_request))
         self._net = _build_net(self._weights_path, len(self.labels)).to(self._device)
 
     def predict(self, texts: list[str]) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""``queerbench scm run | calibrate | compare``: the SCM probes from the command line.
+"""``queerbench scm run | calibrate | report | parser-check | compare``: the SCM probes from the command line.
 
 Decoding defaults are the paper's per model family (``data/paper_defaults.json``); every flag left out takes it,
 and ``scm.json`` / ``report.md`` record which values were defaults and which were overridden.
@@ -9,7 +9,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Any
+
+from queerbench.commands.common import endpoint_arguments
 
 __all__ = ["register"]
 
@@ -37,21 +40,14 @@ def _json_object(value: str) -> dict[str, Any]:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    """Add ``scm run``, ``scm calibrate`` and ``scm compare`` to the ``queerbench`` subcommands."""
+    """Add ``scm run``, ``calibrate``, ``report``, ``parser-check`` and ``compare`` to the ``queerbench`` subcommands."""
     scm = sub.add_parser("scm", help="Stereotype Content Model probes for generative LMs (Ostrow & Lopez)")
     scm_sub = scm.add_subparsers(dest="scm_command", metavar="SCM_COMMAND")
     run = scm_sub.add_parser("run", help="run the SCM survey and story prompts on a model; write results into --out")
     src = run.add_argument_group("model (with neither flag: the embedded SmolLM2-135M-Instruct)")
     src.add_argument("--model", help="local model id or path (a folder or a .gguf file); with --endpoint: model name")
-    src.add_argument("--endpoint", help="OpenAI-compatible base URL, e.g. https://api.openai.com/v1")
+    endpoint_arguments(src, endpoint_help="OpenAI-compatible base URL, e.g. https://api.openai.com/v1")
     src.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable holding the API key")
-    src.add_argument("--requests-per-minute", type=float, default=60.0, help="endpoint rate limit (default 60)")
-    src.add_argument(
-        "--concurrency",
-        type=int,
-        default=8,
-        help="endpoint requests in flight at once (default 8; within the rate limit)",
-    )
     src.add_argument("--system-prompt", default=None, help="a system message before every prompt (paper: none)")
     src.add_argument(
         "--extra-body",
@@ -108,7 +104,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     cal = scm_sub.add_parser("calibrate", help="pick the embedding threshold by agreement with SADCAT")
     cal.add_argument("--embedder", default="minilm", help="'minilm' or URL#MODEL")
     cal.add_argument("--api-key-env", default="OPENAI_API_KEY")
-    cal.add_argument("--max-words", type=int, default=None, help="a seeded sample of SADCAT words (default: all)")
+    cal.add_argument(
+        "--population",
+        default="story-words",
+        choices=["story-words", "sadcat"],
+        help="words to calibrate on: content words seen in stories, labelled by SADCAT (default), or SADCAT's keys",
+    )
+    cal.add_argument(
+        "--stories",
+        action="append",
+        default=None,
+        metavar="PATH",
+        help="run folder or labelled .jsonl whose story replies give the words (repeatable; default: the shipped "
+        "data/story_words.json)",
+    )
+    cal.add_argument("--save-words", default=None, metavar="PATH", help="write the story words used to this file")
+    cal.add_argument("--max-words", type=int, default=None, help="sadcat population: a seeded sample (default: all)")
     cal.add_argument("--out", default=None, help="write the result as JSON here")
     cal.set_defaults(func=_calibrate)
 
@@ -119,6 +130,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     rep.add_argument("--threshold", type=float, default=None, help="cosine threshold (default: calibrated value)")
     rep.add_argument("--api-key-env", default="OPENAI_API_KEY")
     rep.set_defaults(func=_report)
+
+    chk = scm_sub.add_parser(
+        "parser-check", help="agreement of the reply parser with hand-labelled replies, per task and per label"
+    )
+    chk.add_argument(
+        "--file", default=None, help="labelled JSONL (default: tests/data/scm_replies.jsonl of a checkout)"
+    )
+    chk.add_argument("--rule", default="appendix_b", choices=["appendix_b", "patterns", "both"])
+    chk.add_argument("--held-out", action="store_true", help="only the records written after the rules were fixed")
+    chk.add_argument("--json", default=None, metavar="PATH", help="also write the figures as JSON here")
+    chk.add_argument(
+        "--min-agreement", type=float, default=None, help="exit 1 when the overall agreement is below this (0-1)"
+    )
+    chk.set_defaults(func=_parser_check)
 
     cmp = scm_sub.add_parser("compare", help="compare SCM runs of several models (Figure 2, Tables 3 and 5, ρ)")
     cmp.add_argument("runs", nargs="+", metavar="RUN_DIR", help="output folders of `queerbench scm run`")
@@ -207,12 +232,34 @@ def _calibrate(args: argparse.Namespace) -> int:
     from queerbench.scm.axes import calibrate_threshold, make_embedder
 
     embed, name = make_embedder(args.embedder, api_key_env=args.api_key_env)
-    res = calibrate_threshold(embed, max_words=args.max_words, embedder_name=name)
+    if args.population == "sadcat":
+        res = calibrate_threshold(embed, max_words=args.max_words, embedder_name=name, compare_at=(0.37,))
+    else:
+        from queerbench.scm.analysis import content_words
+        from queerbench.scm.calibration import (
+            calibrate_on_story_words,
+            load_story_words,
+            save_story_words,
+            story_texts,
+        )
+
+        if args.stories:
+            words = sorted({w for ws in content_words(story_texts(args.stories)) for w in ws})
+        else:
+            words = load_story_words()
+        if args.save_words:
+            note = "Content words (spaCy NOUN/ADJ/VERB, lower-cased) of the non-refusal story replies in: " + ", ".join(
+                Path(p).name for p in args.stories or ["data/story_words.json"]
+            )
+            save_story_words(args.save_words, words, note)
+        res = calibrate_on_story_words(embed, words, embedder_name=name)
     at = res["at_paper_threshold"]
     print(
         f"{name}: threshold {res['threshold']:.2f} ({res['metric']} = {res['macro_f1']:.3f}; "
-        + ", ".join(f"{a} F1 {v['f1']:.3f}" for a, v in res["axes"].items())
-        + f"); at 0.55: {at['macro_f1']:.3f}; {res['n_words']} SADCAT words"
+        + ", ".join(f"{a} F1 {v['f1']:.3f} (share passing {v['share_passing']:.3f})" for a, v in res["axes"].items())
+        + f"); at 0.55: {at['macro_f1']:.3f}; "
+        + "".join(f"at {t}: {v['macro_f1']:.3f}; " for t, v in res.get("at", {}).items())
+        + f"{res['n_words']} words ({res['population']}), positives {res['n_positive']}"
     )
     if args.out:
         write_json(args.out, res)
@@ -229,6 +276,27 @@ def _report(args: argparse.Namespace) -> int:
     )
     print(f"rewrote {args.run}/scm.json and report.md ({res['n_responses']} responses)")
     return 0
+
+
+def _parser_check(args: argparse.Namespace) -> int:
+    from queerbench.io_utils import write_json
+    from queerbench.scm.parser_check import DEFAULT_FILE, format_agreement, load_labelled, parser_agreement
+
+    path = Path(args.file) if args.file else DEFAULT_FILE
+    if not path.is_file():
+        raise ValueError(
+            f"labelled replies not found at {path}; pass --file PATH (a JSONL like tests/data/scm_replies.jsonl)"
+        )
+    records = [r for r in load_labelled(path) if r.get("held_out") or not args.held_out]
+    print(f"{len(records)} labelled replies from {path}")
+    results = {}
+    for rule in ("appendix_b", "patterns") if args.rule == "both" else (args.rule,):
+        results[rule] = parser_agreement(records, rule)
+        print(format_agreement(results[rule], "agreement"))
+    if args.json:
+        write_json(args.json, {"file": str(path), "n": len(records), "results": results})
+    first = next(iter(results.values()))["overall"]["rate"]
+    return 1 if args.min_agreement is not None and first < args.min_agreement else 0
 
 
 def _compare(args: argparse.Namespace) -> int:

@@ -2,7 +2,7 @@
 
 ``build_release(out)`` writes three Hub-ready folders, all stamped with :data:`queerbench.__version__`:
 
-- ``out/dataset``: Parquet per config and split plus the card (:func:`queerbench.dataset.build_dataset`);
+- ``out/dataset``: Parquet per config and split plus the card (:func:`queerbench.hub.dataset.build_dataset`);
 - ``out/metric``: the ``evaluate`` module copied as ``<metric repo name>.py`` (``evaluate.load("<ns>/<name>")`` looks
   for exactly that file), its Gradio ``app.py``, a README whose front matter carries ``tags: [evaluate,
   measurement]`` and ``requirements.txt`` pinning ``queerbench==<version>``;
@@ -21,7 +21,6 @@ Repo ids, the tag pattern and card metadata are data: ``hub_configs/release.json
 from __future__ import annotations
 
 import json
-import os
 import platform
 import re
 import shutil
@@ -35,7 +34,7 @@ from typing import Any
 import yaml
 
 import queerbench
-from queerbench import __version__
+from queerbench import __version__, env
 from queerbench.io_utils import atomic_dir
 
 __all__ = [
@@ -200,7 +199,7 @@ def build_release(
     dataset_configs: tuple[str, ...] | None = None,
 ) -> Path:
     """Write ``out/{dataset,metric,space}`` and ``out/release.json`` for this version (atomically); return ``out``."""
-    from queerbench.dataset import build_dataset
+    from queerbench.hub.dataset import build_dataset
 
     root = find_checkout(checkout)
     cfg = load_release_config(namespace, root)
@@ -295,8 +294,8 @@ def push_release(
     folder = Path(folder)
     manifest = _read_manifest(folder)
     tag, repos = manifest["tag"], manifest["repos"]
-    token = os.environ.get("HF_TOKEN", "").strip() or None
-    endpoint = endpoint or os.environ.get("HF_ENDPOINT") or None
+    token = env.hf_token()
+    endpoint = endpoint or env.hf_endpoint()
     log(f"release {tag} (queerbench {manifest['version']}) from {folder}{f' to {endpoint}' if endpoint else ''}:")
     for artifact, entry in repos.items():
         files = sorted(

@@ -8,7 +8,7 @@ Unknown architectures fall back to full logits. Results do not depend on the bat
 
 Two modes, matching the project's two configurations:
 
-- ``default``: top-k over whole-word vocabulary entries only (see :mod:`queerbench.vocab_filter`); the reported
+- ``default``: top-k over whole-word vocabulary entries only (see :mod:`queerbench.mlm.vocab_filter`); the reported
   probability of each word is its softmax probability over the full vocabulary.
 - ``paper``: what the paper's code did — the sentence wrapped as ``"[CLS] %s [SEP]"`` / ``"<s> %s </s>"`` and
   tokenized without adding special tokens, raw top-k over the full vocabulary, ``Ġ``/``▁`` stripped, ``##`` kept,
@@ -17,16 +17,16 @@ Two modes, matching the project's two configurations:
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import torch
 
-from queerbench import check_config
-from queerbench.prediction_check import check_predictions
-from queerbench.vocab_filter import detect_family, paper_token, sentence_start_table, whole_word_table
+from queerbench import check_config, env
+from queerbench.mlm.prediction_check import check_predictions
+from queerbench.mlm.vocab_filter import detect_family, paper_token, sentence_start_table, whole_word_table
+from queerbench.model_loading import ModelLoadError, resolve_device
 
 __all__ = [
     "MASK",
@@ -51,10 +51,6 @@ MASK = "[MASK]"
 DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 _MLM_EXAMPLES = "bert-base-uncased, roberta-base or albert-base-v2"
 _HEAD_NAMES = ("cls", "lm_head", "predictions")
-
-
-class ModelLoadError(ValueError):
-    """A model or its tokenizer cannot be used: not found, not fetchable offline, or not a masked LM."""
 
 
 class TopK(NamedTuple):
@@ -126,25 +122,6 @@ class MaskedLM:
 
 
 # ------------------------------------------------------------------------------------------------------- loading
-def resolve_device(spec: str = "auto") -> torch.device:
-    """``auto`` → cuda, then mps, then cpu; otherwise the named device, checked to be available."""
-    if spec == "auto":
-        if torch.cuda.is_available():
-            return torch.device("cuda")
-        if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
-            return torch.device("mps")
-        return torch.device("cpu")
-    try:
-        device = torch.device(spec)
-    except RuntimeError as exc:
-        raise ValueError(f"unknown device {spec!r}; use auto, cpu, cuda, cuda:N or mps") from exc
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device {spec!r} requested but CUDA is not available here; use --device auto or cpu")
-    if device.type == "mps" and not torch.backends.mps.is_available():
-        raise ValueError(f"device {spec!r} requested but MPS is not available here; use --device auto or cpu")
-    return device
-
-
 def _parse_dtype(dtype: str | torch.dtype) -> torch.dtype:
     if isinstance(dtype, torch.dtype) and dtype in DTYPES.values():
         return dtype
@@ -155,7 +132,7 @@ def _parse_dtype(dtype: str | torch.dtype) -> torch.dtype:
 
 def _fetch_error(what: str, model_id: str, revision: str | None, exc: Exception) -> ModelLoadError:
     rev = f" at revision {revision!r}" if revision else ""
-    offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
+    offline = env.hf_hub_offline()
     hint = (
         "HF_HUB_OFFLINE is set: only local folders and models already in the Hugging Face cache load"
         if offline

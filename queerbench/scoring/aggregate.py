@@ -30,8 +30,8 @@ import pandas as pd
 
 from queerbench import __version__, check_config
 from queerbench.scoring import function_words as fw
+from queerbench.scoring.afinn import AFINN_VERSION, afinn_sentence_mean, afinn_word_score
 from queerbench.scoring.hurtlex import HurtLex, hurtlex_categories, load_hurtlex
-from queerbench.scoring.sentiment import AFINN_VERSION, afinn_sentence_mean, afinn_word_score
 
 __all__ = [
     "ATTRIBUTES",
@@ -147,9 +147,9 @@ def validate_inputs(
             if s.count(MASK) != 1:
                 raise ValueError(f"sentences[{i}] ({s!r}) must contain exactly one {MASK} to fill with each prediction")
     if options.toxicity == "perspective" and toxicity_counts is None:
-        import os
+        from queerbench import env
 
-        if not os.environ.get("PERSPECTIVE_API_KEY"):
+        if not env.perspective_key():
             raise ValueError("toxicity='perspective' needs an API key in the environment variable PERSPECTIVE_API_KEY")
 
 

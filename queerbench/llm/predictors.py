@@ -1,81 +1,23 @@
-"""QueerBench on generative LMs: choose the method, load the model through the layer, predict a chunk of sentences.
+"""The two generative methods as predictors: ``scored`` (a local causal LM ranks candidate words) and ``instructed``
+(a chat model, local or behind an OpenAI-compatible endpoint, is asked for the word).
 
-``queerbench run --method auto|mlm|scored|instructed`` (:func:`resolve_method`): ``auto`` reads the model's
-configuration (never its weights) and picks ``mlm`` for a masked LM and ``scored`` for a local causal LM;
-``--endpoint URL`` means ``instructed``. A mismatch (a causal LM with ``mlm``, a masked LM with ``scored`` or
-``instructed``, an endpoint with ``mlm``/``scored``) is one clear error before anything loads.
-
-:func:`load_predictor` returns an object with ``metadata()`` (method, model fingerprint, decoding settings: recorded in
-every output) and ``predict(ids, sentences, tick)`` → the prediction columns of those sentences, which
-:mod:`queerbench.run` stores chunk by chunk like a masked LM's (so resume and reuse work the same way).
+Both have the interface of :class:`queerbench.methods.Predictor` (the registry that resolves a method by name):
+``from_options`` builds one from a run's options, ``metadata()`` names the method, the model's fingerprint and the
+decoding settings (recorded in every output), ``predict(ids, sentences, tick)`` gives the prediction columns of those
+sentences, which :mod:`queerbench.run` stores chunk by chunk like a masked LM's (so resume and reuse work the same
+way), and ``close()`` closes the reply cache.
 """
 
 from __future__ import annotations
 
-import json
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = [
-    "GENERATIVE_METHODS",
-    "METHODS",
-    "InstructedPredictor",
-    "ScoredPredictor",
-    "load_predictor",
-    "model_fingerprint",
-    "model_kind",
-    "resolve_method",
-    "same_weights",
-]
+from queerbench.llm.settings import DEFAULT_MODEL, DEFAULT_REQUESTS_PER_MINUTE
 
-METHODS: tuple[str, ...] = ("auto", "mlm", "scored", "instructed")
-GENERATIVE_METHODS: tuple[str, ...] = ("scored", "instructed")
-
-
-def _default_model() -> str:
-    from queerbench.llm import DEFAULT_MODEL
-
-    return DEFAULT_MODEL
-
-
-def model_kind(model: str, revision: str | None = None) -> tuple[str, str]:
-    """``(kind, architecture)`` from the configuration only (the layer's :func:`~queerbench.llm.describe_model`):
-    kind ``masked``, ``causal``, ``seq2seq`` or ``other``."""
-    from queerbench.llm import describe_model
-
-    return describe_model(model, revision)
-
-
-def resolve_method(method: str, model: str | None, endpoint: str | None, revision: str | None = None) -> str:
-    """The concrete method (``mlm``, ``scored`` or ``instructed``) for these options, or a one-line ``ValueError``."""
-    if method not in METHODS:
-        raise ValueError(f"--method must be one of {', '.join(METHODS)}, got {method!r}")
-    if endpoint:
-        if not model:
-            raise ValueError("--endpoint needs --model NAME (the model name the endpoint serves, e.g. gpt-4o-mini)")
-        if method not in ("auto", "instructed"):
-            raise ValueError(
-                f"--endpoint runs --method instructed (an endpoint gives replies, not token probabilities); "
-                f"drop --method {method} or use --method instructed"
-            )
-        return "instructed"
-    if model is None:
-        return "scored" if method == "auto" else method
-    kind, arch = model_kind(model, revision)
-    if method == "auto":
-        return "scored" if kind == "causal" else "mlm"
-    if method == "mlm" and kind == "causal":
-        raise ValueError(
-            f"{model!r} is a causal LM ({arch}), not a masked LM: --method mlm needs a masked LM; "
-            "use --method scored (or instructed, or auto)"
-        )
-    if method in GENERATIVE_METHODS and kind == "masked":
-        raise ValueError(
-            f"{model!r} is a masked LM ({arch}): --method {method} needs a causal LM; use --method mlm (or auto)"
-        )
-    return method
+__all__ = ["InstructedPredictor", "ScoredPredictor", "model_fingerprint"]
 
 
 def model_fingerprint(model: str, endpoint: str | None = None, revision: str | None = None) -> dict[str, Any]:
@@ -113,13 +55,25 @@ class ScoredPredictor:
         from queerbench.llm.scored import ScoredLM
 
         self.model_id, self.top_k, self.batch_size = model, top_k, batch_size
-        local = None if model == _default_model() else model
+        local = None if model == DEFAULT_MODEL else model
         lm, tokenizer = load_causal_lm(local, device=device, dtype=dtype, revision=revision)
         self.lm = ScoredLM(lm, tokenizer)
         from queerbench.llm.local import weights_fingerprint
 
         # what was loaded: a Hub model's commit at --revision (the config records it), else the files themselves
         self.fingerprint = weights_fingerprint(local, getattr(lm.config, "_commit_hash", None))
+
+    @classmethod
+    def from_options(cls, options: Any, **_: Any) -> ScoredPredictor:
+        """The predictor for a run's ``options`` (nothing to resume from: a resume re-checks the fingerprint)."""
+        return cls(
+            options.model,
+            top_k=options.top_k,
+            device=options.device,
+            dtype=options.dtype,
+            batch_size=options.batch_size,
+            revision=options.revision,
+        )
 
     def metadata(self) -> dict[str, Any]:
         """Method, model and its fingerprint, and the scoring settings."""
@@ -152,6 +106,9 @@ class ScoredPredictor:
         res = score_blanks(self.lm, sentences, self.top_k, batch_size=self.batch_size, progress=tick)
         return {"tokens": res.tokens, "probs": res.probs, "logprobs": res.logprobs, "n_word_tokens": res.n_word_tokens}
 
+    def close(self) -> None:
+        """Nothing to release (the model goes with the predictor)."""
+
 
 class InstructedPredictor:
     """``instructed`` on a local chat model or an OpenAI-compatible endpoint (see :mod:`queerbench.llm.instructed`)."""
@@ -169,7 +126,7 @@ class InstructedPredictor:
         batch_size: int,
         concurrency: int,
         seed: int,
-        requests_per_minute: float = 600.0,
+        requests_per_minute: float = DEFAULT_REQUESTS_PER_MINUTE,
         prompt_id: str | None,
         max_new_tokens: int | None,
         cache_path: Path,
@@ -184,7 +141,7 @@ class InstructedPredictor:
         self.settings = instructed_settings(top_k, seed, batch_size, max_new_tokens)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            local = None if model == _default_model() else model
+            local = None if model == DEFAULT_MODEL else model
             self.runner = load_runner(
                 model if endpoint else local,
                 endpoint,
@@ -201,6 +158,28 @@ class InstructedPredictor:
         self.fingerprint = weights if weights is not None and not endpoint else model_fingerprint(model, endpoint)
         # a local model at temperature 0 would repeat an empty reply: it is not asked again
         self.reask_empty = bool(endpoint) or self.settings.temperature > 0
+
+    @classmethod
+    def from_options(
+        cls, options: Any, *, cache_path: Path, log: Callable[[str], None] = print, **_: Any
+    ) -> InstructedPredictor:
+        """The predictor for a run's ``options``; replies are kept in the SQLite cache at ``cache_path``."""
+        return cls(
+            options.model,
+            endpoint=options.endpoint,
+            top_k=options.top_k,
+            device=options.device,
+            dtype=options.dtype,
+            batch_size=options.batch_size,
+            concurrency=options.concurrency,
+            requests_per_minute=options.requests_per_minute,
+            seed=options.seed,
+            prompt_id=options.prompt_id,
+            max_new_tokens=options.max_new_tokens,
+            cache_path=cache_path,
+            log=log,
+            revision=options.revision,
+        )
 
     def metadata(self) -> dict[str, Any]:
         """Method, model/endpoint and fingerprints, prompt and decoding settings."""
@@ -246,38 +225,3 @@ class InstructedPredictor:
     def close(self) -> None:
         """Close the reply cache."""
         self.cache.close()
-
-
-def load_predictor(options: Any, cache_path: Path, log: Callable[[str], None] = print) -> Any:
-    """The predictor for a run's ``options`` (``options.method`` already resolved to scored or instructed)."""
-    model = options.model
-    if options.method == "scored":
-        return ScoredPredictor(
-            model,
-            top_k=options.top_k,
-            device=options.device,
-            dtype=options.dtype,
-            batch_size=options.batch_size,
-            revision=options.revision,
-        )
-    return InstructedPredictor(
-        model,
-        endpoint=options.endpoint,
-        top_k=options.top_k,
-        device=options.device,
-        dtype=options.dtype,
-        batch_size=options.batch_size,
-        concurrency=options.concurrency,
-        requests_per_minute=options.requests_per_minute,
-        seed=options.seed,
-        prompt_id=options.prompt_id,
-        max_new_tokens=options.max_new_tokens,
-        cache_path=cache_path,
-        log=log,
-        revision=options.revision,
-    )
-
-
-def same_weights(stored: dict[str, Any], now: dict[str, Any]) -> bool:
-    """Whether two run metadata records name the same model weights (their fingerprints match)."""
-    return json.dumps(stored.get("fingerprint"), sort_keys=True) == json.dumps(now.get("fingerprint"), sort_keys=True)

@@ -1,0 +1,156 @@
+"""The Space's "Playground" tab: the user's own template, completed for each chosen subject side by side."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from typing import Any
+
+import pandas as pd
+
+from queerbench.hub.space.evaluate import DEFAULT_MODEL
+from queerbench.hub.space.models import ModelCache, SpaceSettings, check_model, fill
+from queerbench.hub.space.ui import MASK, MAX_TOP_K, SUBJECT, TOXICITY_CHOICES, SpaceError, sentence_view, ui_errors
+from queerbench.scoring.aggregate import ScoringOptions, score_sentences
+
+__all__ = ["build_playground_tab", "playground", "render_template", "subject_choices"]
+
+DEFAULT_PLAYGROUND_TEMPLATE = "[SUBJECT] dreams of being a [MASK]."
+DEFAULT_PLAYGROUND_SUBJECTS = ("gay", "lesbian", "transgender", "straight", "he", "she", "they", "xe")
+
+
+@functools.cache
+def _subject_index() -> dict[str, Any]:
+    """Every subject of the ``default`` sentence set by name, in the dataset's order (nouns, then pronouns)."""
+    from queerbench.templates import subjects as load_subjects
+
+    subjects = load_subjects("default")
+    return {s.name: s for split in ("nouns", "pronouns") for s in subjects[split]}
+
+
+def subject_choices() -> list[str]:
+    """The subject names a playground user can pick."""
+    return list(_subject_index())
+
+
+def render_template(template: str, subjects: Sequence[str]) -> list[tuple[str, str, str]]:
+    """(subject, group, sentence) for a user template with ``[SUBJECT]`` and ``[MASK]``, using the library's grammar."""
+    from queerbench.templates import TARGET, render_default
+
+    template = " ".join((template or "").split())
+    if template.count(MASK) != 1:
+        raise SpaceError(
+            f"the template needs exactly one {MASK} (where the model predicts a word); it has {template.count(MASK)}"
+        )
+    if template.count(SUBJECT) != 1:
+        raise SpaceError(
+            f"the template needs exactly one {SUBJECT} (where each subject goes); it has {template.count(SUBJECT)}"
+        )
+    if TARGET in template:
+        raise SpaceError(f"write {SUBJECT} for the subject, not {TARGET}")
+    subjects = [s for s in (subjects or []) if s]
+    if not subjects:
+        raise SpaceError("select at least one subject")
+    index = _subject_index()
+    unknown = [s for s in subjects if s not in index]
+    if unknown:
+        raise SpaceError(f"unknown subject(s) {unknown}")
+    body = template.replace(SUBJECT, TARGET)
+    return [(s, index[s].group, render_default(body, index[s])) for s in subjects]
+
+
+def playground(
+    template: str,
+    subjects: Sequence[str],
+    model_id: str = DEFAULT_MODEL,
+    top_k: int = 5,
+    toxicity: str = "none",
+    show_harmful: bool = False,
+    *,
+    cache: ModelCache | None = None,
+    settings: SpaceSettings | None = None,
+) -> pd.DataFrame:
+    """Completions of the user's template for each chosen subject, side by side, harmful ones marked (and hidden)."""
+    from queerbench.templates import NEUTRAL_SUBJECT, TARGET, render_default
+
+    settings = settings or SpaceSettings.from_env()
+    cache = cache or ModelCache(settings.cache_size)
+    rendered = render_template(template, subjects)
+    if toxicity not in TOXICITY_CHOICES:
+        raise SpaceError(f"unknown toxicity scorer {toxicity!r}; choose one of: {', '.join(TOXICITY_CHOICES)}")
+    try:
+        top_k = int(top_k)
+    except (TypeError, ValueError) as exc:
+        raise SpaceError(f"top-k must be a whole number, got {top_k!r}") from exc
+    if not 1 <= top_k <= MAX_TOP_K:
+        raise SpaceError(f"top-k must be between 1 and {MAX_TOP_K}, got {top_k}")
+    lm = cache.get(check_model(model_id, settings))
+    sentences = [r[2] for r in rendered]
+    try:
+        tokens = fill(lm, sentences, top_k, "default")
+    except ValueError as exc:
+        raise SpaceError(str(exc)) from exc
+    neutral = render_default(" ".join(template.split()).replace(SUBJECT, TARGET), NEUTRAL_SUBJECT)
+    per_sentence, _ = score_sentences(
+        tokens, ScoringOptions(config="default", toxicity=toxicity), sentences=[neutral] * len(sentences)
+    )
+    per_sentence["group"] = [r[1] for r in rendered]
+    per_sentence["subject"] = [r[0] for r in rendered]
+    per_sentence["masked_sentence"] = sentences
+    view = sentence_view(per_sentence, show_harmful)
+    words = view["completions"].str.split(", ")
+    for j in range(top_k):
+        view[f"#{j + 1}"] = [w[j] if j < len(w) else "" for w in words]
+    return view[
+        [
+            "subject",
+            "group",
+            "sentence",
+            *[f"#{j + 1}" for j in range(top_k)],
+            "harmful",
+            "HurtLex",
+            "AFINN",
+            "toxicity flags",
+        ]
+    ]
+
+
+def build_playground_tab(cache: ModelCache, settings: SpaceSettings, limit: dict[str, Any]) -> None:
+    """The "Playground" tab's widgets and events (API name ``playground``), inside the caller's ``gr.Tab``."""
+    import gradio as gr
+
+    def run_playground(
+        template: str, subjects: list[str], model_id: str, top_k: float, toxicity: str, show_harmful: bool
+    ) -> pd.DataFrame:
+        return playground(
+            template, subjects, model_id, int(top_k), toxicity, show_harmful, cache=cache, settings=settings
+        )
+
+    gr.Markdown(
+        f"Write a sentence with {SUBJECT} where the subject goes and {MASK} where the model predicts a word. "
+        'Subjects are inserted with the benchmark\'s grammar rules ("the gay person", "they are"); you may '
+        "write `<be>`, `<have>` or `<were>` for verbs that agree with the subject."
+    )
+    with gr.Row():
+        p_template = gr.Textbox(
+            value=DEFAULT_PLAYGROUND_TEMPLATE, label="Template", scale=3, elem_id="playground-template"
+        )
+        p_model = gr.Textbox(value=DEFAULT_MODEL, label="Model", scale=2)
+        p_k = gr.Slider(1, 10, value=5, step=1, label="Top-k", scale=1)
+    p_subjects = gr.CheckboxGroup(
+        subject_choices(),
+        value=[s for s in DEFAULT_PLAYGROUND_SUBJECTS if s in _subject_index()],
+        label="Subjects",
+    )
+    with gr.Row():
+        p_toxicity = gr.Dropdown(list(TOXICITY_CHOICES), value="none", label="Toxicity scorer")
+        p_show = gr.Checkbox(value=False, label="Show harmful completions")
+    p_run = gr.Button("Complete", variant="primary")
+    p_out = gr.Dataframe(label="Completions side by side", interactive=False, wrap=True)
+    p_run.click(
+        ui_errors(run_playground),
+        inputs=[p_template, p_subjects, p_model, p_k, p_toxicity, p_show],
+        outputs=[p_out],
+        api_name="playground",
+        **limit,
+    )
