@@ -54,8 +54,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         return int(args.func(args) or 0)
-    except KeyboardInterrupt:
-        print("\ninterrupted: finished chunks are saved; rerun the same command to resume.", file=sys.stderr)
+    except KeyboardInterrupt as exc:  # a run says what it kept (run_predict.RunInterrupted); others just stop
+        print(f"\nqueerbench: {exc.args[0] if exc.args else 'interrupted'}", file=sys.stderr)
         return 130
     except (*USER_ERRORS, ChecksumError, SourceUnavailableError, PerspectiveError) as exc:
         message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc

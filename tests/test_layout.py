@@ -36,6 +36,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("queergen", "scm"),  # the two other benchmarks
     ("templates",),  # the sentence sets of every config (QueerGen's among them)
     ("methods", "report", "run_scores", "run_folder"),  # the method registry; report text; run scoring; run folder
+    ("run_predict",),  # a run's prediction, saved part by part
     ("run",),  # the main job
     ("hub",),  # the dataset folder, the release, the Space
     ("commands",),  # the CLI's commands

@@ -15,6 +15,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from requests.structures import CaseInsensitiveDict
+from run_parts import fix_part_size
 
 from queerbench import run as run_module
 from queerbench.cli import main
@@ -144,7 +145,7 @@ def test_a_run_with_failed_prompts_finishes_the_others_exits_1_and_a_rerun_asks_
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-    monkeypatch.setattr(run_module, "CHUNK_SIZE", 32)  # 77 sentences in 3 chunks: a failure in the first one
+    fix_part_size(monkeypatch, 32)  # 77 sentences in 3 parts: a failure in the first two
     frame = run_module._sentences(RunOptions(limit=1))
     keys, ids = _sentences_with([frame["masked_sentence"].iloc[2], frame["masked_sentence"].iloc[40]])
     out = tmp_path / "run"
@@ -166,7 +167,7 @@ def test_a_run_with_failed_prompts_finishes_the_others_exits_1_and_a_rerun_asks_
         assert any(f"sentence {ids[1]}, sample 0" in line for line in lines) and "Traceback" not in err
         assert not (out / "predictions.parquet").exists()
         chunks = sorted(p.name for p in (out / ".chunks").glob("chunk-*.parquet"))
-        assert chunks == ["chunk-00002.parquet"]  # the chunks without failures are kept, the other two are not
+        assert chunks == ["chunk-000064-000077.parquet"]  # the part without failures is kept, the other two are not
         with ResponseCache(out / ".chunks" / "replies.sqlite") as cache:
             assert cache.count() == 75  # the failed calls are not stored as replies
         assert main(args) == 0  # the server answers now

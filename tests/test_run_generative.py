@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from run_parts import fix_part_size
 
 from queerbench import run as run_module
 from queerbench.cli import main
@@ -139,7 +140,7 @@ def test_scored_run_killed_between_chunks_resumes(
 ):
     from queerbench.llm import predictors as fill
 
-    monkeypatch.setattr(run_module, "CHUNK_SIZE", 40)
+    fix_part_size(monkeypatch, 40)
     real = fill.ScoredPredictor.predict
     calls = {"n": 0}
 
@@ -179,7 +180,7 @@ def test_resume_with_changed_weights_is_refused(models: dict[str, str], tmp_path
 
     folder = tmp_path / "model"
     shutil.copytree(models["gpt2"], folder)
-    monkeypatch.setattr(run_module, "CHUNK_SIZE", 40)
+    fix_part_size(monkeypatch, 40)
     real = fill.ScoredPredictor.predict
     calls = {"n": 0}
 

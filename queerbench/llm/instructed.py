@@ -232,8 +232,15 @@ def predict_instructed(
     prompt_id: str | None = None,
     reask_empty: bool = True,
     progress: Callable[[int], None] | None = None,
+    show_progress: bool = True,
+    streak: Any = None,
 ) -> pd.DataFrame:
     """Ask ``runner`` for ``settings.samples`` replies per sentence and parse them; one row per sentence.
+
+    ``progress(n)`` is called as replies arrive, with ``n`` sentences' worth of them (the sentences whose replies
+    all arrived, counted from the calls still to make), and with the rest once the replies are parsed; it adds up to
+    ``len(ids)``. ``show_progress``: the layer's own bar of replies (off when the caller has a bar of its own);
+    ``streak``: the :class:`~queerbench.llm.collect.ErrorStreak` of a run that asks in parts.
 
     Columns: ``id``, ``tokens`` (the ``ok`` words, sample order, duplicates kept), ``reply`` and ``label`` (one per
     sample), ``n_distinct`` (distinct ``ok`` words), ``reasks`` (extra calls made for empty replies), ``prompt_format``.
@@ -248,7 +255,16 @@ def predict_instructed(
     from queerbench.llm.failures import failed_prompts
 
     rows = pd.DataFrame({"id": list(ids), "prompt": [build_prompt(s, prompt_id) for s in sentences]})
-    got = collect(runner, rows, settings, cache)
+    reported = 0
+
+    def on_reply(done: int, total: int) -> None:  # at least this many sentences have all their replies
+        nonlocal reported
+        worth = len(ids) - -(-(total - done) // settings.samples)
+        if progress is not None and worth > reported:
+            progress(worth - reported)
+            reported = worth
+
+    got = collect(runner, rows, settings, cache, progress=on_reply, show_progress=show_progress, streak=streak)
     failures = failed_prompts(got)
     replies: dict[tuple[str, int], str | None] = {}
     formats: dict[str, str] = {}
@@ -267,7 +283,9 @@ def predict_instructed(
         for sample in sorted({s for _, s in empty}):
             sub_ids = [i for i, s in empty if s == sample]
             again = replace(settings, seed=settings.seed + REASK_SEED_STEP * attempt + sample, samples=1)
-            more = collect(runner, rows[rows["id"].isin(sub_ids)], again, cache)
+            more = collect(
+                runner, rows[rows["id"].isin(sub_ids)], again, cache, show_progress=show_progress, streak=streak
+            )
             for rec in more.to_dict("records"):
                 if rec["status"] == "ok":
                     replies[(rec["id"], sample)] = rec["response"]
@@ -290,8 +308,8 @@ def predict_instructed(
                 "prompt_format": formats.get(sid, ""),
             }
         )
-        if progress is not None:
-            progress(1)
+    if progress is not None and len(ids) > reported:
+        progress(len(ids) - reported)
     return pd.DataFrame(out)
 
 
