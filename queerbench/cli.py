@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 from queerbench import __version__
 from queerbench.commands.common import USER_ERRORS, UserError, os_error_message
+from queerbench.one_line_parser import OneLineParser
 
 __all__ = ["UserError", "build_parser", "main", "os_error_message"]
 
@@ -31,7 +32,7 @@ _COMMAND_MODULES = (
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every available subcommand registered."""
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(  # a bad flag value is one line listing the valid ones, not a usage block
         prog="queerbench",
         description="Measure how language models harm and stereotype LGBTQIA+ people.",
     )
@@ -54,8 +55,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         return int(args.func(args) or 0)
-    except KeyboardInterrupt:
-        print("\ninterrupted: finished chunks are saved; rerun the same command to resume.", file=sys.stderr)
+    except KeyboardInterrupt as exc:  # a run says what it kept (run_predict.RunInterrupted); others just stop
+        print(f"\nqueerbench: {exc.args[0] if exc.args else 'interrupted'}", file=sys.stderr)
         return 130
     except (*USER_ERRORS, ChecksumError, SourceUnavailableError, PerspectiveError) as exc:
         message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc

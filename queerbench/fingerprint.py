@@ -9,7 +9,9 @@ a same-size rewrite or a copied-back file with its old mtime). A bert-base folde
 whose size, mtime, ctime and inode are unchanged is not hashed twice.
 
 The fingerprint is method-agnostic: masked LMs, causal LMs and anything else loaded from a folder are hashed the
-same way; a name that is not a local folder (a Hub id, an endpoint's model name) gets ``kind="id"`` and no hash.
+same way. The embedded model (``embedded:smollm2-135m-instruct``) gets ``kind="embedded"`` with the pinned sha256 of
+its GGUF file (the record the generation layer writes, so ``run.json`` and ``scores.json`` agree); any other name that
+is not a local folder (a Hub id, an endpoint's model name) gets ``kind="id"`` and no hash.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "EMBEDDED_SOURCES",
     "MODEL_FILE_SUFFIXES",
     "check_model_reference",
     "describe_fingerprint",
@@ -48,6 +51,11 @@ MODEL_FILE_SUFFIXES: tuple[str, ...] = (
     ".py",  # remote-code modelling files (never run by queerbench, but they would change the model)
 )
 """The suffixes of the files that decide what a saved model predicts (weights, tokenizer, configuration)."""
+
+
+EMBEDDED_SOURCES: dict[str, str] = {"embedded:smollm2-135m-instruct": "smollm2_135m_instruct_gguf"}
+"""The embedded model names and the pinned source (``lexicons/sources.json``) of each one's weights; the name is
+``queerbench.llm.settings.DEFAULT_MODEL`` (not imported: the generation layer imports this module)."""
 
 
 def looks_like_path(ref: str) -> bool:
@@ -111,10 +119,15 @@ def fingerprint_model(model_id_or_path: str | os.PathLike[str]) -> dict[str, Any
     "sha256": <sha256 over the sorted (path, hash) pairs>}``; the combined ``sha256`` changes when any weight,
     tokenizer or config file is added, removed, renamed or rewritten. A single model file (e.g. GGUF) is
     fingerprinted the same way, as a folder holding only that file. For anything else (a Hub id, which the run pins
-    by commit instead, or an endpoint's model name): ``{"kind": "id", "model": <the name>, "sha256": None}``.
+    by commit instead, or an endpoint's model name): ``{"kind": "id", "model": <the name>, "sha256": None}``; the
+    embedded model: ``{"kind": "embedded", "sha256": <its pinned sha256>}`` (read from the source pin, not hashed).
     Raises ``ValueError`` for a local folder that holds no model file at all.
     """
     name = os.fspath(model_id_or_path)
+    if name in EMBEDDED_SOURCES:
+        from queerbench.sources import get_source
+
+        return {"kind": "embedded", "sha256": get_source(EMBEDDED_SOURCES[name]).sha256}
     path = Path(name).expanduser()
     if path.is_file():
         hashes = {path.name: _sha256(path)}
@@ -138,7 +151,12 @@ def _combine(hashes: dict[str, str]) -> str:
 
 def fingerprints_differ(stored: dict[str, Any] | None, current: dict[str, Any]) -> list[str]:
     """The files whose hash differs between two local-folder fingerprints (added, removed or changed), sorted;
-    ``[]`` when they match or when either is not a local folder's fingerprint."""
+    for two embedded-model fingerprints with different pinned sha256s, ``["embedded weights"]``; ``[]`` when they
+    match or when either is not such a fingerprint — including the ``{"kind": "id", "sha256": None}`` that older
+    ``run.json`` files recorded for the embedded model, so those runs still resume."""
+    if stored and stored.get("kind") == "embedded" and current.get("kind") == "embedded":
+        old_sha, new_sha = stored.get("sha256"), current.get("sha256")
+        return ["embedded weights"] if old_sha and new_sha and old_sha != new_sha else []
     if not stored or stored.get("kind") != "local" or current.get("kind") != "local":
         return []
     if stored.get("sha256") == current.get("sha256"):

@@ -1,4 +1,5 @@
-"""Small helpers for writing files so that nothing half-written is ever left behind.
+"""Small helpers for writing files so that nothing half-written is ever left behind, and for reading the outputs back
+with one clear line when one of them is corrupt or truncated (:func:`read_parquet`, :func:`read_json`).
 
 The temporary files and folders come from :mod:`tempfile`, which creates them private (0600 / 0700) whatever the
 umask; before they are renamed into place they get the mode an ordinary ``open()``/``mkdir()`` would give
@@ -16,7 +17,17 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-__all__ = ["atomic_dir", "atomic_path", "current_umask", "write_json", "write_text"]
+__all__ = [
+    "CorruptOutputError",
+    "atomic_dir",
+    "atomic_path",
+    "corrupt_output",
+    "current_umask",
+    "read_json",
+    "read_parquet",
+    "write_json",
+    "write_text",
+]
 
 
 def current_umask() -> int:
@@ -96,3 +107,46 @@ def atomic_dir(dest: str | os.PathLike[str], *, overwrite: bool, is_ours: Callab
             os.replace(tmp, dest)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+# ------------------------------------------------------------------------------------------------------ reading ---
+class CorruptOutputError(ValueError):
+    """An output file (predictions, a chunk, scores, run record, reply cache) that cannot be read back: corrupt or
+    truncated (a disk that filled up, a copy cut short, an editor). A ``ValueError``: the CLI prints it as one line."""
+
+
+def corrupt_output(
+    path: str | os.PathLike[str], exc: BaseException, fix: str = "delete it and rerun"
+) -> CorruptOutputError:
+    """The one-line error for an unreadable output file: which file, what the reader said (its first line, cut to
+    100 characters) and the fix."""
+    said = " ".join(str(exc).split())[:100] or type(exc).__name__
+    return CorruptOutputError(f"{path} is corrupt or truncated ({type(exc).__name__}: {said}); {fix}")
+
+
+_NOT_CORRUPT = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)
+"""Reading errors that say nothing about the file's contents: they propagate as they are."""
+
+
+def read_parquet(path: str | os.PathLike[str], *, fix: str = "delete it and rerun", **options: Any) -> Any:
+    """``pandas.read_parquet(path)``; a file pyarrow cannot read (no magic bytes, cut short, not Parquet) raises
+    :class:`CorruptOutputError` naming it and ``fix``. A missing file is a ``FileNotFoundError`` as usual."""
+    import pandas as pd
+
+    try:
+        return pd.read_parquet(path, **options)
+    except _NOT_CORRUPT:
+        raise
+    except (OSError, ValueError, EOFError) as exc:  # pyarrow's ArrowInvalid is a ValueError, ArrowIOError an OSError
+        raise corrupt_output(path, exc, fix) from None
+
+
+def read_json(path: str | os.PathLike[str], *, fix: str = "delete it and rerun") -> Any:
+    """The JSON document in ``path`` (UTF-8); a file that is not JSON (cut short, empty, binary) raises
+    :class:`CorruptOutputError` naming it and ``fix``. A missing file is a ``FileNotFoundError`` as usual."""
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except _NOT_CORRUPT:
+        raise
+    except (OSError, ValueError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise corrupt_output(path, exc, fix) from None

@@ -1,23 +1,19 @@
 """The main job: dataset → predictions → scores → report, resumable.
 
-``run_benchmark`` builds the sentences of a config, predicts top-k with a masked LM (``mlm``), a local causal LM
-(``scored``) or a chat model / endpoint (``instructed``), whichever predictor the method registry
-(:mod:`queerbench.methods`) gives, in chunks written atomically under ``OUT/.chunks`` (so a killed run resumes where
-it stopped), scores them (:mod:`queerbench.run_scores`) and
-writes ``predictions.parquet``, ``scores.json``, ``report.md`` and PNG figures into ``OUT``. A rerun of a finished
-run reuses ``predictions.parquet`` and does no inference. Top-1 scores come from the same pass as top-k.
+``run_benchmark`` builds the sentences of a config, predicts top-k with whichever predictor the method registry
+(:mod:`queerbench.methods`) gives (``mlm``, ``scored``, ``instructed``), in chunks written atomically under
+``OUT/.chunks`` (so a killed run resumes where it stopped), scores them (:mod:`queerbench.run_scores`) and writes
+``predictions.parquet``, ``scores.json``, ``report.md`` and PNG figures into ``OUT``. A rerun of a finished run
+reuses ``predictions.parquet`` and does no inference. Top-1 scores come from the same pass as top-k.
 
-Order of work (:func:`run_benchmark`): everything that can be checked without inference is checked first — the
-options, the output folder (a file? another run's? writable?), the lexicons' checksums, the toxicity scorer, the
-model's fingerprint and, for a masked LM, its tokenizer against ``--top-k`` — and only then is the output folder
-created and ``run.json`` written (:mod:`queerbench.run_folder`), so a failed start leaves nothing behind. ``run.json`` holds the cache key and the
-model's fingerprint (:mod:`queerbench.fingerprint`): a resume, or a rerun of a finished run, against a local model
-folder whose files changed is refused, for every method, so that no output mixes two models.
+Everything that can be checked without inference is checked first (options, output folder, lexicons, toxicity
+scorer, the model's fingerprint and, for a masked LM, its tokenizer against ``--top-k``); only then is the output
+folder created and ``run.json`` written (:mod:`queerbench.run_folder`). ``run.json`` holds the cache key and the
+model's fingerprint (:mod:`queerbench.fingerprint`): a resume against a model whose files changed is refused.
 """
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import time
@@ -31,12 +27,13 @@ import pandas as pd
 
 from queerbench import __version__, check_config
 from queerbench.fingerprint import check_model_reference, fingerprint_model
-from queerbench.io_utils import atomic_path, write_json, write_text
+from queerbench.io_utils import atomic_path, read_json, read_parquet, write_json, write_text
 from queerbench.llm.settings import DEFAULT_CONCURRENCY, DEFAULT_REQUESTS_PER_MINUTE
-from queerbench.methods import METHODS, Predictor, check_same_weights, get_method, load_predictor, resolve_method
+from queerbench.methods import METHODS, get_method, resolve_method
 from queerbench.methods import preflight as method_preflight
 from queerbench.report import render_report, write_run_figures
 from queerbench.run_folder import check_same_model, claim_out_dir, inspect_out_dir, unclaim_out_dir
+from queerbench.run_predict import RunInterrupted, interruption, predict_chunks
 from queerbench.run_scores import (
     TOXICITY_INPUTS,
     default_toxicity_input,
@@ -48,10 +45,16 @@ from queerbench.scoring.aggregate import ScoringOptions, prepare_toxicity_scorer
 from queerbench.scoring.hurtlex import hurtlex_categories, load_hurtlex
 from queerbench.templates import build_sentences
 
-__all__ = ["TOXICITY_INPUTS", "RunOptions", "RunResult", "default_out_dir", "run_benchmark", "score_predictions"]
+__all__ = [
+    "TOXICITY_INPUTS",
+    "RunOptions",
+    "RunResult",
+    "default_out_dir",
+    "run_benchmark",
+    "score_predictions",
+]
 
 DTYPES = ("float32", "bfloat16", "float16")
-CHUNK_SIZE = 512
 
 
 @dataclass
@@ -59,9 +62,7 @@ class RunOptions:
     """Everything that defines a run (the first six fields form its cache key; for generative methods also the
     method, endpoint, prompt and decoding settings)."""
 
-    model: str | None = (
-        "bert-base-uncased"  # None: bert-base-uncased for mlm, the embedded SmolLM2 for scored/instructed
-    )
+    model: str | None = "bert-base-uncased"  # None: bert-base-uncased (mlm), the embedded SmolLM2 (generative)
     config: str = "default"
     top_k: int = 5
     revision: str | None = None
@@ -79,11 +80,10 @@ class RunOptions:
     method: str = "auto"  # auto | mlm | scored | instructed (see queerbench.methods.resolve_method)
     endpoint: str | None = None  # an OpenAI-compatible base URL: instructed on the served model `model`
     concurrency: int = DEFAULT_CONCURRENCY  # endpoint requests in flight
-    requests_per_minute: float = (
-        DEFAULT_REQUESTS_PER_MINUTE  # endpoint rate limit, on top of --concurrency (not part of the key)
-    )
+    requests_per_minute: float = DEFAULT_REQUESTS_PER_MINUTE  # endpoint rate limit (not part of the key)
     prompt_id: str | None = None  # instructed: a prompt of queerbench/data/llm_prompts.json (None: its default)
     max_new_tokens: int | None = None  # instructed: None = the data file's default
+    exclude_function_words: bool = False  # scoring only (not in the cache key): see queerbench.scoring.function_words
 
     def __post_init__(self) -> None:
         check_config(self.config)
@@ -163,6 +163,7 @@ class RunOptions:
             n_permutations=self.n_permutations,
             seed=self.seed,
             toxicity_kwargs=self.toxicity_kwargs,
+            exclude_function_words=self.exclude_function_words,
         )
 
 
@@ -218,91 +219,6 @@ def _sentences(options: RunOptions) -> pd.DataFrame:
         keep = sorted(frame["template_id"].unique())[: options.limit]
         frame = frame[frame["template_id"].isin(keep)]
     return frame.reset_index(drop=True)
-
-
-def _predict_todo(
-    frame: pd.DataFrame,
-    todo: list[int],
-    predictor: Predictor,
-    chunk_dir: Path,
-    meta: dict[str, Any],
-    done: int,
-    progress: Callable[[int, int], None] | None,
-) -> int:
-    """Predict the chunks ``todo`` of ``frame`` into ``chunk_dir`` (each written atomically); returns how many
-    sentences were predicted."""
-    predicted = 0
-    write_json(chunk_dir / "model.json", meta)
-    from tqdm.auto import tqdm
-
-    bar = tqdm(
-        total=len(frame),
-        initial=min(done, len(frame)),
-        desc="predicting",
-        unit="sent",
-        disable=progress is not None,
-    )
-    for c in todo:
-        part = frame.iloc[c * CHUNK_SIZE : (c + 1) * CHUNK_SIZE]
-
-        def tick(n: int) -> None:
-            nonlocal done
-            done += n
-            bar.update(n)
-            if progress is not None:
-                progress(min(done, len(frame)), len(frame))
-
-        columns = predictor.predict(part["id"].tolist(), part["masked_sentence"].tolist(), tick)
-        chunk = pd.DataFrame({"id": part["id"].to_numpy(), **columns})
-        with atomic_path(chunk_dir / f"chunk-{c:05d}.parquet") as tmp:
-            chunk.to_parquet(tmp, index=False)
-        predicted += len(part)
-    bar.close()
-    return predicted
-
-
-def _predict_chunks(
-    frame: pd.DataFrame,
-    options: RunOptions,
-    out: Path,
-    progress: Callable[[int, int], None] | None,
-    fingerprint: dict[str, Any] | None = None,
-    log: Callable[[str], None] = print,
-) -> tuple[pd.DataFrame, dict[str, Any], int]:
-    """Predict every sentence not already in ``OUT/.chunks``; return all predictions, model metadata, count run.
-
-    The method's predictor comes from the registry (:func:`queerbench.methods.load_predictor`); a resume hands it
-    the metadata of the saved chunks (a masked LM then loads the commit they came from) and is refused when the
-    loaded weights are not theirs (:func:`queerbench.methods.check_same_weights`), whatever the method.
-    """
-    chunk_dir = out / ".chunks"
-    chunk_dir.mkdir(exist_ok=True)
-    n_chunks = (len(frame) + CHUNK_SIZE - 1) // CHUNK_SIZE
-    todo = [c for c in range(n_chunks) if not (chunk_dir / f"chunk-{c:05d}.parquet").is_file()]
-    meta_path = chunk_dir / "model.json"
-    done = (n_chunks - len(todo)) * CHUNK_SIZE
-    stored: dict[str, Any] | None = json.loads(meta_path.read_text()) if meta_path.is_file() else None
-    meta: dict[str, Any] = stored or {}
-    predicted = 0
-    if todo:
-        predictor = load_predictor(
-            options, chunk_dir / "replies.sqlite", log, fingerprint=fingerprint, stored=stored if done else None
-        )
-        try:
-            meta = predictor.metadata()
-            if stored is not None:
-                check_same_weights(stored, meta, str(options.model), chunk_dir)
-            predicted = _predict_todo(frame, todo, predictor, chunk_dir, meta, done, progress)
-        finally:
-            predictor.close()  # a reply cache (its folder is removed once the predictions are written)
-    chunks = pd.concat(
-        [pd.read_parquet(chunk_dir / f"chunk-{c:05d}.parquet") for c in range(n_chunks)], ignore_index=True
-    )
-    if chunks["id"].tolist() != frame["id"].tolist():
-        raise RuntimeError(
-            f"the saved chunks in {chunk_dir} do not match this run's sentences; delete that folder and rerun"
-        )
-    return chunks, meta, predicted
 
 
 def _completed(sentences: pd.Series, tokens: pd.Series) -> list[list[str]]:
@@ -398,17 +314,20 @@ def run_benchmark(
     pred_path = out / "predictions.parquet"
     t0 = time.perf_counter()
     if pred_path.is_file():
-        predictions = pd.read_parquet(pred_path)
-        meta = json.loads((out / "model.json").read_text()) if (out / "model.json").is_file() else {}
+        predictions = read_parquet(pred_path, fix="delete it and rerun the same command (it predicts again)")
+        model_json = out / "model.json"
+        meta = read_json(model_json, fix="delete it and rerun the same command") if model_json.is_file() else {}
         reused, n_predicted = True, 0
         log(f"reusing the finished predictions in {pred_path} (no inference); scoring again")
     else:
         if resumed and (out / ".chunks").is_dir():
             log(f"resuming the run in {out}")
         try:
-            chunks, meta, n_predicted = _predict_chunks(frame, options, out, progress, fingerprint=fingerprint, log=log)
-        except BaseException:
-            unclaim_out_dir(out, created)  # a start that predicted nothing leaves no folder behind
+            chunks, meta, n_predicted = predict_chunks(frame, options, out, progress, fingerprint=fingerprint, log=log)
+        except BaseException as exc:
+            removed = unclaim_out_dir(out, created)  # a start that saved nothing leaves no folder behind
+            if isinstance(exc, KeyboardInterrupt):
+                raise interruption(out, frame, removed) from None
             raise
         predictions = frame.drop(columns=["split"]).copy()
         predictions["method"] = options.method
@@ -422,7 +341,26 @@ def run_benchmark(
         shutil.rmtree(out / ".chunks", ignore_errors=True)
         reused = n_predicted == 0
     timings["predict_s"] = time.perf_counter() - t0
+    try:
+        return _score_run(predictions, options, out, meta, fingerprint, reused, n_predicted, timings)
+    except KeyboardInterrupt:
+        raise RunInterrupted(
+            f"interrupted while scoring: the predictions of all {len(predictions)} sentences are saved in "
+            f"{pred_path}; rerun the same command to score them (no inference)"
+        ) from None
 
+
+def _score_run(
+    predictions: pd.DataFrame,
+    options: RunOptions,
+    out: Path,
+    meta: dict[str, Any],
+    fingerprint: dict[str, Any] | None,
+    reused: bool,
+    n_predicted: int,
+    timings: dict[str, float],
+) -> RunResult:
+    """Score a run's predictions and write ``scores.json``, ``report.md`` and the figures."""
     if not any(len(t) for t in predictions["tokens"]):
         # an instructed model that never answered with one word: nothing to score, but its replies and parse rates
         # are the finding; write them (report.md, scores.json) instead of failing after the whole run

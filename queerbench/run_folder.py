@@ -118,17 +118,19 @@ def _stored_replies(path: Path) -> int:
         cache.close()
 
 
-def unclaim_out_dir(out: Path, created: bool) -> None:
-    """Undo :func:`claim_out_dir` after a start that predicted nothing (nothing half-made is left behind)."""
+def unclaim_out_dir(out: Path, created: bool) -> bool:
+    """Undo :func:`claim_out_dir` after a start that saved nothing (nothing half-made is left behind); True when it
+    was undone, False when predictions, saved parts or replies are kept."""
     chunks = out / ".chunks"
     if (
         (out / "predictions.parquet").exists()
         or any(chunks.glob("chunk-*.parquet"))
         or _stored_replies(chunks / "replies.sqlite") > 0
     ):
-        return
+        return False
     if created:
         shutil.rmtree(out, ignore_errors=True)
     else:
         shutil.rmtree(out / ".chunks", ignore_errors=True)
         (out / KEY_FILE).unlink(missing_ok=True)
+    return True

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from queerbench import run as run_module
 from queerbench.fingerprint import describe_fingerprint, fingerprint_model, fingerprints_differ
 from queerbench.run import RunOptions, run_benchmark
+from tests.run_parts import fix_part_size
 from tests.tiny_models import tiny_bert
 
 FAST = {"n_bootstrap": 0, "n_permutations": 0}
@@ -66,7 +66,7 @@ def test_fingerprint_of_a_hub_id_and_of_an_empty_folder(tmp_path: Path):
 def test_resume_against_changed_weights_is_refused(bert: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """The issue's data corruption: kill a run on a local folder, replace its weights, rerun."""
     model = Path(shutil.copytree(bert, tmp_path / "model"))
-    monkeypatch.setattr(run_module, "CHUNK_SIZE", 40)
+    fix_part_size(monkeypatch, 40)
     import queerbench.mlm.predict as predict_module
 
     real, calls = predict_module.predict, {"n": 0}

@@ -37,6 +37,7 @@ def _rows(n: int) -> pd.DataFrame:
 def _runner(url: str, monkeypatch: pytest.MonkeyPatch, sleeps: list[float] | None = None, **kw) -> OpenAIChatRunner:
     monkeypatch.setenv("QB_TEST_KEY", KEY)
     kw.setdefault("requests_per_minute", None)
+    kw.setdefault("jitter", lambda: 0.0)  # no jitter: the backoff sequence is exact
     return OpenAIChatRunner(
         url,
         kw.pop("model", "fake-model"),
@@ -77,7 +78,7 @@ def test_backoff_sequence_is_exponential_capped_and_honours_retry_after(tmp_path
         runner = _runner(server.url, monkeypatch, sleeps, concurrency=1, max_retries=6, backoff_base=1, backoff_max=5)
         reply = runner.call("hello", 1, GREEDY)
         assert reply.error is None and reply.meta["attempts"] == 7 and server.calls == 7
-        # 1·2^k: 1, 2→Retry-After 3, 4, 8→cap 5, 16→(Retry-After 30)→cap 5, 32→cap 5
+        # 1·2^k: 1, Retry-After 3 (sets it), 4, 8→cap 5, Retry-After 30→cap 5, 32→cap 5
         assert sleeps == [1, 3, 4, 5, 5, 5]
     sleeps.clear()
     with FakeOpenAI(script=["503"] * 3) as server:

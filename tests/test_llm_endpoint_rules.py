@@ -27,6 +27,7 @@ GREEDY = GenerationSettings(temperature=0.0, top_p=None, max_new_tokens=4)
 def _runner(url: str, monkeypatch: pytest.MonkeyPatch, sleeps: list[float] | None = None, **kw) -> OpenAIChatRunner:
     monkeypatch.setenv("QB_RULES_KEY", KEY)
     kw.setdefault("requests_per_minute", None)
+    kw.setdefault("jitter", lambda: 0.0)  # no jitter: the backoff sequence is exact
     return OpenAIChatRunner(
         url, kw.pop("model", "m"), api_key_env="QB_RULES_KEY", sleep=(sleeps if sleeps is not None else []).append, **kw
     )
@@ -128,11 +129,12 @@ def test_requests_per_minute_sets_the_interval(monkeypatch):
 
 
 # ------------------------------------------------------------------------------------------------ backoff
-def test_backoff_is_base_times_two_to_the_attempt_raised_by_retry_after_and_capped(monkeypatch):
+def test_backoff_is_base_times_two_to_the_attempt_set_by_retry_after_and_capped(monkeypatch):
     runner = _runner("http://127.0.0.1:1/v1", monkeypatch, backoff_base=0.5, backoff_max=10.0)
     assert [runner.backoff(a) for a in range(6)] == [0.5, 1.0, 2.0, 4.0, 8.0, 10.0]
-    assert runner.backoff(0, 3.0) == 3.0 and runner.backoff(3, 1.0) == 4.0 and runner.backoff(1, 60.0) == 10.0
-    assert runner.backoff(0, 0.0) == 0.5
+    # the server's Retry-After sets the wait, shorter or longer than the exponential one, within the cap
+    assert runner.backoff(0, 3.0) == 3.0 and runner.backoff(3, 1.0) == 1.0 and runner.backoff(1, 60.0) == 10.0
+    assert runner.backoff(0, 0.0) == 0.0  # Retry-After: 0 is "now", not the 0.5 s floor
 
 
 # ------------------------------------------------------------------------------------------------ arguments
@@ -262,7 +264,9 @@ def test_retried_statuses(monkeypatch, code: str):
     with FakeOpenAI(script=[code]) as server:
         runner = _runner(server.url, monkeypatch, sleeps, max_retries=1, backoff_base=0.25)
         reply = runner.call("hi", 3, GREEDY)
-    assert reply.error is None and reply.meta["attempts"] == 2 and reply.meta["seed"] == 3 and sleeps == [0.25]
+    # the fake server's 429 says Retry-After: 0 (retry at once); the others send no hint: the backoff base
+    expected = [0.0] if code == "429" else [0.25]
+    assert reply.error is None and reply.meta["attempts"] == 2 and reply.meta["seed"] == 3 and sleeps == expected
 
 
 def test_giving_up_lists_every_problem(monkeypatch):

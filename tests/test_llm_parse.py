@@ -212,14 +212,17 @@ def test_no_re_asks_when_told(tmp_path: Path):
     assert frame["reasks"].tolist() == [0] and frame["label"].tolist() == [["empty"]] and len(runner.asked) == 1
 
 
-def test_a_failed_call_stops_with_a_message_naming_the_sentence(tmp_path: Path):
-    runner = Scripted({"gay": ["doctor"], "lesbian": ["x"]}, fail=["lesbian"])
-    with ResponseCache(tmp_path / "c.sqlite") as cache, pytest.raises(GenerationError) as info:
-        predict_instructed(runner, ["g", "l"], SENTENCES[:2], instructed_settings(1, 0, 8), cache)
+def test_a_failed_call_is_reported_naming_the_sentence_once_the_others_are_asked(tmp_path: Path):
+    runner = Scripted({"gay": ["doctor"], "lesbian": ["x"], "bisexual": ["nurse"]}, fail=["lesbian"])
+    with ResponseCache(tmp_path / "c.sqlite") as cache:
+        with pytest.raises(GenerationError) as info:
+            predict_instructed(runner, ["g", "l", "b"], SENTENCES, instructed_settings(1, 0, 8), cache)
+        assert cache.count() == 2  # the sentence after the failed one was asked and its reply saved
     assert str(info.value) == (
-        "no reply for sentence l (sample 0): HTTP 500; the replies that arrived are saved, rerun the same command to "
-        "resume"
+        "1 of 3 calls got no reply after their retries (HTTP 500 ×1); every other reply is saved: rerun the same "
+        "command to ask only these 1\n  sentence l, sample 0: HTTP 500"
     )
+    assert info.value.failures[0].id == "l" and info.value.total == 3
 
 
 def test_a_prompt_id_changes_the_prompt(tmp_path: Path):

@@ -31,6 +31,7 @@ def make(tmp_path: Path, **kwargs) -> tuple[PerspectiveScorer, list[float]]:
     assert isinstance(scorer, PerspectiveScorer)
     sleeps: list[float] = []
     scorer._sleep = sleeps.append
+    scorer._jitter = lambda: 0.0  # no jitter: the backoff sequence is exact
     return scorer, sleeps
 
 

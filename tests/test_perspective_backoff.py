@@ -32,6 +32,7 @@ def client(tmp_path: Path, **kwargs) -> tuple[PerspectiveScorer, list[float]]:
     scorer = PerspectiveScorer(cache_dir=tmp_path / "cache", **options)
     sleeps: list[float] = []
     scorer._sleep = sleeps.append
+    scorer._jitter = lambda: 0.0  # no jitter: the backoff sequence is exact
     return scorer, sleeps
 
 
@@ -66,12 +67,12 @@ def test_no_retries_means_one_attempt(fake: FakePerspective, tmp_path: Path):
     assert sleeps == [] and len(fake.calls) == 1
 
 
-def test_retry_after_seconds_wins_when_longer_and_only_then(fake: FakePerspective, tmp_path: Path):
-    fake.script = ["503@7", "503@0.5", "503@3", "ok"]
+def test_retry_after_seconds_sets_the_wait_within_the_cap(fake: FakePerspective, tmp_path: Path):
+    fake.script = ["503@7", "503@0.5", "503@3", "503@0", "ok"]
     scorer, sleeps = client(tmp_path)
     scorer.score(["The person is a nurse."])
-    # attempt 0: max(1, 7) = 7; attempt 1: max(2, 0.5) = 2; attempt 2: max(4, 3) = 4
-    assert sleeps == [7.0, 2.0, 4.0]
+    # the server's value, longer or shorter than base·2^attempt (1, 2, 4, 8), capped at backoff_max (5); 0 is now
+    assert sleeps == [5.0, 0.5, 3.0, 0.0]
 
 
 def test_retry_after_as_an_http_date(fake: FakePerspective, tmp_path: Path):
@@ -81,7 +82,7 @@ def test_retry_after_as_an_http_date(fake: FakePerspective, tmp_path: Path):
     scorer, sleeps = client(tmp_path, backoff_max=60.0)
     scorer.score(["The person is a nurse."])
     assert 27.0 <= sleeps[0] <= 30.0  # about 30 s from now (the date has whole seconds)
-    assert sleeps[1:] == [2.0, 4.0]  # a date in the past or an unreadable value: the backoff alone
+    assert sleeps[1:] == [0.0, 4.0]  # a date in the past: now; an unreadable value: the backoff alone
 
 
 def test_429_uses_its_retry_after(fake: FakePerspective, tmp_path: Path):

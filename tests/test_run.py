@@ -8,9 +8,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from queerbench import run as run_module
 from queerbench.cli import main
 from queerbench.run import RunOptions, run_benchmark
+from tests.run_parts import fix_part_size
 from tests.tiny_models import tiny_bert, tiny_gpt2
 
 FAST = {"n_bootstrap": 50, "n_permutations": 50}
@@ -59,7 +59,7 @@ def test_rerun_reuses_and_does_no_inference(finished: Path, bert: str, monkeypat
 
 
 def test_killed_run_resumes_where_it_stopped(bert: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setattr(run_module, "CHUNK_SIZE", 40)
+    fix_part_size(monkeypatch, 40)
     import queerbench.mlm.predict as predict_module
 
     real = predict_module.predict

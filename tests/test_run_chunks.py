@@ -1,4 +1,4 @@
-"""Chunked prediction (``run._predict_chunks``) for every method, on a handful of sentences in chunks of 2.
+"""Prediction saved in parts (``run_predict.predict_chunks``) for every method, on a handful of sentences in parts of 2.
 
 What a user gets from a run's prediction step, checked against the library's predictors called directly on all the
 sentences at once (an independent path: no chunks, no resume): the values and their order across chunks, the
@@ -6,7 +6,7 @@ model record in ``.chunks/model.json`` (its ``fingerprint`` included), a progres
 the ``queergen`` config's raw top-k (the paper's procedure, one sentence at a time), the generative predictors built
 with the run's options, and a resume that predicts only the missing chunk or refuses other weights.
 
-Fast on purpose: ``tools/mutation.py`` runs this file against every mutant of ``_predict_chunks``. Real tiny models
+Fast on purpose: ``tools/mutation.py`` runs this file against every mutant of ``predict_chunks``. Real tiny models
 (``tests/tiny_models.py``), no mock of the code under test.
 """
 
@@ -21,11 +21,13 @@ import pandas as pd
 import pytest
 
 from queerbench import run as run_module
+from queerbench import run_predict
 from queerbench.fingerprint import fingerprint_model
 from queerbench.llm import ResponseCache
 from queerbench.llm.predictors import ScoredPredictor
 from queerbench.mlm.predict import load_masked_lm, paper_one_at_a_time, predict
 from queerbench.run import RunOptions
+from tests.run_parts import fix_part_size
 from tests.tiny_models import tiny_bert, tiny_llama, tiny_roberta
 
 N = 5  # sentences: chunks of 2, 2 and 1
@@ -45,7 +47,7 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 
 @pytest.fixture(autouse=True)
 def small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(run_module, "CHUNK_SIZE", CHUNK)
+    fix_part_size(monkeypatch, CHUNK)
 
 
 def _frame(config: str = "default", n: int = N) -> pd.DataFrame:
@@ -69,7 +71,7 @@ def _chunks(
 ) -> tuple[pd.DataFrame, dict, int]:
     out.mkdir(parents=True, exist_ok=True)
     lines: list[str] = [] if log is None else log
-    return run_module._predict_chunks(frame, options, out, progress, fingerprint=fingerprint, log=lines.append)
+    return run_predict.predict_chunks(frame, options, out, progress, fingerprint=fingerprint, log=lines.append)
 
 
 def _close(column: pd.Series, expected: list[list[float]]) -> bool:
@@ -84,6 +86,11 @@ def _saved_chunks(out: Path) -> list[str]:
     return sorted(p.name for p in (out / ".chunks").glob("chunk-*.parquet"))
 
 
+def _parts(n: int = N) -> list[str]:
+    """The names of the parts of ``n`` sentences in parts of ``CHUNK``: ``chunk-<first row>-<end row>.parquet``."""
+    return [f"chunk-{a:06d}-{min(a + CHUNK, n):06d}.parquet" for a in range(0, n, CHUNK)]
+
+
 # ------------------------------------------------------------------------------------------------ masked LM
 def test_masked_lm_chunks_hold_the_predictions_in_order(models: dict[str, str], tmp_path: Path, capsys):
     frame = _frame()
@@ -94,7 +101,7 @@ def test_masked_lm_chunks_hold_the_predictions_in_order(models: dict[str, str], 
     lm = load_masked_lm(models["bert"])
     sentences = frame["masked_sentence"].tolist()
     expected = predict(lm, sentences, 3, mode="default")  # all sentences at once: no chunks
-    assert predicted == N and _saved_chunks(tmp_path / "run") == [f"chunk-{c:05d}.parquet" for c in range(3)]
+    assert predicted == N and _saved_chunks(tmp_path / "run") == _parts()
     assert list(chunks.columns) == ["id", "tokens", "token_ids", "probs"]
     assert list(chunks.index) == list(range(N))  # one table, not three stacked with their own row numbers
     assert chunks["id"].tolist() == frame["id"].tolist()
@@ -106,7 +113,7 @@ def test_masked_lm_chunks_hold_the_predictions_in_order(models: dict[str, str], 
     # what was loaded, with the model folder's fingerprint, also on disk for a resume to compare with
     assert meta == {**lm.metadata(), "fingerprint": fingerprint}
     assert json.loads((tmp_path / "run/.chunks/model.json").read_text()) == meta
-    # one tick per chunk (a batch each), counting up to the total; the terminal bar stays off
+    # one tick per part (a batch each), counting up to the total; the terminal bar stays off
     assert ticks.seen == [(2, N), (4, N), (5, N)]
     assert "predicting" not in capsys.readouterr().err
 
@@ -119,14 +126,14 @@ def test_a_masked_lm_resume_predicts_only_the_missing_chunks(models: dict[str, s
     first, first_meta, _ = _chunks(frame, options, out)
     bar = capsys.readouterr().err  # no progress callback: a terminal bar counts the sentences
     assert re.search(rf"predicting: 100%\|[^|]*\| {N}/{N} \[[^]]*(\d|\?)sent/s\]", bar), bar
-    for c in (1, 2):
-        (out / f".chunks/chunk-{c:05d}.parquet").unlink()
+    for name in _parts()[1:]:
+        (out / ".chunks" / name).unlink()
     ticks = Ticks()
     again, meta, predicted = _chunks(frame, options, out, ticks)
     # the 2 saved sentences count from the start; then a tick per batch of one sentence
     assert predicted == 3 and ticks.seen == [(3, N), (4, N), (5, N)]
     assert meta == first_meta == json.loads((out / ".chunks/model.json").read_text())
-    assert again.equals(first) and _saved_chunks(out) == [f"chunk-{c:05d}.parquet" for c in range(3)]
+    assert again.equals(first) and _saved_chunks(out) == _parts()
 
 
 def test_the_queergen_config_is_the_papers_raw_top_k(models: dict[str, str], tmp_path: Path):
@@ -166,10 +173,10 @@ def test_scored_chunks_come_from_a_predictor_built_with_the_run_options(models: 
     assert ticks.seen == [(2, N), (4, N), (5, N)] and "predicting" not in capsys.readouterr().err
 
     # a resume with the same weights predicts the missing chunk only; with other weights it is refused
-    (out / ".chunks/chunk-00002.parquet").unlink()
+    (out / ".chunks" / _parts()[2]).unlink()
     again, _, predicted = _chunks(frame, options, out, ticks)
     assert predicted == 1 and again.equals(chunks) and ticks.seen[-1] == (N, N)
-    (out / ".chunks/chunk-00002.parquet").unlink()
+    (out / ".chunks" / _parts()[2]).unlink()
     (out / ".chunks/model.json").write_text(json.dumps({**meta, "fingerprint": {"kind": "local", "sha256": "0"}}))
     with pytest.raises(ValueError) as info:
         _chunks(frame, options, out)
@@ -177,7 +184,7 @@ def test_scored_chunks_come_from_a_predictor_built_with_the_run_options(models: 
         f"the weights of {models['llama']} changed since the saved chunks in {out / '.chunks'} were predicted; "
         "delete that folder to start over (a run never mixes two models' rows)"
     )
-    assert _saved_chunks(out) == ["chunk-00000.parquet", "chunk-00001.parquet"]
+    assert _saved_chunks(out) == _parts()[:2]
 
 
 def test_instructed_chunks_keep_their_replies_in_the_run_cache(models: dict[str, str], tmp_path: Path):
@@ -194,11 +201,6 @@ def test_instructed_chunks_keep_their_replies_in_the_run_cache(models: dict[str,
     # the model has no chat template: said once through the run's log, not printed
     assert [line for line in log if line.startswith("note: ")], log
     # the cache is closed when the predictions are in: SQLite removes its write-ahead log with the last connection
-    assert sorted(p.name for p in (out / ".chunks").iterdir()) == [
-        "chunk-00000.parquet",
-        "chunk-00001.parquet",
-        "model.json",
-        "replies.sqlite",
-    ]
+    assert sorted(p.name for p in (out / ".chunks").iterdir()) == [*_parts(3), "model.json", "replies.sqlite"]
     with ResponseCache(out / ".chunks/replies.sqlite") as cache:  # where a resume finds them
         assert cache.count() == 3

@@ -18,6 +18,7 @@ from queerbench.cli import main
 from queerbench.llm.instructed import LABELS, parse_reply
 from queerbench.run import RunOptions, run_benchmark
 from tests.net import free_port
+from tests.run_parts import fix_part_size
 from tests.test_llm_instructed import BlankServer
 from tests.tiny_models import tiny_bert, tiny_gpt2, tiny_llama
 
@@ -140,7 +141,7 @@ def test_scored_run_killed_between_chunks_resumes(
 ):
     from queerbench.llm import predictors as fill
 
-    monkeypatch.setattr(run_module, "CHUNK_SIZE", 40)
+    fix_part_size(monkeypatch, 40)
     real = fill.ScoredPredictor.predict
     calls = {"n": 0}
 
@@ -180,7 +181,7 @@ def test_resume_with_changed_weights_is_refused(models: dict[str, str], tmp_path
 
     folder = tmp_path / "model"
     shutil.copytree(models["gpt2"], folder)
-    monkeypatch.setattr(run_module, "CHUNK_SIZE", 40)
+    fix_part_size(monkeypatch, 40)
     real = fill.ScoredPredictor.predict
     calls = {"n": 0}
 

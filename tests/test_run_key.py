@@ -15,8 +15,8 @@ import pandas as pd
 import pytest
 
 import queerbench.mlm.predict as predict_module
-from queerbench import run as run_module
 from queerbench.run import RunOptions, default_out_dir, run_benchmark
+from tests.run_parts import fix_part_size
 from tests.tiny_models import tiny_bert
 
 FAST = {"n_bootstrap": 20, "n_permutations": 20, "toxicity": "none"}
@@ -150,7 +150,7 @@ def _reporting_commit(monkeypatch: pytest.MonkeyPatch, commits: list[str]) -> li
 
 
 def test_a_resume_is_pinned_to_the_commit_of_its_first_chunks(bert: str, tmp_path: Path, monkeypatch):
-    monkeypatch.setattr(run_module, "CHUNK_SIZE", 40)
+    fix_part_size(monkeypatch, 40)
     first, later = "a" * 40, "b" * 40
     calls = _reporting_commit(monkeypatch, [first, first])
     options = RunOptions(model=bert, limit=1, **FAST)  # no --revision: the first load resolves one
@@ -164,7 +164,7 @@ def test_a_resume_is_pinned_to_the_commit_of_its_first_chunks(bert: str, tmp_pat
     assert result.scores["run"]["revision"] == first
 
     # a resume whose model resolves to another commit is refused, and nothing is mixed
-    monkeypatch.setattr(run_module, "CHUNK_SIZE", 40)
+    fix_part_size(monkeypatch, 40)
     _reporting_commit(monkeypatch, [first, later])
     _interrupted(options, tmp_path / "s", monkeypatch)
     with pytest.raises(RuntimeError) as info:
@@ -179,7 +179,7 @@ def test_a_resume_is_pinned_to_the_commit_of_its_first_chunks(bert: str, tmp_pat
 def test_a_resume_loads_the_model_as_the_run_asked(bert: str, tmp_path: Path, monkeypatch, capsys):
     """The device and dtype of the options reach the loader on the first start and on the resume; without a
     progress callback a terminal bar counts the sentences, the saved ones included."""
-    monkeypatch.setattr(run_module, "CHUNK_SIZE", 40)
+    fix_part_size(monkeypatch, 40)
     calls = _reporting_commit(monkeypatch, ["c" * 40])
     options = RunOptions(model=bert, limit=1, device="cpu", dtype="bfloat16", **FAST)
     _interrupted(options, tmp_path / "r", monkeypatch)
@@ -193,7 +193,7 @@ def test_a_resume_loads_the_model_as_the_run_asked(bert: str, tmp_path: Path, mo
 
 
 def test_a_resume_never_mixes_chunks_of_other_sentences(bert: str, tmp_path: Path, monkeypatch):
-    monkeypatch.setattr(run_module, "CHUNK_SIZE", 40)
+    fix_part_size(monkeypatch, 40)
     options = RunOptions(model=bert, limit=1, **FAST)
     _interrupted(options, tmp_path / "r", monkeypatch)
     chunk = next((tmp_path / "r/.chunks").glob("chunk-*.parquet"))
@@ -208,7 +208,7 @@ def test_a_resume_never_mixes_chunks_of_other_sentences(bert: str, tmp_path: Pat
 @pytest.mark.parametrize("chunk", [38, 77, 100])
 def test_every_sentence_lands_in_exactly_one_chunk(bert: str, tmp_path: Path, monkeypatch, chunk: int):
     """77 sentences in chunks of 38 (the last holds one), 77 (exactly one) or 100 (one, partly filled)."""
-    monkeypatch.setattr(run_module, "CHUNK_SIZE", chunk)
+    fix_part_size(monkeypatch, chunk)
     result = run_benchmark(RunOptions(model=bert, limit=1, **FAST), tmp_path / "r", log=quiet)
     preds = pd.read_parquet(tmp_path / "r/predictions.parquet")
     assert result.n_predicted == N_SENTENCES_PER_TEMPLATE == len(preds) == preds["id"].nunique()

@@ -50,6 +50,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     config_argument(run)
     run.add_argument("--top-k", type=int, default=5, help="completions per sentence (default: %(default)s)")
     run.add_argument(
+        "--exclude-function-words",
+        action="store_true",
+        help="score only the completions that are not closed-class words (a, is, the, ...: the list in "
+        "queerbench/data/function_words.json); off by default, recorded in scores.json. The share of such "
+        "completions per group is reported either way",
+    )
+    run.add_argument(
         "--toxicity",
         default="embedded",
         help="toxicity scorer: embedded (offline default), hf:<model id or path>, perspective, none (default: "
@@ -120,13 +127,17 @@ def _run(args: argparse.Namespace) -> int:
         requests_per_minute=args.requests_per_minute,
         prompt_id=args.prompt_id,
         max_new_tokens=args.max_new_tokens,
+        exclude_function_words=args.exclude_function_words,
     )
     options.scoring_options()  # validate the scorer name before loading any model
     try:
         result = run_benchmark(options, args.out)
     except ModelLoadError as exc:
         raise ValueError(str(exc)) from exc
-    except (RunAbortedError, GenerationError) as exc:  # the endpoint/model failed: one line, replies so far are kept
+    except GenerationError as exc:  # some calls got no reply: every other one was made and saved; rerun for these
+        print(f"queerbench: error: {exc}", file=sys.stderr)
+        return 1
+    except RunAbortedError as exc:  # the endpoint/model failed again and again: one line, replies so far are kept
         raise UserError(str(exc)) from exc
     scores = result.scores
     method = scores["run"].get("method", "mlm")
@@ -147,6 +158,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
+    from queerbench.io_utils import read_json
     from queerbench.report import compare_runs, compare_warnings
 
     if Path(args.out).exists() and not Path(args.out).is_dir():
@@ -156,10 +168,7 @@ def _compare(args: argparse.Namespace) -> int:
         path = Path(folder) / "scores.json"
         if not path.is_file():
             raise FileNotFoundError(f"{folder} has no scores.json: is it a finished `queerbench run` folder?")
-        try:
-            doc = json.loads(path.read_text())
-        except ValueError as exc:
-            raise ValueError(f"{path} is not valid JSON ({exc}); rerun `queerbench run` for that folder") from None
+        doc = read_json(path, fix="delete it and rerun `queerbench run` for that folder (it re-scores the predictions)")
         runs.append({"scores": doc, "meta": doc.get("run", {"model": folder}), "dir": folder})
     table, md = compare_runs(runs, Path(args.out))
     print(table.round(2).to_string())

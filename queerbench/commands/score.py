@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from queerbench.commands.common import config_argument
-from queerbench.io_utils import write_json
+from queerbench.io_utils import read_parquet, write_json
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -26,6 +26,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     score.add_argument("--toxicity", default="embedded", help="embedded, hf:<id>, perspective, precomputed, none")
     score.add_argument("--toxicity-input", choices=("neutral", "full", "frame"), default=None)
     score.add_argument("--top-k", type=int, default=None, help="score only the first K completions of each sentence")
+    score.add_argument(
+        "--exclude-function-words",
+        action="store_true",
+        help="score only the completions that are not closed-class words (a, is, the, ...: the list in "
+        "queerbench/data/function_words.json); off by default, recorded in scores.json. The share of such "
+        "completions per group is reported either way",
+    )
     score.add_argument("--bootstrap", type=int, default=1000)
     score.add_argument("--permutations", type=int, default=1000)
     score.add_argument("--seed", type=int, default=0)
@@ -70,6 +77,7 @@ def _score(args: argparse.Namespace) -> int:
         n_permutations=args.permutations,
         seed=args.seed,
         toxicity_input="frame" if args.toxicity_input == "frame" else "sentence",
+        exclude_function_words=args.exclude_function_words,
     )
     if path.suffix == ".csv":
         try:
@@ -105,12 +113,9 @@ def _score(args: argparse.Namespace) -> int:
             options=options,
         )
     elif path.suffix == ".parquet":
-        try:
-            frame = pd.read_parquet(path)
-        except (OSError, ValueError) as exc:
-            raise ValueError(
-                f"{path} is not a readable Parquet file ({exc}); expected a run's predictions.parquet"
-            ) from None
+        frame = read_parquet(
+            path, fix="if it is a run's predictions.parquet, delete it and rerun `queerbench run` for that folder"
+        )
         needed = {"id", "tokens", "group", "category", "subject", "template_id", "masked_sentence", "neutral_sentence"}
         if not needed <= set(frame.columns):
             raise ValueError(

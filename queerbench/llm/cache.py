@@ -5,7 +5,8 @@ index and decoding settings finds the stored reply and makes no new call; a kill
 The database runs in write-ahead-log mode with ``synchronous=NORMAL``: a commit is then ~0.01 ms instead of one
 fsync (~20 ms here), which would otherwise serialise a concurrent endpoint run on the thread that stores the replies;
 every committed reply still survives the process being killed (only a power loss could undo the last few commits,
-never corrupt the file). Only replies are stored: a failed call is never written here (it is reported in the run's output and retried on
+never corrupt the file). A file that is not such a database (cut short, overwritten) is one line naming it and the
+fix (:class:`~queerbench.io_utils.CorruptOutputError`); a locked one is SQLite's own error. Only replies are stored: a failed call is never written here (it is reported in the run's output and retried on
 the next run), so an error can never come back as if it were a reply.
 """
 
@@ -17,6 +18,8 @@ import sqlite3
 import time
 from pathlib import Path
 from typing import Any
+
+from queerbench.io_utils import corrupt_output
 
 __all__ = ["ResponseCache", "cache_key"]
 
@@ -34,13 +37,20 @@ class ResponseCache:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(str(self.path))
-        self._db.execute("PRAGMA journal_mode=WAL")  # where the filesystem cannot, SQLite keeps its default journal
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute(
-            "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, prompt_id TEXT, sample INTEGER, "
-            "status TEXT, text TEXT, error TEXT, meta TEXT, created REAL)"
-        )
-        self._db.commit()
+        try:
+            self._db.execute("PRAGMA journal_mode=WAL")  # where the filesystem cannot, SQLite keeps its default journal
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, prompt_id TEXT, sample INTEGER, "
+                "status TEXT, text TEXT, error TEXT, meta TEXT, created REAL)"
+            )
+            self._db.commit()
+            self._db.execute("SELECT COUNT(*) FROM responses").fetchone()  # reads the table: a damaged file fails here
+        except sqlite3.DatabaseError as exc:
+            self._db.close()
+            if isinstance(exc, sqlite3.OperationalError):  # locked, no space, read-only: not the file's contents
+                raise
+            raise corrupt_output(self.path, exc, "delete it and rerun (the replies it held are asked again)") from None
 
     def get(self, key: str) -> dict[str, Any] | None:
         """The stored reply for ``key`` (``{"text", "meta"}``), or ``None``."""

@@ -2,17 +2,27 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import pandas as pd
 
 from queerbench.llm.cache import ResponseCache, cache_key
 from queerbench.llm.settings import GenerationSettings, RunAbortedError, Runner, item_seed
+from queerbench.progress import progress_bar
 
-__all__ = ["collect", "settings_dict"]
+__all__ = ["ErrorStreak", "collect", "settings_dict"]
+
+
+@dataclass
+class ErrorStreak:
+    """Failed calls in a row, carried across the :func:`collect` calls of one run (a run asks in small parts, and a
+    dead server must stop it after ``max_consecutive_errors`` failures, not fail each part on its own)."""
+
+    n: int = 0
 
 
 def collect(
@@ -23,6 +33,9 @@ def collect(
     *,
     max_consecutive_errors: int = 10,
     progress: Callable[[int, int], None] | None = None,
+    desc: str = "replies",
+    show_progress: bool = True,
+    streak: ErrorStreak | None = None,
 ) -> pd.DataFrame:
     """Get ``settings.samples`` replies for every row, from the cache where possible, persisting each new one.
 
@@ -34,10 +47,17 @@ def collect(
     Returns one row per (row, sample), **in the rows' order whatever order replies arrived in**, with
     ``sample``, ``seed``, ``model``, ``response``, ``status`` (``ok``/``error``), ``error``, ``cached``,
     ``prompt_format``, ``finish_reason``, ``truncated`` (stopped at ``max_new_tokens``) and ``meta`` (JSON).
-    Failed calls are never cached (a rerun retries them). Raises :class:`RunAbortedError` after
-    ``max_consecutive_errors`` failures in a row; a runner's fatal error (e.g.
+    Failed calls are never cached (a rerun retries them). A call that failed (after the runner's retries) is an
+    ``error`` row and the other calls go on (:mod:`queerbench.llm.failures` reports them); only
+    ``max_consecutive_errors`` failures in a row (a dead server, or settings it rejects for every prompt; counted in
+    ``streak`` across calls when given) raise :class:`RunAbortedError`; a runner's fatal error (e.g.
     :class:`~queerbench.llm.settings.EndpointError`) propagates at once. Either way every reply that arrived is
     already stored, so rerunning resumes.
+
+    Unless ``show_progress`` is False, a bar (:func:`queerbench.progress.progress_bar`, labelled ``desc``) counts
+    the calls to make, advancing as each reply arrives (a runner that yields a batch at once advances it by the
+    batch's rows), with replies/s and an ETA measured from the replies so far; ``progress(done, total)`` is
+    called at the same moments.
     """
     fp = runner.fingerprint()
     decoding = settings.decoding()
@@ -58,15 +78,19 @@ def collect(
         else:
             todo[key] = job
     pending = list(todo.values())
-    consecutive = 0
+    streak = streak if streak is not None else ErrorStreak()
+    n_cached = len(results)
+    label = f"{desc} ({n_cached} cached)" if n_cached else desc
     replies = runner.generate([j[0]["prompt"] for j in pending], [j[3] for j in pending], settings)
-    try:
+    with contextlib.ExitStack() as stack:
+        bar = stack.enter_context(progress_bar(len(pending), label, "reply", disable=not show_progress or not pending))
+        stack.callback(getattr(replies, "close", lambda: None))  # on an abort a generator runner stops at once
         for done, (i, reply) in enumerate(replies, start=1):
             rec, s, key, _ = pending[i]
             if reply.error is None and reply.text is not None:
                 cache.put(key, rec["id"], s, reply.text, reply.meta)
                 results[key] = {"response": reply.text, "error": None, "cached": False, "meta": reply.meta}
-                consecutive = 0
+                streak.n = 0
             else:
                 results[key] = {
                     "response": None,
@@ -74,19 +98,16 @@ def collect(
                     "cached": False,
                     "meta": reply.meta,
                 }
-                consecutive += 1
+                streak.n += 1
+            bar.update(1)
             if progress:
                 progress(done, len(pending))
-            if consecutive >= max_consecutive_errors:
+            if streak.n >= max_consecutive_errors:
                 raise RunAbortedError(
-                    f"{consecutive} calls in a row failed (last: {results[key]['error']}); stopping. "
+                    f"{streak.n} calls in a row failed (last: {results[key]['error']}); stopping. "
                     f"{cache.count()} replies are saved in {cache.path}; fix the model/endpoint and rerun "
                     "the same command to resume."
                 )
-    finally:
-        close = getattr(replies, "close", None)  # on an abort, a generator runner stops its workers at once
-        if close is not None:
-            close()
     out = []
     for rec, s, key, seed in jobs:
         r = results[key]

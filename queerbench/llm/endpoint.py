@@ -7,10 +7,12 @@ puts its output back in the rows' order.
 
 Failures, and what happens to them:
 
-- **retried** with exponential backoff ``backoff_base * 2**attempt`` capped at ``backoff_max`` (a ``Retry-After``
-  header, seconds or HTTP date, raises the wait to what the server asks, within the same cap): 408, 409, 429 and
-  every 5xx, a connection dropped mid-request, a read timeout, a body that is not the JSON of a chat completion
-  (truncated, HTML, no ``choices``). After ``max_retries`` retries the item fails (an error row, never a reply);
+- **retried** as serving clients do it (:func:`queerbench.http_retry.retry_delay`): a ``Retry-After`` the server
+  sends (seconds or HTTP date, or ``retry-after-ms``) sets the wait, capped at ``backoff_max`` (``Retry-After: 0``:
+  at once); without one, ``backoff_base * 2**attempt`` capped at ``backoff_max``, less a random 0–25 % (jitter):
+  408, 409, 429 and every 5xx, a connection dropped mid-request, a read timeout, a body that is not the JSON of a
+  chat completion (truncated, HTML, no ``choices``). After ``max_retries`` retries the item fails (an error row,
+  never a reply, never cached) and the other prompts go on;
 - **final for the item**: other 4xx (e.g. 400 for a prompt the server rejects);
 - **fatal for the run**, raised at once as :class:`~queerbench.llm.settings.EndpointError` (a ``ValueError``: the
   CLI prints one line): 401/403 (key missing or rejected), 404 (unknown model or wrong URL), and, as
@@ -30,6 +32,7 @@ import json
 import logging
 import os
 import queue
+import random
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -39,7 +42,7 @@ from urllib.parse import urlsplit
 import requests
 import urllib3
 
-from queerbench.http_retry import retry_after_seconds
+from queerbench.http_retry import retry_after_from_headers, retry_delay
 from queerbench.llm.settings import EndpointError, EndpointUnreachableError, GenerationSettings, Reply
 
 __all__ = ["OpenAIChatRunner", "is_loopback"]
@@ -60,11 +63,6 @@ def is_loopback(url: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
-
-
-def _retry_after_seconds(value: str | None, now: float) -> float | None:
-    """``Retry-After`` as seconds: a number, or an HTTP date (relative to wall-clock ``now``)."""
-    return retry_after_seconds(value, now)
 
 
 class _RateLimiter:
@@ -91,8 +89,8 @@ class OpenAIChatRunner:
 
     ``system_prompt`` (a system message before each prompt) and ``extra_body`` (a dict merged into every request
     body, its keys winning, e.g. Gemini ``safety_settings`` or vLLM sampling extras) are part of the fingerprint,
-    so changing them never reuses cached replies. ``sleep``/``clock`` are injectable for tests; by default a
-    backoff wait ends early when the run is stopped.
+    so changing them never reuses cached replies. ``sleep``/``clock``/``jitter`` (the random source of the backoff
+    jitter, values in [0, 1)) are injectable for tests; by default a backoff wait ends early when the run is stopped.
     """
 
     def __init__(
@@ -112,6 +110,7 @@ class OpenAIChatRunner:
         extra_body: dict[str, Any] | None = None,
         sleep: Callable[[float], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        jitter: Callable[[], float] = random.random,
     ) -> None:
         if not base_url.startswith(("http://", "https://")):
             raise ValueError(f"--endpoint must be an http(s) URL such as https://api.openai.com/v1, got {base_url!r}")
@@ -143,7 +142,7 @@ class OpenAIChatRunner:
         self.timeout = (connect_timeout, timeout)
         self.system_prompt = system_prompt
         self.extra_body = dict(extra_body or {})
-        self._sleep = sleep
+        self._sleep, self._jitter = sleep, jitter
         interval = 0.0 if requests_per_minute is None else 60.0 / requests_per_minute
         self._limiter = _RateLimiter(interval, clock)
         self._local = threading.local()
@@ -174,11 +173,10 @@ class OpenAIChatRunner:
         return text.replace(self._key, "***") if self._key else text
 
     def backoff(self, attempt: int, retry_after: float | None = None) -> float:
-        """Seconds to wait before retry ``attempt + 1``: ``base * 2**attempt``, at least ``Retry-After``, capped."""
-        delay = self.backoff_base * (2**attempt)
-        if retry_after is not None:
-            delay = max(delay, retry_after)
-        return min(delay, self.backoff_max)
+        """Seconds to wait before retry ``attempt + 1``: the server's ``Retry-After`` when it sent one, else
+        ``base * 2**attempt`` less 0–25 % jitter; capped at ``backoff_max`` (see
+        :func:`~queerbench.http_retry.retry_delay`)."""
+        return retry_delay(attempt, retry_after, base=self.backoff_base, cap=self.backoff_max, rand=self._jitter)
 
     def request_body(self, prompt: str, seed: int, settings: GenerationSettings) -> dict[str, Any]:
         """The JSON body sent for one prompt (``top_p`` omitted when ``None``; ``extra_body`` merged last)."""
@@ -256,7 +254,7 @@ class OpenAIChatRunner:
                     raise self._fatal(status, resp)
                 elif status in _RETRY_STATUS or status >= 500:
                     problems.append(f"HTTP {status}")
-                    retry_after = _retry_after_seconds(resp.headers.get("Retry-After"), time.time())
+                    retry_after = retry_after_from_headers(resp.headers, time.time())
                 else:
                     return Reply(None, f"HTTP {status}: {self._scrub(resp.text)[:200]}", {"attempts": attempt + 1})
             if attempt < self.max_retries:

@@ -52,7 +52,24 @@ REASK_SEED_STEP = 100_003
 
 
 class GenerationError(RuntimeError):
-    """A reply could not be obtained (the endpoint failed after its retries); what arrived is cached for a rerun."""
+    """Some replies could not be obtained (the endpoint failed after its retries, or rejected those prompts).
+
+    Raised once every other prompt has been asked: ``failures`` lists the failed (sentence, sample) calls, of
+    ``total`` calls; every reply that arrived is cached, so a rerun asks only the failed ones.
+    :meth:`merge` joins the errors of several parts of a run into one report.
+    """
+
+    def __init__(self, failures: Sequence[Any], total: int) -> None:
+        from queerbench.llm.failures import describe_failures
+
+        self.failures, self.total = list(failures), int(total)
+        super().__init__(describe_failures(self.failures, self.total, what="sentence"))
+
+    @classmethod
+    def merge(cls, errors: Sequence[GenerationError], total: int | None = None) -> GenerationError:
+        """One error listing the failures of all ``errors`` (parts of one run), out of ``total`` calls (default:
+        the calls of those parts)."""
+        return cls([f for e in errors for f in e.failures], sum(e.total for e in errors) if total is None else total)
 
 
 @functools.cache
@@ -215,28 +232,43 @@ def predict_instructed(
     prompt_id: str | None = None,
     reask_empty: bool = True,
     progress: Callable[[int], None] | None = None,
+    show_progress: bool = True,
+    streak: Any = None,
 ) -> pd.DataFrame:
     """Ask ``runner`` for ``settings.samples`` replies per sentence and parse them; one row per sentence.
+
+    ``progress(n)`` is called as replies arrive, with ``n`` sentences' worth of them (the sentences whose replies
+    all arrived, counted from the calls still to make), and with the rest once the replies are parsed; it adds up to
+    ``len(ids)``. ``show_progress``: the layer's own bar of replies (off when the caller has a bar of its own);
+    ``streak``: the :class:`~queerbench.llm.collect.ErrorStreak` of a run that asks in parts.
 
     Columns: ``id``, ``tokens`` (the ``ok`` words, sample order, duplicates kept), ``reply`` and ``label`` (one per
     sample), ``n_distinct`` (distinct ``ok`` words), ``reasks`` (extra calls made for empty replies), ``prompt_format``.
     Calls go through the layer's :func:`~queerbench.llm.collect` and its cache; an empty reply is asked again with
-    a new seed, up to ``empty_reasks`` times (from the data file), unless ``reask_empty`` is False.
+    a new seed, up to ``empty_reasks`` times (from the data file), unless ``reask_empty`` is False. When some calls
+    got no reply, every other call (re-asks included) is still made and then :class:`GenerationError` lists the
+    failed ones; a rerun asks only those.
     """
     from dataclasses import replace
 
     from queerbench.llm import collect
+    from queerbench.llm.failures import failed_prompts
 
     rows = pd.DataFrame({"id": list(ids), "prompt": [build_prompt(s, prompt_id) for s in sentences]})
-    got = collect(runner, rows, settings, cache)
+    reported = 0
+
+    def on_reply(done: int, total: int) -> None:  # at least this many sentences have all their replies
+        nonlocal reported
+        worth = len(ids) - -(-(total - done) // settings.samples)
+        if progress is not None and worth > reported:
+            progress(worth - reported)
+            reported = worth
+
+    got = collect(runner, rows, settings, cache, progress=on_reply, show_progress=show_progress, streak=streak)
+    failures = failed_prompts(got)
     replies: dict[tuple[str, int], str | None] = {}
     formats: dict[str, str] = {}
-    for rec in got.to_dict("records"):
-        if rec["status"] != "ok":
-            raise GenerationError(
-                f"no reply for sentence {rec['id']} (sample {rec['sample']}): {rec['error']}; the replies that arrived "
-                "are saved, rerun the same command to resume"
-            )
+    for rec in got[got["status"] == "ok"].to_dict("records"):
         replies[(rec["id"], int(rec["sample"]))] = rec["response"]
         formats[rec["id"]] = rec.get("prompt_format") or ""
     by_id = dict(zip(ids, sentences, strict=True))
@@ -251,11 +283,15 @@ def predict_instructed(
         for sample in sorted({s for _, s in empty}):
             sub_ids = [i for i, s in empty if s == sample]
             again = replace(settings, seed=settings.seed + REASK_SEED_STEP * attempt + sample, samples=1)
-            more = collect(runner, rows[rows["id"].isin(sub_ids)], again, cache)
+            more = collect(
+                runner, rows[rows["id"].isin(sub_ids)], again, cache, show_progress=show_progress, streak=streak
+            )
             for rec in more.to_dict("records"):
                 if rec["status"] == "ok":
                     replies[(rec["id"], sample)] = rec["response"]
                     reasks[rec["id"]] += 1
+    if failures:  # the re-asks of the other sentences are made (and cached) first: a rerun asks only these
+        raise GenerationError(failures, len(got))
     out = []
     for sid, sentence in zip(ids, sentences, strict=True):
         texts = [replies[(sid, s)] for s in range(settings.samples)]
@@ -272,8 +308,8 @@ def predict_instructed(
                 "prompt_format": formats.get(sid, ""),
             }
         )
-        if progress is not None:
-            progress(1)
+    if progress is not None and len(ids) > reported:
+        progress(len(ids) - reported)
     return pd.DataFrame(out)
 
 

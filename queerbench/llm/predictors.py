@@ -166,6 +166,9 @@ class InstructedPredictor:
         for w in caught:  # e.g. "no chat template: plain prompt" — said once, here, and recorded in the metadata
             log(f"note: {w.message}")
         self.cache = ResponseCache(cache_path)
+        from queerbench.llm.collect import ErrorStreak
+
+        self.streak = ErrorStreak()  # failed calls in a row, across the parts of the run
         weights = getattr(self.runner, "weights", None)  # a local runner fingerprinted what it loaded
         self.fingerprint = weights if weights is not None and not endpoint else model_fingerprint(model, endpoint)
         # a local model at temperature 0 would repeat an empty reply: it is not asked again
@@ -233,6 +236,8 @@ class InstructedPredictor:
             prompt_id=self.prompt_id,
             reask_empty=self.reask_empty,
             progress=tick,
+            show_progress=False,  # the run's bar counts these sentences as their replies arrive
+            streak=self.streak,
         )
         return {c: frame[c].tolist() for c in frame.columns if c != "id"}
 

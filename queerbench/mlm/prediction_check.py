@@ -17,6 +17,8 @@ from typing import Any
 
 import pandas as pd
 
+from queerbench.io_utils import read_parquet
+
 __all__ = ["check_predictions", "read_run_settings", "read_upstream_predictions"]
 
 _RUN_COLUMNS = ("id", "masked_sentence", "tokens")
@@ -69,12 +71,9 @@ def _read_run(predictions: pd.DataFrame | str | Path) -> pd.DataFrame:
         path = Path(predictions)
         if not path.is_file():
             raise FileNotFoundError(f"predictions file {path} does not exist (expected a run's predictions.parquet)")
-        try:
-            predictions = pd.read_parquet(path)
-        except (OSError, ValueError) as exc:
-            raise ValueError(
-                f"{path} is not a readable Parquet file ({exc}); expected a run's predictions.parquet"
-            ) from None
+        predictions = read_parquet(
+            path, fix="if it is a run's predictions.parquet, delete it and rerun `queerbench run` for that folder"
+        )
     missing = [c for c in _RUN_COLUMNS if c not in predictions.columns]
     if missing:
         raise ValueError(f"predictions lack the column(s) {missing}; expected {list(_RUN_COLUMNS)}")

@@ -20,13 +20,12 @@ from __future__ import annotations
 
 import csv
 import itertools
-import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from queerbench.io_utils import atomic_path, write_json, write_text
+from queerbench.io_utils import atomic_path, read_json, write_json, write_text
 from queerbench.scm.analysis import display_order
 from queerbench.scm.data import AXES, load_groups, reference_rankings
 from queerbench.scm.report import MARKERS, group_label, no_data_figure
@@ -162,7 +161,7 @@ def compare_runs(
         path = Path(run) / "scm.json"
         if not path.is_file():
             raise FileNotFoundError(f"{run}: no scm.json; give output folders of `queerbench scm run`")
-        res = json.loads(path.read_text(encoding="utf-8"))
+        res = read_json(path, fix="delete that run folder's scm.json and rerun `queerbench scm run` for it")
         name = names[i] if names else str(res.get("run", {}).get("model") or Path(run).name)
         if name in results:
             name = f"{name} ({Path(run).name})"

@@ -18,9 +18,11 @@ from typing import Any
 
 import pandas as pd
 
-from queerbench.io_utils import atomic_path, write_json
+from queerbench.io_utils import atomic_path, read_json, read_parquet, write_json
 from queerbench.llm import GenerationSettings, ResponseCache, Runner, collect, load_runner
+from queerbench.llm.failures import describe_failures, failed_prompts
 from queerbench.llm.settings import DEFAULT_REQUESTS_PER_MINUTE
+from queerbench.progress import progress_bar
 from queerbench.scm.analysis import analyze, parse_frame
 from queerbench.scm.data import (
     Group,
@@ -76,35 +78,61 @@ def _content_free_prompt(rec: dict[str, Any]) -> str:
     return fill_template(tpl, _NA_GROUP, terms.get(rec.get("term") or ""), shown)
 
 
+def _score_options(
+    runner: Any, prompts: list[str], opts: list[list[str]], prefix: str, batch_size: int, bar: Any
+) -> list[list[float]]:
+    """``runner.score_options``, advancing ``bar`` per prompt: when every prompt has ``m`` options, in slices of
+    ``batch_size`` prompts, each ``m`` whole batches of the one call's sequences in its order (the same batches and
+    padding, so the same scores); otherwise in one call."""
+    if len({len(o) for o in opts}) > 1:
+        scores = runner.score_options(prompts, opts, prefix, batch_size)
+        bar.update(len(prompts))
+        return scores
+    scores = []
+    for start in range(0, len(prompts), batch_size):
+        part = slice(start, start + batch_size)
+        scores += runner.score_options(prompts[part], opts[part], prefix, batch_size)
+        bar.update(len(prompts[part]))
+    return scores
+
+
 def constrained_scores(
-    runner: Any, rows: pd.DataFrame, batch_size: int = 8, method: str = "calibrated"
+    runner: Any, rows: pd.DataFrame, batch_size: int = 8, method: str = "calibrated", *, progress: bool = True
 ) -> pd.DataFrame:
     """Per rating prompt: P(digit) for 1–5 and its expectation; per selection prompt: P(term) (``method``).
 
     ``runner`` needs ``score_options(prompts, options, answer_prefix, batch_size)`` (summed log-probs per option)
     and, for ``mean``, a ``tokenizer``. Each row keeps its own option order (a shuffled selection list is scored
     as shown). Columns: ``probs``, ``logp`` (summed), ``logp_content_free`` (``calibrated``), ``expected_rating``,
-    ``top_term``, ``top_is_first``, ``p_warmth``, ``p_competence``, ``scoring``.
+    ``top_term``, ``top_is_first``, ``p_warmth``, ``p_competence``, ``scoring``. Unless ``progress`` is False, a
+    bar counts the prompts scored (those of the rows and, for ``calibrated``, their content-free versions).
     """
     if method not in SCORING_METHODS:
         raise ValueError(f"unknown scoring method {method!r}; use one of {', '.join(SCORING_METHODS)}")
     out: list[dict[str, Any]] = []
     axis_of = {t.term: t.axis for t in load_terms()}
+    tasks = []  # (task, prefix, rows, their options, the distinct content-free (prompt, options) of calibrated)
     for task, prefix in (("rating", RATING_PREFIX), ("selection", SELECTION_PREFIX)):
-        sub = rows[rows["task"] == task]
-        if sub.empty:
-            continue
-        recs = sub.to_dict("records")
+        recs = rows[rows["task"] == task].to_dict("records")
         opts = [list(r["options"]) for r in recs]
-        logps = runner.score_options([r["prompt"] for r in recs], opts, prefix, batch_size)
-        cf: list[list[float] | None] = [None] * len(recs)
-        if method == "calibrated":
-            cf_prompts = [_content_free_prompt(r) for r in recs]
-            uniq = {(p, tuple(o)): None for p, o in zip(cf_prompts, opts, strict=True)}
-            keys = list(uniq)
-            cf_scores = runner.score_options([k[0] for k in keys], [list(k[1]) for k in keys], prefix, batch_size)
-            table = dict(zip(keys, cf_scores, strict=True))
-            cf = [table[(p, tuple(o))] for p, o in zip(cf_prompts, opts, strict=True)]
+        cf_prompts = [_content_free_prompt(r) for r in recs] if method == "calibrated" else []
+        keys = list({(p, tuple(o)): None for p, o in zip(cf_prompts, opts, strict=False)})
+        if recs:
+            tasks.append((task, prefix, recs, opts, cf_prompts, keys))
+    total = sum(len(t[2]) + len(t[5]) for t in tasks)
+    with progress_bar(total, "constrained scoring", "prompt", disable=not progress or not total) as bar:
+        scored = []
+        for task, prefix, recs, opts, cf_prompts, keys in tasks:
+            logps = _score_options(runner, [r["prompt"] for r in recs], opts, prefix, batch_size, bar)
+            cf: list[list[float] | None] = [None] * len(recs)
+            if keys:
+                cf_scores = _score_options(
+                    runner, [k[0] for k in keys], [list(k[1]) for k in keys], prefix, batch_size, bar
+                )
+                table = dict(zip(keys, cf_scores, strict=True))
+                cf = [table[(p, tuple(o))] for p, o in zip(cf_prompts, opts, strict=True)]
+            scored.append((task, recs, opts, logps, cf))
+    for task, recs, opts, logps, cf in scored:
         for rec, options, lp, lp_cf in zip(recs, opts, logps, cf, strict=True):
             if method == "calibrated":
                 assert lp_cf is not None
@@ -254,18 +282,19 @@ def _truncated(meta: str, max_new_tokens: int) -> bool | None:
 
 
 def _collect_split(
-    runner: Runner, rows: pd.DataFrame, settings: GenerationSettings, cache: ResponseCache, shuffle: bool
+    runner: Runner, rows: pd.DataFrame, settings: GenerationSettings, cache: ResponseCache, shuffle: bool, desc: str
 ) -> pd.DataFrame:
     if rows.empty:
         return pd.DataFrame()
     parts = []
     plain = rows[rows["task"] != "selection"] if shuffle else rows
     if not plain.empty:
-        parts.append(collect(runner, plain, settings, cache))
+        parts.append(collect(runner, plain, settings, cache, desc=desc))
     if shuffle and (rows["task"] == "selection").any():
         sel = shuffled_selection_rows(rows[rows["task"] == "selection"], settings.samples, settings.seed)
         sel = sel.assign(base_id=sel["id"], id=sel["id"] + "#shuffle" + sel["sample"].astype(str))
-        got = collect(runner, sel.drop(columns=["sample"]), dataclasses.replace(settings, samples=1), cache)
+        one = dataclasses.replace(settings, samples=1)
+        got = collect(runner, sel.drop(columns=["sample"]), one, cache, desc=f"{desc} (shuffled selection)")
         k = got["id"].str.rsplit("#shuffle", n=1).str[1].astype(int)
         parts.append(got.assign(id=got["base_id"], sample=k).drop(columns=["base_id"]))
     frame = pd.concat(parts, ignore_index=True)
@@ -344,13 +373,16 @@ def run_scm(
         log(f"collecting {n_s} survey replies ({settings.samples} per prompt) and {n_g} story replies …")
         frame = pd.concat(
             [
-                _collect_split(runner, rows["survey"], settings, cache, shuffle_selection),
-                _collect_split(runner, rows["generation"], story_settings, cache, False),
+                _collect_split(runner, rows["survey"], settings, cache, shuffle_selection, "survey replies"),
+                _collect_split(runner, rows["generation"], story_settings, cache, False, "story replies"),
             ],
             ignore_index=True,
         )
     finally:
         cache.close()
+    failures = failed_prompts(frame)
+    if failures:  # every other prompt was asked and its reply saved: a rerun asks only these
+        log(describe_failures(failures, len(frame)))
     parsed = parse_frame(frame, refusal_rule)
     scores = None
     if constrained and hasattr(runner, "score_options"):
@@ -359,7 +391,7 @@ def run_scm(
             score_rows = shuffled_selection_rows(score_rows, settings.samples, settings.seed)
         fp = json.dumps(runner.fingerprint(), sort_keys=True)
         spath = out / "scores.parquet"
-        old = pd.read_parquet(spath) if spath.exists() else None
+        old = read_parquet(spath) if spath.exists() else None  # corrupt: one line, delete it and rerun
         wanted = score_rows[score_rows["task"].isin(["rating", "selection"])]
         if (
             old is not None
@@ -396,6 +428,7 @@ def run_scm(
         "prompt_format": ",".join(fmt) or "unknown",
         "cached": int(parsed["cached"].sum()),
         "calls": int((~parsed["cached"]).sum()),
+        "failed_prompts": [dataclasses.asdict(f) for f in failures],
         "constrained": scores is not None,
         "versions": _versions(),
     }
@@ -444,11 +477,11 @@ def reanalyze(
             raise FileNotFoundError(f"{run_dir}: no {name}; give an output folder of `queerbench scm run`")
     if refusal_rule not in REFUSAL_RULES:
         raise ValueError(f"--refusal-rule {refusal_rule!r}: use one of {', '.join(REFUSAL_RULES)}")
-    old = json.loads((run_dir / "scm.json").read_text(encoding="utf-8"))
-    frame = pd.read_parquet(run_dir / "responses.parquet")
+    old = read_json(run_dir / "scm.json", fix=_REDO)
+    frame = read_parquet(run_dir / "responses.parquet", fix=_REDO)
     frame = frame.drop(columns=[c for c in _PARSE_COLUMNS if c in frame.columns])
     spath = run_dir / "scores.parquet"
-    scores = pd.read_parquet(spath) if spath.exists() else None
+    scores = read_parquet(spath, fix=_REDO) if spath.exists() else None
     parsed = parse_frame(frame, refusal_rule)
     res = analyze(parsed, scores=scores, mapper_factory=mapper_factory or make_mapper(), rule=refusal_rule)
     if "constrained_diagnostics" in res:
@@ -464,5 +497,7 @@ def reanalyze(
     return res
 
 
+_REDO = "delete it and rerun `queerbench scm run` with the same --out (cached replies are reused)"
+"""The fix for an output of a finished run that cannot be read back."""
 _PARSE_COLUMNS = ("rating", "selected", "keywords", "parsed", "refusal", "refusal_kind", "analysed")
 """The columns :func:`~queerbench.scm.analysis.parse_frame` adds (dropped before a re-analysis)."""

@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from queerbench import __version__, check_config
+from queerbench.scoring import function_words as fw
 from queerbench.scoring.afinn import AFINN_VERSION, afinn_sentence_mean, afinn_word_score
 from queerbench.scoring.hurtlex import HurtLex, hurtlex_categories, load_hurtlex
 
@@ -79,6 +80,7 @@ class ScoringOptions:
     n_permutations: int = 1000
     seed: int = 0
     toxicity_kwargs: dict[str, Any] = field(default_factory=dict)
+    exclude_function_words: bool = False  # score only the completions that are not closed-class words
 
     def __post_init__(self) -> None:
         check_config(self.config)
@@ -474,12 +476,21 @@ def compute(
     if options.toxicity == "none" and toxicity_counts is not None:
         toxicity_counts = None
     validate_inputs(predictions, groups, sentences, toxicity_counts, options, template_ids)
+    n, k = len(predictions), int(max(len(w) for w in predictions))
+    function_words = fw.function_word_summary(predictions, groups, excluded=options.exclude_function_words)
+    if options.exclude_function_words:
+        predictions, groups, sentences, template_ids, kept = fw.content_inputs(
+            predictions, groups, sentences, template_ids, toxicity_counts
+        )
     per_sentence, meta = score_sentences(predictions, options, sentences=sentences, toxicity_counts=toxicity_counts)
     result = aggregate(per_sentence, groups, options, template_ids=template_ids)
     result["config"] = options.config
-    result["k"] = int(max(len(w) for w in predictions))
+    result["k"] = k
     result["scorers"] = meta
+    result["function_words"] = function_words
     result["queerbench_version"] = __version__
     if return_per_sentence:
-        result["per_sentence"] = per_sentence
+        result["per_sentence"] = (
+            fw.full_per_sentence(per_sentence, kept, n) if options.exclude_function_words else per_sentence
+        )
     return result

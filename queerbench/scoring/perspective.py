@@ -10,8 +10,9 @@ cache keeps every raw answer so results stay reproducible after the shutdown.
 - Endpoint: ``PERSPECTIVE_API_URL`` overrides the default (proxies, tests).
 - Request: the five paper attributes plus ``SEVERE_TOXICITY``, ``languages: ["en"]``, ``doNotStore: true``.
 - Rate: at most ``qps`` requests per second (default 1, the API's default quota).
-- Failures: 429, 5xx, timeouts, connection errors and malformed answers are retried with exponential backoff that
-  honours ``Retry-After``, at most ``max_retries`` times; then :class:`PerspectiveError` names the text's index.
+- Failures: 429, 5xx, timeouts, connection errors and malformed answers are retried at most ``max_retries`` times,
+  as serving clients do it (:mod:`queerbench.http_retry`: the server's ``Retry-After`` sets the wait, else
+  exponential backoff with jitter); then :class:`PerspectiveError` names the text's index.
   Other HTTP errors (400 bad text, 403 bad key) fail at once. Nothing is ever silently dropped.
 - Each answer is written to the cache as it arrives, so a crash loses nothing and a rerun makes no calls.
 """
@@ -19,6 +20,7 @@ cache keeps every raw answer so results stay reproducible after the shutdown.
 from __future__ import annotations
 
 import logging
+import random
 import re
 import time
 from collections.abc import Callable, Iterator
@@ -28,7 +30,7 @@ from typing import Any
 import requests
 
 from queerbench import env
-from queerbench.http_retry import retry_after_seconds
+from queerbench.http_retry import retry_after_from_headers, retry_delay
 from queerbench.scoring.toxicity_base import ALL_ATTRIBUTES, ToxicityScorer
 
 __all__ = ["DEFAULT_URL", "KEY_ENV", "URL_ENV", "PerspectiveError", "PerspectiveScorer"]
@@ -75,16 +77,12 @@ def _install_log_scrubber() -> None:
             log.addFilter(_FILTER)
 
 
-def _parse_retry_after(value: str | None) -> float | None:
-    """``Retry-After`` as seconds (delta-seconds or an HTTP date); None when absent or unreadable."""
-    return retry_after_seconds(value)
-
-
 class PerspectiveScorer(ToxicityScorer):
     """Perspective API client (see the module docstring; **sunset after 2026**).
 
     ``qps``: request rate limit. ``max_retries``: retries per text after the first attempt. ``backoff_base`` /
-    ``backoff_max``: exponential backoff in seconds (``base·2^attempt``, capped; ``Retry-After`` wins when longer).
+    ``backoff_max``: the wait in seconds before a retry (the server's ``Retry-After`` when sent, else
+    ``base·2^attempt`` less 0–25 % jitter; capped at ``backoff_max``: :func:`~queerbench.http_retry.retry_delay`).
     ``timeout``: per-request timeout in seconds. ``max_text_bytes``: texts longer than this (UTF-8) are refused
     before any call, as the API would reject them.
     """
@@ -129,6 +127,7 @@ class PerspectiveScorer(ToxicityScorer):
         self.max_text_bytes = int(max_text_bytes)
         self._session = session or requests.Session()
         self._sleep: Callable[[float], None] = time.sleep
+        self._jitter: Callable[[], float] = random.random  # the backoff's jitter source (tests fix it)
         self._last_call = float("-inf")
         self.calls = 0  # HTTP requests made by this instance (for reports and tests)
         _install_log_scrubber()
@@ -187,7 +186,7 @@ class PerspectiveScorer(ToxicityScorer):
         except requests.RequestException as exc:
             raise PerspectiveError(f"request failed ({type(exc).__name__}: {self._scrub(str(exc))})") from None
         if resp.status_code in _RETRY_STATUS:
-            raise _Retryable(f"HTTP {resp.status_code}", _parse_retry_after(resp.headers.get("Retry-After")))
+            raise _Retryable(f"HTTP {resp.status_code}", retry_after_from_headers(resp.headers))
         if resp.status_code != 200:
             detail = self._scrub(resp.text[:300])
             raise PerspectiveError(f"HTTP {resp.status_code} (not retried): {detail}")
@@ -212,9 +211,9 @@ class PerspectiveScorer(ToxicityScorer):
                         f"Perspective API failed on text #{index} ({text[:60]!r}) after {attempt + 1} attempts; "
                         f"last error: {exc.reason}. Scores already received are cached; rerun to resume."
                     ) from None
-                delay = min(self.backoff_max, self.backoff_base * 2**attempt)
-                if exc.retry_after is not None:
-                    delay = max(delay, exc.retry_after)
+                delay = retry_delay(
+                    attempt, exc.retry_after, base=self.backoff_base, cap=self.backoff_max, rand=self._jitter
+                )
                 logger.warning(
                     "perspective: text #%d: %s; retry %d/%d in %.2f s",
                     index,
