@@ -16,7 +16,7 @@ import pytest
 
 from queerbench import progress as progress_module
 from queerbench.llm import GenerationSettings, Reply, ResponseCache, TransformersRunner, collect
-from queerbench.scm import pipeline
+from queerbench.scm import constrained, pipeline
 from queerbench.scm.dataset import scm_splits
 from tests.tiny_models import tiny_llama
 
@@ -48,7 +48,7 @@ def bars(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
         return Recorder()
 
     monkeypatch.setattr(collect_module, "progress_bar", recording)
-    monkeypatch.setattr(pipeline, "progress_bar", recording)
+    monkeypatch.setattr(constrained, "progress_bar", recording)
     return opened
 
 
@@ -139,7 +139,7 @@ def test_constrained_scoring_advances_per_prompt_with_the_scores_of_one_call(cha
     runner.score_options = recorded
     scores = pipeline.constrained_scores(runner, rows, batch_size=2)
     # rating: 5 prompts and their content-free versions, in slices of 2; selection: 3 and theirs
-    content_free = {(pipeline._content_free_prompt(r), tuple(r["options"])) for r in rows.to_dict("records")}
+    content_free = {(constrained._content_free_prompt(r), tuple(r["options"])) for r in rows.to_dict("records")}
     assert len(scores) == 8 and bars[0].total == 8 + len(content_free) and bars[0].unit == "prompt"
     assert bars[0].n == bars[0].total and max(sizes) == 2 and len(sizes) > 4
     runner.score_options = inner

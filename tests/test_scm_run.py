@@ -10,9 +10,10 @@ import pandas as pd
 import pytest
 
 from queerbench.cli import main
+from queerbench.scm.constrained import _content_free_prompt, constrained_scores
 from queerbench.scm.data import load_groups, paper_decoding
 from queerbench.scm.dataset import scm_splits, select_rows, shuffled_selection_rows
-from queerbench.scm.pipeline import _content_free_prompt, _truncated, constrained_scores, resolve_settings, run_scm
+from queerbench.scm.pipeline import _truncated, resolve_settings, run_scm
 from tests.tiny_models import tiny_llama
 
 GROUPS = {g.id for g in load_groups()}
