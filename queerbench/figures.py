@@ -24,6 +24,7 @@ from matplotlib.patches import Patch, Rectangle
 
 from queerbench.fingerprint import looks_like_path
 from queerbench.io_utils import atomic_path
+from queerbench.scoring.caveats import small_n
 from queerbench.scoring.hurtlex import hurtlex_categories
 
 __all__ = [
@@ -33,6 +34,7 @@ __all__ = [
     "NO_DATA_FACE",
     "NO_DATA_HATCH",
     "NO_DATA_LABEL",
+    "SMALL_N_FOOTNOTE",
     "build_category_figure",
     "build_comparison_figure",
     "build_heatmap",
@@ -41,6 +43,7 @@ __all__ = [
     "group_style",
     "heatmap_figure",
     "model_label",
+    "n_label",
     "no_data_handle",
     "run_label",
     "save_figure",
@@ -150,11 +153,13 @@ def build_heatmap(
     *,
     subtitle: str | None = None,
     value_label: str = "score (higher = more harmful)",
+    counts: pd.DataFrame | None = None,
 ) -> plt.Figure:
     """A heatmap like the paper's Figures 8–9: rows (runs or components) × groups, each cell labelled with its value.
 
     A sequential colour map (light = less harmful, dark = more) that reads the same in grayscale; labels in black or
     white by the cell's luminance; missing values cross-hatched in light grey and labelled "no data", with a legend.
+    ``counts`` (the n of each cell, same shape): each label gets its n, and a small n (< 30) a ``*`` and a footnote.
     """
     values = table.to_numpy(dtype=float)
     missing = np.isnan(values)
@@ -185,16 +190,49 @@ def build_heatmap(
                 bbox={"facecolor": "white", "edgecolor": "none", "pad": 1.5},
             )
         else:
-            ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=9, color=text_colour_for(cmap(im.norm(v))))
+            label = f"{v:.2f}" if counts is None else f"{v:.2f}\n{n_label(int(counts.iat[i, j]))}"
+            ax.text(j, i, label, ha="center", va="center", fontsize=9, color=text_colour_for(cmap(im.norm(v))))
     ax.set_title(title if subtitle is None else f"{title}\n{subtitle}", fontsize=11)
     fig.colorbar(im, ax=ax, label=value_label)
     if missing.any():
         ax.legend(handles=[no_data_handle()], loc="upper left", bbox_to_anchor=(0, -0.14), frameon=False, fontsize=8)
+    if counts is not None and any(small_n(int(n)) for n in counts.to_numpy().ravel()):
+        fig.text(0.01, 0.005, SMALL_N_FOOTNOTE, fontsize=8, ha="left", va="bottom")
     return fig
 
 
-def _hatched_bars(ax: plt.Axes, frame: pd.DataFrame) -> None:
-    """Grouped bars (rows of ``frame`` on the x axis, one bar per column = group), colour + hatch per group."""
+SMALL_N_FOOTNOTE = "* n < 30 scored sentences: a small sample, indicative only"
+"""The footnote of a figure with a small-n group (the ``*`` after its n)."""
+
+
+def n_label(n: int) -> str:
+    """``n=80``, ``n=12*`` for a small sample."""
+    return f"n={n}{'*' if small_n(n) else ''}"
+
+
+def _group_label(scores: dict[str, Any], group: str) -> str:
+    """A group's axis or legend label with its n: ``neo\n(n=12*)``, ``neutral\n(n=0: no data)``."""
+    n = int(scores["n"].get(group) or 0)
+    return f"{group}\n(n=0: {NO_DATA_LABEL})" if not n else f"{group}\n({n_label(n)})"
+
+
+def _small_n_footnote(fig: plt.Figure, scores: dict[str, Any]) -> None:
+    """The small-sample footnote, with each small group's CI width, under a run's figure that has one."""
+    small = [g for g, n in scores["n"].items() if small_n(n)]
+    if not small:
+        return
+    widths = []
+    for g in small:
+        cis = scores.get("ci", {}).get(g, {})
+        ci = cis.get("queerbench") or cis.get("hurtlex")
+        flat = " (too few templates to show it)" if ci and ci[1] - ci[0] < 5e-3 else ""
+        widths.append(f"{g} {'CI width ' + format(ci[1] - ci[0], '.2f') + flat if ci else 'no CI'}")
+    fig.text(0.01, -0.02, f"{SMALL_N_FOOTNOTE} ({'; '.join(widths)})", fontsize=8, ha="left", va="top")
+
+
+def _hatched_bars(ax: plt.Axes, frame: pd.DataFrame, labels: dict[str, str] | None = None) -> None:
+    """Grouped bars (rows of ``frame`` on the x axis, one bar per column = group), colour + hatch per group;
+    ``labels``: each group's legend label (default: its name)."""
     n = max(len(frame.columns), 1)
     width = 0.8 / n
     x = np.arange(len(frame.index))
@@ -204,7 +242,7 @@ def _hatched_bars(ax: plt.Axes, frame: pd.DataFrame) -> None:
             x - 0.4 + width * (k + 0.5),
             frame[group].to_numpy(dtype=float),
             width,
-            label=str(group),
+            label=(labels or {}).get(str(group), str(group)).replace("\n", " "),
             color=colour,
             hatch=hatch,
             edgecolor="black",
@@ -218,9 +256,12 @@ def build_category_figure(scores: dict[str, Any], meta: dict[str, Any] | None = 
     """Per-category bars per group: HurtLex categories (per 100 sentences) and toxicity attributes; a panel with
     nothing to show says why (measured as zero, or not measured: the no-data look)."""
     names = hurtlex_categories()["categories"]
+    groups = list(scores["n"])  # a group without data stays in the legend, labelled "no data"
     hl = pd.DataFrame(scores.get("hurtlex_categories", {})).fillna(0)
     hl = hl[(hl > 0).any(axis=1)] if not hl.empty else hl
+    hl = hl.reindex(columns=groups) if not hl.empty else hl
     tox = pd.DataFrame(scores.get("toxicity_attributes", {})).fillna(0)
+    tox = tox.reindex(columns=groups) if not tox.empty else tox
     scorer = scores.get("scorers", {}).get("toxicity", {}).get("name")
     # (data, title, why it may be empty, whether empty means missing rather than measured as zero)
     panels = [
@@ -236,15 +277,16 @@ def build_category_figure(scores: dict[str, Any], meta: dict[str, Any] | None = 
     fig, axes = plt.subplots(2, 1, figsize=(11, 7.6), squeeze=False)
     for ax, (frame, title, empty_reason, missing) in zip(axes[:, 0], panels, strict=True):
         ax.set_title(title, fontsize=10)
-        if missing or frame.empty or not (frame.to_numpy(dtype=float) > 0).any():
+        if missing or frame.empty or not (frame.fillna(0).to_numpy(dtype=float) > 0).any():
             _empty_panel(ax, empty_reason, missing=missing)
             continue
         frame = frame.copy()
         frame.index = [f"{c} ({names[c]})" if c in names else c for c in frame.index]
-        _hatched_bars(ax, frame)
+        _hatched_bars(ax, frame, {g: _group_label(scores, g) for g in groups})
         ax.set_ylabel("per 100 sentences")
     fig.suptitle(f"Harm by category — {run_label(meta, scores)}", fontsize=12)
     fig.tight_layout()
+    _small_n_footnote(fig, scores)
     return fig
 
 
@@ -269,7 +311,7 @@ def build_comparison_figure(scores: dict[str, Any], meta: dict[str, Any] | None 
         bar = ax.bar(i, v, yerr=err, capsize=5, color=colour, hatch=hatch, edgecolor="black", linewidth=0.8, label=g)
         handles.append(bar)
         ax.text(i, v + (ci[1] - v if ci else 0) + top * 0.02, f"{v:.2f}", ha="center", va="bottom", fontsize=8)
-    ax.set_xticks(range(len(groups)), [f"{g}\n(n={scores['n'][g]})" for g in groups])
+    ax.set_xticks(range(len(groups)), [_group_label(scores, g) for g in groups])
     label = "QueerBench score" if key == "queerbench" else "HurtLex score H\n(no toxicity scorer, so no QB)"
     ax.set_ylabel(label + "\nhigher = more harmful")
     ax.set_ylim(0, top * 1.25)
@@ -281,6 +323,7 @@ def build_comparison_figure(scores: dict[str, Any], meta: dict[str, Any] | None 
     ax.legend(handles=legend, title="group", fontsize=8, title_fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
     what = "QueerBench score" if key == "queerbench" else "HurtLex score"
     ax.set_title(f"{what} per group{' (95% CI)' if any(cis) else ''}\n{run_label(meta, scores)}", fontsize=11)
+    _small_n_footnote(fig, scores)
     return fig
 
 
@@ -291,9 +334,10 @@ def heatmap_figure(
     *,
     subtitle: str | None = None,
     value_label: str = "score (higher = more harmful)",
+    counts: pd.DataFrame | None = None,
 ) -> Path:
     """:func:`build_heatmap` written to ``path`` (PNG)."""
-    return save_figure(build_heatmap(table, title, subtitle=subtitle, value_label=value_label), path)
+    return save_figure(build_heatmap(table, title, subtitle=subtitle, value_label=value_label, counts=counts), path)
 
 
 def category_figure(scores: dict[str, Any], path: Path, meta: dict[str, Any] | None = None) -> Path:

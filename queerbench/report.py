@@ -1,14 +1,15 @@
 """Report text: ``report.md`` of a run (Table-4-style tables with CIs, group gaps, the most harmful completions,
-provenance) and ``compare.md`` across runs; the figures they embed come from :mod:`queerbench.figures`."""
+provenance), with the caveats that belong next to the numbers: the small-sample warning and "no data" rows
+(:mod:`queerbench.tables`), the toxicity scorer's known limits next to its flags
+(:mod:`queerbench.scoring.caveats`), and the share of closed-class completions per group. The figures it embeds come
+from :mod:`queerbench.figures`; ``compare.md`` across runs from :mod:`queerbench.compare`."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from queerbench.figures import (
@@ -24,8 +25,8 @@ from queerbench.figures import (
     text_colour_for,
 )
 from queerbench.fingerprint import describe_fingerprint
-from queerbench.io_utils import atomic_path, write_text
-from queerbench.scoring.aggregate import GROUP_ORDER
+from queerbench.scoring.caveats import identity_flags, scorer_caveat
+from queerbench.tables import COMPONENTS, fmt, markdown_table, score_table, small_n_paragraph
 
 __all__ = [
     "CONTENT_NOTE",
@@ -33,9 +34,6 @@ __all__ = [
     "build_comparison_figure",
     "build_heatmap",
     "category_figure",
-    "compare_labels",
-    "compare_runs",
-    "compare_warnings",
     "comparison_figure",
     "generation_section",
     "harmful_completions",
@@ -54,28 +52,8 @@ CONTENT_NOTE = (
     "They include slurs, hate and stereotypes, as the QueerBench paper warns. They are shown to document harm, "
     "not to endorse it."
 )
-COMPONENTS = (("queerbench", "QB"), ("afinn", "A"), ("hurtlex", "H"), ("toxicity", "P"))
-
-
-def _fmt(value: float | None, ci: Sequence[float] | None = None) -> str:
-    if value is None or (isinstance(value, float) and np.isnan(value)):
-        return "—"
-    text = f"{value:.2f}"
-    if ci:
-        text += f" [{ci[0]:.2f}, {ci[1]:.2f}]"
-    return text
-
-
-def score_table(scores: dict[str, Any]) -> pd.DataFrame:
-    """Rows = groups in the paper's order, columns = QB, A, H, P (with 95% CIs when present) and n."""
-    rows = []
-    for group in scores["n"]:
-        row: dict[str, Any] = {"group": group, "n": scores["n"][group]}
-        for key, label in COMPONENTS:
-            ci = scores.get("ci", {}).get(group, {}).get(key)
-            row[label] = _fmt(scores[key].get(group), ci)
-        rows.append(row)
-    return pd.DataFrame(rows).set_index("group")
+IDENTITY_MARK = "†"
+"""Marks a toxicity flag on a completion that is an identity word (the scorer's known reaction)."""
 
 
 def harmful_completions(per_sentence: pd.DataFrame, n: int = 5) -> pd.DataFrame:
@@ -86,14 +64,6 @@ def harmful_completions(per_sentence: pd.DataFrame, n: int = 5) -> pd.DataFrame:
     frame = frame[(frame["_harm"] > 0) | (frame["afinn"] < 0)]
     frame = frame.sort_values(["group", "_harm", "afinn"], ascending=[True, False, True])
     return frame.groupby("group", sort=False).head(n).drop(columns="_harm")
-
-
-def _markdown_table(frame: pd.DataFrame) -> str:
-    cols = [frame.index.name or "", *frame.columns]
-    lines = ["| " + " | ".join(str(c) for c in cols) + " |", "|" + "---|" * len(cols)]
-    for idx, row in frame.iterrows():
-        lines.append("| " + " | ".join([str(idx)] + [str(v) for v in row.tolist()]) + " |")
-    return "\n".join(lines)
 
 
 def _model_provenance(meta: dict[str, Any]) -> str:
@@ -113,6 +83,80 @@ def _toxicity_provenance(scores: dict[str, Any], meta: dict[str, Any]) -> str:
     if name == "precomputed":
         return "`precomputed` (flags stored with the predictions)"
     return f"`{name}` reading `{meta.get('toxicity_input')}`"
+
+
+def _scorer(scores: dict[str, Any]) -> str | None:
+    return (scores.get("scorers", {}).get("toxicity") or {}).get("name")
+
+
+def _caveat_block(scores: dict[str, Any], meta: dict[str, Any], *, marks: bool = False) -> list[str]:
+    """The toxicity scorer's known limits as a quoted block (``marks``: with the meaning of the identity mark)."""
+    caveat = scorer_caveat(_scorer(scores), meta.get("toxicity_input"))
+    if not caveat:
+        return []
+    lines = [f"> **About the toxicity flags (`{_scorer(scores)}`).** " + caveat[0]]
+    lines += [f"> {line}" for line in caveat[1:]]
+    if marks:
+        lines.append(
+            f"> {IDENTITY_MARK} marks a flag on a completion that is itself an identity word of this benchmark."
+        )
+    return [*lines, ""]
+
+
+def _identity_words(per_sentence: pd.DataFrame) -> set[str]:
+    """The identity nouns of the run (the subjects of its noun groups, queer and non-queer)."""
+    if "subject" not in per_sentence or "group" not in per_sentence:
+        return set()
+    nouns = per_sentence[per_sentence["group"].isin(("queer", "non-queer"))]
+    return {str(s).lower() for s in nouns["subject"].unique()}
+
+
+def _flag_text(words: list[str], flags: list[list[str]], identities: set[str]) -> str:
+    """``word: TOXICITY/INSULT`` per flagged completion, ``†`` after an identity word's flags."""
+    marked = identity_flags(words, flags, identities)
+    return ", ".join(
+        f"{w}: {'/'.join(f)}{IDENTITY_MARK if m else ''}" for w, f, m in zip(words, flags, marked, strict=True) if f
+    )
+
+
+def _function_word_setting(scores: dict[str, Any]) -> str:
+    block = scores.get("function_words")
+    if not block:
+        return "not recorded"
+    if block.get("excluded"):
+        return "excluded from the scores (`--exclude-function-words`); their share per group is below"
+    return "included in the scores (`--exclude-function-words` is off); their share per group is below"
+
+
+def function_word_section(scores: dict[str, Any]) -> list[str]:
+    """The share of closed-class completions per group (``scores.json["function_words"]``) as report lines."""
+    block = scores.get("function_words")
+    if not block:
+        return []
+    order = [g for g in scores["n"] if g in block["groups"]] + [g for g in block["groups"] if g not in scores["n"]]
+    rows = [*((g, block["groups"][g]) for g in order), ("all", block["overall"])]
+    lines = [
+        "## Closed-class completions",
+        "",
+        "Completions that are function words (a, is, the, …: `queerbench/data/function_words.json`) say nothing "
+        "about the person and score 0 on every lexicon, so a high share dilutes a group's score. "
+        + (
+            "They were **excluded** from the scores above (`--exclude-function-words`)."
+            if block.get("excluded")
+            else "They are **included** in the scores above; `--exclude-function-words` scores only the others."
+        ),
+        "",
+        "| group | completions | function words | share | most frequent | sentences with only function words |",
+        "|---|---|---|---|---|---|",
+    ]
+    for group, c in rows:
+        share = "—" if c["share"] is None else f"{100 * c['share']:.1f}%"
+        top = ", ".join(f"{w} ({n})" for w, n in c["most_frequent"]) or "—"
+        lines.append(
+            f"| {group} | {c['n_completions']} | {c['n_function_words']} | {share} | {top} | "
+            f"{c['sentences_only_function_words']} |"
+        )
+    return [*lines, ""]
 
 
 _CONFIG_NOTES = {"default": "the method done right", "queergen": "QueerGen's sentences; QueerGen's scores below"}
@@ -136,9 +180,11 @@ def render_report(
         f"- config: `{scores['config']}` ({_CONFIG_NOTES.get(scores['config'], 'reproduces the paper, bugs included')}), "
         f"top-k = {scores['k']}, sentences = {meta.get('n_sentences')}"
         + (f" (first {meta['limit']} templates)" if meta.get("limit") else ""),
-        f"- toxicity: {_toxicity_provenance(scores, meta)}; "
-        f"HurtLex: {scores['scorers']['hurtlex']['version']} ({scores['scorers']['hurtlex']['level']}); "
+        f"- toxicity: {_toxicity_provenance(scores, meta)}"
+        + ("; its known limits are stated with its flags below" if scorer_caveat(_scorer(scores)) else "")
+        + f"; HurtLex: {scores['scorers']['hurtlex']['version']} ({scores['scorers']['hurtlex']['level']}); "
         f"AFINN: {scores['scorers']['afinn']}",
+        f"- function words: {_function_word_setting(scores)}",
         f"- queerbench {scores['queerbench_version']}",
         "",
         f"## Scores (top-{scores['k']})",
@@ -147,11 +193,14 @@ def render_report(
         "categories and flagged attributes per sentence, so they can exceed 100, most often at top-k > 1.)"
         + ("; 95% bootstrap CIs over templates in brackets." if scores.get("ci") else "."),
         "",
-        _markdown_table(score_table(scores)),
+        markdown_table(score_table(scores)),
         "",
+        *small_n_paragraph(scores),
+        *_caveat_block(scores, meta),
     ]
     if top1 is not None:
-        lines += ["## Scores (top-1, from the same forward pass)", "", _markdown_table(score_table(top1)), ""]
+        lines += ["## Scores (top-1, from the same forward pass)", "", markdown_table(score_table(top1)), ""]
+    lines += function_word_section(scores)
     if scores.get("comparisons"):
         lines += [
             "## Group differences (QB)",
@@ -162,7 +211,7 @@ def render_report(
         for name, c in scores["comparisons"].items():
             ci = c.get("ci")
             lines.append(
-                f"| {name} | {c['diff']:.2f} | {_fmt(None) if not ci else f'[{ci[0]:.2f}, {ci[1]:.2f}]'} | "
+                f"| {name} | {c['diff']:.2f} | {fmt(None) if not ci else f'[{ci[0]:.2f}, {ci[1]:.2f}]'} | "
                 f"{'—' if c.get('p_value') is None else format(c['p_value'], '.4f')} |"
             )
         lines.append("")
@@ -170,7 +219,8 @@ def render_report(
     for name, file in figures.items():  # each with a caption naming the run, as the figure's own title does
         lines += [f"![{name}]({file})", "", f"*{name[:1].upper() + name[1:]}: {run_label(meta, scores)}.*", ""]
     harmful = harmful_completions(per_sentence)
-    lines += ["## Most harmful completions per group", "", CONTENT_NOTE, ""]
+    lines += ["## Most harmful completions per group", "", CONTENT_NOTE, "", *_caveat_block(scores, meta, marks=True)]
+    identities = _identity_words(per_sentence)
     if harmful.empty:
         lines.append("No completion was flagged by HurtLex or the toxicity scorer, or had negative sentiment.")
     for group, frame in harmful.groupby("group", sort=False):
@@ -183,11 +233,7 @@ def render_report(
         for _, r in frame.iterrows():
             cats = ", ".join(f"{w}: {'/'.join(c)}" for w, c in zip(r["words"], r["word_hurtlex"], strict=True) if c)
             flags = r.get("word_toxicity")
-            tox = (
-                ""
-                if flags is None
-                else ", ".join(f"{w}: {'/'.join(f)}" for w, f in zip(r["words"], flags, strict=True) if f)
-            )
+            tox = "" if flags is None else _flag_text(r["words"], flags, identities)
             sentence = str(r.get("masked_sentence", "")).replace("|", "\\|")
             lines.append(f"| {sentence} | {', '.join(r['words'])} | {cats} | {tox} | {r['afinn']:.2f} |")
         lines.append("")
@@ -270,7 +316,10 @@ def write_run_figures(scores: dict[str, Any], out: Path, meta: dict[str, Any] | 
         {label: [scores[key].get(g) for g in scores["n"]] for key, label in COMPONENTS}, index=list(scores["n"])
     ).T.astype(float)
     table.index = [COMPONENT_NAMES.get(i, i) for i in table.index]
-    heatmap_figure(table, out / "heatmap.png", "QueerBench components per group", subtitle=run_label(meta, scores))
+    counts = pd.DataFrame([[int(scores["n"][g] or 0) for g in table.columns]] * len(table), table.index, table.columns)
+    heatmap_figure(
+        table, out / "heatmap.png", "QueerBench components per group", subtitle=run_label(meta, scores), counts=counts
+    )
     category_figure(scores, out / "categories.png", meta)
     comparison_figure(scores, out / "comparison.png", meta)
     figures = {"heatmap": "heatmap.png", "per-category": "categories.png", "group comparison": "comparison.png"}
@@ -281,152 +330,3 @@ def write_run_figures(scores: dict[str, Any], out: Path, meta: dict[str, Any] | 
         queergen_figure(qg, run_label(meta, scores), out / "queergen.png")
         figures["QueerGen scores"] = "queergen.png"
     return figures
-
-
-def _run_facts(run: dict[str, Any]) -> dict[str, Any]:
-    """What may differ between two runs of one comparison: model, config, k, templates, toxicity scorer, ..."""
-    meta, scores = run.get("meta") or {}, run["scores"]
-    return {
-        "model": meta.get("model"),
-        "method": meta.get("method"),
-        "config": scores.get("config"),
-        "k": scores.get("k"),
-        "n_sentences": meta.get("n_sentences", sum(scores.get("n", {}).values())),
-        "limit": meta.get("limit"),
-        "toxicity": (scores.get("scorers", {}).get("toxicity") or {}).get("name"),
-        "toxicity_input": meta.get("toxicity_input"),
-        "revision": meta.get("revision"),
-        "dtype": meta.get("dtype"),
-    }
-
-
-def compare_labels(runs: Sequence[dict[str, Any]]) -> list[str]:
-    """Row labels for a comparison: ``<model> · <config> · top-<k>``, plus what tells apart runs that share those
-    (toxicity scorer, templates, revision, dtype), plus the run folder's name as the last resort."""
-    facts = [_run_facts(r) for r in runs]
-    labels = [
-        f"{model_label(f['model'])} · {f['config']} · top-{f['k']}"
-        + ("" if f["method"] in (None, "mlm") else f" · {f['method']}")
-        for f in facts
-    ]
-    for label in set(labels):
-        same = [i for i, other in enumerate(labels) if other == label]
-        if len(same) < 2:
-            continue
-        extra = {i: [] for i in same}
-        for fact, show in (
-            ("toxicity", lambda v: f"toxicity {v}"),
-            ("limit", lambda v: "all templates" if v is None else f"{v} templates"),
-            ("toxicity_input", lambda v: f"reads {v}"),
-            ("revision", lambda v: f"rev {str(v)[:10]}"),
-            ("dtype", str),
-        ):
-            if len({str(facts[i][fact]) for i in same}) > 1:
-                for i in same:
-                    extra[i].append(show(facts[i][fact]))
-        for i in same:
-            labels[i] += "".join(f" · {e}" for e in extra[i])
-    base = list(labels)
-    for label in set(base):
-        same = [i for i, other in enumerate(base) if other == label]
-        if len(same) > 1:
-            names = [Path(str(runs[i].get("dir", i))).name for i in same]
-            unique = len(set(names)) == len(names)  # else two folders of one name: their full paths tell them apart
-            for i, name in zip(same, names, strict=True):
-                labels[i] += f" · {name if unique else runs[i].get('dir', i)}"
-    return labels
-
-
-def compare_warnings(runs: Sequence[dict[str, Any]]) -> list[str]:
-    """What makes a comparison's rows not comparable: different sentence sets (QueerBench's vs QueerGen's, or
-    ``--limit`` within one), toxicity scorers or configs."""
-    facts = [_run_facts(r) for r in runs]
-    labels = compare_labels(runs)
-    warnings = []
-    configs = {f["config"] for f in facts}
-    if "queergen" in configs and len(configs) > 1:  # two benchmarks: different sentences, not a different --limit
-        shown = ", ".join(
-            f"{lab}: {f['n_sentences']} {'QueerGen' if f['config'] == 'queergen' else 'QueerBench'} sentences"
-            + (f" (--limit {f['limit']})" if f["limit"] else "")
-            for lab, f in zip(labels, facts, strict=True)
-        )
-        warnings.append(
-            f"the runs score different sentence sets ({shown}); their QB is not the same measurement, "
-            "so compare a group's QB only between runs of one config"
-        )
-    for config in sorted(configs, key=str):  # within one sentence set: the same templates?
-        same = [(lab, f) for lab, f in zip(labels, facts, strict=True) if f["config"] == config]
-        if len({(f["n_sentences"], f["limit"]) for _, f in same}) > 1:
-            shown = ", ".join(
-                f"{lab}: {f['n_sentences']} sentences" + (f" (--limit {f['limit']})" if f["limit"] else "")
-                for lab, f in same
-            )
-            warnings.append(f"the runs cover different templates ({shown}); compare runs made with the same --limit")
-    unscored = [lab for lab, r in zip(labels, runs, strict=True) if r["scores"].get("scored") is False]
-    if unscored:
-        warnings.append(
-            f"{', '.join(unscored)}: no sentence could be scored (no reply parsed to one word); see its parse rates"
-        )
-    scored = [(lab, f) for lab, f, r in zip(labels, facts, runs, strict=True) if r["scores"].get("scored") is not False]
-    scorers = {f["toxicity"] for _, f in scored}
-    if len(scorers) > 1:
-        shown = ", ".join(f"{lab}: {f['toxicity']}" for lab, f in scored)
-        warnings.append(
-            f"the runs used different toxicity scorers ({shown}); their P and QB are not comparable — "
-            "rescore with one --toxicity (queerbench score)"
-        )
-    if len(configs - {"queergen"}) > 1:
-        shown = " and ".join(sorted(str(c) for c in configs - {"queergen"}))
-        warnings.append(f"the runs mix the {shown} configs, whose scores follow different rules")
-    return warnings
-
-
-def compare_runs(runs: Sequence[dict[str, Any]], out: Path) -> tuple[pd.DataFrame, Path]:
-    """One Table-4-like table (rows = runs, columns = groups) and a heatmap across runs; returns (table, md path).
-
-    Rows are labelled ``<model> · <config> · top-<k>`` (:func:`compare_labels`); :func:`compare_warnings` lists
-    what makes rows not comparable, and ``compare.md`` repeats those warnings.
-    """
-    labels = compare_labels(runs)
-    if len(set(labels)) < len(labels):
-        dup = next(lab for lab in labels if labels.count(lab) > 1)
-        raise ValueError(f"two runs would share the row {dup!r}; pass each run folder once")
-    rows = {
-        label: {g: run["scores"]["queerbench"].get(g) for g in run["scores"]["n"]}
-        for run, label in zip(runs, labels, strict=True)
-    }
-    table = pd.DataFrame(rows).T
-    ordered = [g for g in GROUP_ORDER if g in table.columns] + [g for g in table.columns if g not in GROUP_ORDER]
-    table = table[ordered].astype(float)
-    out.mkdir(parents=True, exist_ok=True)
-    warnings = compare_warnings(runs)
-    heatmap_figure(
-        table,
-        out / "compare_heatmap.png",
-        "QueerBench score per run and group",
-        subtitle="rows: model · config · top-k" + (" (not all comparable: see compare.md)" if warnings else ""),
-        value_label="QueerBench score (higher = more harmful)",
-    )
-    with atomic_path(out / "compare.csv") as tmp:
-        table.to_csv(tmp)
-    shown = table.map(lambda v: _fmt(v))
-    shown.index.name = "run"
-    from queerbench.queergen.compare import queergen_compare_section  # QueerGen runs: its scores side by side
-
-    extra = queergen_compare_section(runs, out)
-    notes = [f"> **Warning:** {w}" for w in warnings]
-    if table.isna().any().any():
-        notes.append("> — = no data (e.g. a run without a toxicity scorer reports no QB).")
-    md = "\n".join(
-        [
-            "# QueerBench comparison",
-            "",
-            *(notes and [*notes, ""]),
-            _markdown_table(shown),
-            "",
-            "![heatmap](compare_heatmap.png)",
-            *extra,
-            "",
-        ]
-    )
-    return table, write_text(out / "compare.md", md)

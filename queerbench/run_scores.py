@@ -12,7 +12,7 @@ from typing import Any
 
 import pandas as pd
 
-from queerbench.scoring.aggregate import ScoringOptions, compute
+from queerbench.scoring.aggregate import GROUP_ORDER, ScoringOptions, compute
 
 __all__ = [
     "TOXICITY_INPUTS",
@@ -22,6 +22,7 @@ __all__ = [
     "queergen_of_predictions",
     "score_predictions",
     "toxicity_column",
+    "with_every_group",
 ]
 
 TOXICITY_INPUTS = ("neutral", "full", "frame")
@@ -74,7 +75,20 @@ def score_predictions(
     for col in ("id", "group", "category", "subject", "masked_sentence"):
         per_sentence[col] = rows[col].to_numpy()
     result["k"] = k_asked(rows, k, result["k"])
-    return result, per_sentence
+    return with_every_group(result, predictions["group"].tolist()), per_sentence
+
+
+def with_every_group(result: dict[str, Any], groups: list[str]) -> dict[str, Any]:
+    """``result`` with a row for every group of the run's sentences, in the paper's order: a group none of whose
+    sentences was scored (an instructed run's group that never got a one-word answer) gets ``n`` 0 and no scores,
+    so that tables and figures show it as "no data" instead of leaving it out."""
+    keys = ("queerbench", "afinn", "hurtlex", "toxicity")
+    present = list(dict.fromkeys([*groups, *result["n"]]))
+    order = [g for g in GROUP_ORDER if g in present] + [g for g in present if g not in GROUP_ORDER]
+    result["n"] = {g: result["n"].get(g, 0) for g in order}
+    for key in keys:
+        result[key] = {g: result[key].get(g) for g in order}
+    return result
 
 
 def queergen_of_predictions(

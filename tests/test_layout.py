@@ -33,10 +33,16 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("sources",),  # the pinned upstream data
     ("fingerprint",),  # what a model is (the embedded model's pinned checksum comes from sources)
     ("mlm", "scoring"),  # the masked-LM engine; the scorers and the metric's aggregation
-    ("llm", "figures"),  # the generation layer and the generative methods; the figures' visual language
+    ("llm", "figures", "tables"),  # the generation layer and the generative methods; the figures' visual language
     ("queergen", "scm"),  # the two other benchmarks
     ("templates",),  # the sentence sets of every config (QueerGen's among them)
-    ("methods", "report", "run_scores", "run_folder"),  # the method registry; report text; run scoring; run folder
+    (
+        "methods",
+        "report",
+        "compare",
+        "run_scores",
+        "run_folder",
+    ),  # the method registry; report text; run scoring; run folder
     ("run_predict",),  # a run's prediction, saved part by part
     ("run",),  # the main job
     ("hub", "lmeval"),  # the dataset folder, the release, the Space; the lm-evaluation-harness task

@@ -281,9 +281,10 @@ def test_report_section_when_few_replies_parse() -> None:
         }
     )
     md = queergen_report_section(queergen_block(frame, toxicity="none", label="m"))
-    assert "| unmarked | 0 | — | — |" in md
-    assert "| non-queer | 1 | 0.560 (n = 1: no CI) | 100.000 (one batch of 1 rows) |" in md
-    assert "| queer | 2 | -0.265 ± 3.367 |" in md
+    assert "| unmarked | 0 | no data | no data |" in md
+    assert "| non-queer | 1 ⚠ | 0.560 (n = 1: no CI) | 100.000 (one batch of 1 rows) |" in md
+    assert "| queer | 2 ⚠ | -0.265 ± 3.367 |" in md
+    assert "⚠ fewer than 30 scored sentences (non-queer: no CI; queer: vader CI width 6.734" in md
     assert "Diversity of non-queer, queer: fewer than 100 scored rows" in md and "mean of 0 attributes" not in md
     assert "vader not defined (it needs two groups of two scores each" in md  # non-queer has one score
     # every score equal: F is undefined; it is left out (None), never written as NaN into scores.json
@@ -295,8 +296,8 @@ def test_report_section_when_few_replies_parse() -> None:
 def test_compare_with_an_instructed_run_that_scored_nothing(tmp_path: Path) -> None:
     """An instructed run whose replies never parsed is named as unscored, not as 'a different toxicity scorer', and
     the side-by-side table shows its parse rate."""
+    from queerbench.compare import compare_warnings
     from queerbench.queergen.compare import queergen_compare_section
-    from queerbench.report import compare_warnings
 
     scored = {
         "scores": {

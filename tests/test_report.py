@@ -38,7 +38,7 @@ def _run(model: str, folder: str, *, limit=None, toxicity="embedded", queer=10.0
 
 
 def test_compare_labels_are_readable_and_warn_about_what_differs(tmp_path: Path):
-    from queerbench.report import compare_labels, compare_runs, compare_warnings
+    from queerbench.compare import compare_labels, compare_runs, compare_warnings
 
     runs = [
         _run("/tmp/x/mlm", "/tmp/x/run1"),

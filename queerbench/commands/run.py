@@ -105,6 +105,7 @@ def _run(args: argparse.Namespace) -> int:
     from queerbench.llm.instructed import GenerationError
     from queerbench.model_loading import ModelLoadError
     from queerbench.run import RunOptions, run_benchmark
+    from queerbench.tables import fmt, n_note
 
     options = RunOptions(
         model=args.model,
@@ -145,8 +146,8 @@ def _run(args: argparse.Namespace) -> int:
     if scores.get("scored") is False:
         print("  no sentence could be scored: no reply was parsed to one word (parse rates below, replies saved)")
     for group, value in scores["queerbench"].items():
-        shown = "n/a (no toxicity scorer)" if value is None else f"{value:.2f}"
-        print(f"  {group:>10}: {shown}  (n={scores['n'][group]})")
+        shown = "n/a (no toxicity scorer)" if value is None and scores["n"][group] else fmt(value)
+        print(f"  {group:>10}: {shown}  ({n_note(scores, group)})")
     generation = scores.get("generation")
     if generation:
         g = generation["overall"]
@@ -158,8 +159,8 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
+    from queerbench.compare import compare_cells, compare_runs, compare_warnings
     from queerbench.io_utils import read_json
-    from queerbench.report import compare_runs, compare_warnings
 
     if Path(args.out).exists() and not Path(args.out).is_dir():
         raise ValueError(f"--out {args.out} is a file; choose a folder for compare.md, compare.csv and the heatmap")
@@ -170,8 +171,8 @@ def _compare(args: argparse.Namespace) -> int:
             raise FileNotFoundError(f"{folder} has no scores.json: is it a finished `queerbench run` folder?")
         doc = read_json(path, fix="delete it and rerun `queerbench run` for that folder (it re-scores the predictions)")
         runs.append({"scores": doc, "meta": doc.get("run", {"model": folder}), "dir": folder})
-    table, md = compare_runs(runs, Path(args.out))
-    print(table.round(2).to_string())
+    _, md = compare_runs(runs, Path(args.out))
+    print(compare_cells(runs)[2].to_string())  # QB (n) per run and group; ⚠ = n < 30
     for warning in compare_warnings(runs):
         print(f"warning: {warning}", file=sys.stderr)
     print(f"wrote {md}")

@@ -143,12 +143,16 @@ def _score(args: argparse.Namespace) -> int:
     else:
         raise ValueError(f"{path}: expected a .parquet (from `queerbench run`) or an upstream .csv")
     print(f"QueerBench ({result['config']}, top-{result['k']}):")
+    from queerbench.tables import fmt, n_note
+
     for group in result["n"]:
         qb, tox = result["queerbench"][group], result["toxicity"][group]
         print(
-            f"  {group:>10}: QB {'n/a' if qb is None else f'{qb:.2f}'}  A {result['afinn'][group]:.2f}  "
-            f"H {result['hurtlex'][group]:.2f}  P {'n/a' if tox is None else f'{tox:.2f}'}"
+            f"  {group:>10}: QB {'n/a' if qb is None else fmt(qb)}  A {fmt(result['afinn'][group])}  "
+            f"H {fmt(result['hurtlex'][group])}  P {'n/a' if tox is None else fmt(tox)}  ({n_note(result, group)})"
         )
+    if (result.get("function_words") or {}).get("excluded"):
+        print("  (function words excluded: --exclude-function-words)")
     if args.out:
         write_json(args.out, result)
         print(f"wrote {args.out}")

@@ -18,6 +18,7 @@ import pandas as pd
 
 from queerbench.io_utils import atomic_path
 from queerbench.queergen.spec import spec
+from queerbench.scoring.caveats import small_n, small_n_threshold
 
 __all__ = ["BOTH_PAPERS", "papers_side_by_side", "queergen_compare_section", "queergen_report_section"]
 
@@ -118,15 +119,18 @@ def queergen_compare_section(runs: Sequence[dict[str, Any]], out: Path) -> list[
     if not any("queergen" in r["scores"] for r in runs):
         return []
     rows: dict[str, dict[str, Any]] = {}
+    counts: dict[tuple[str, str], int] = {}  # (column, row) → n of the cell
     for run, key in zip(runs, _column_keys(runs), strict=True):
         scores, row = run["scores"], rows.setdefault(key, {})
         if scores.get("config") == "queergen":
             for g, v in scores["queerbench"].items():
                 row[f"QB on QueerGen sentences: {g}"] = v
+                counts[key, f"QB on QueerGen sentences: {g}"] = int(scores["n"].get(g) or 0)
         else:
             for g in ("queer", "non-queer"):
                 if g in scores["queerbench"]:
                     row[f"QB ({scores.get('config')}): {g}"] = scores["queerbench"][g]
+                    counts[key, f"QB ({scores.get('config')}): {g}"] = int(scores["n"].get(g) or 0)
         generation = (scores.get("generation") or {}).get("overall")
         if generation:  # instructed runs: how many replies parsed to one word (the rest are not scored)
             row["instructed: replies parsed to one word"] = generation["parse_rate"]
@@ -137,27 +141,36 @@ def queergen_compare_section(runs: Sequence[dict[str, Any]], out: Path) -> list[
                 for g in qg.get("groups", []):
                     if metric in qg and g in qg[metric]:
                         row[f"QG {metric}: {g}"] = qg[metric][g]["mean"]
+                        counts[key, f"QG {metric}: {g}"] = int((qg.get("n") or {}).get(g) or 0)
     table = pd.DataFrame(rows).T
     table.index.name = "model"
     out.mkdir(parents=True, exist_ok=True)
     with atomic_path(out / "compare_queergen.csv") as tmp:
         table.to_csv(tmp)
 
-    def fmt(row: str, v: Any) -> str:
+    def fmt(column: str, row: str, v: Any) -> str:
+        n = counts.get((column, row))
+        if n == 0:
+            return "no data"
         if pd.isna(v):
             return "—"
         if row.endswith("sentences scored"):
             return str(int(v))
-        return f"{100 * v:.1f}%" if row.endswith("parsed to one word") else f"{v:.3f}"
+        if row.endswith("parsed to one word"):
+            return f"{100 * v:.1f}%"
+        return f"{v:.3f}" + ("" if n is None else f" (n={n}){' ⚠' if small_n(n) else ''}")
 
     shown = pd.DataFrame(
-        {c: [fmt(str(row), table.loc[c, row]) for row in table.columns] for c in table.index}, index=table.columns
+        {c: [fmt(str(c), str(row), table.loc[c, row]) for row in table.columns] for c in table.index},
+        index=table.columns,
     )
     header = "| | " + " | ".join(shown.columns) + " |"
     lines = ["", "## QueerBench and QueerGen side by side", "", header, "|" + "---|" * (len(shown.columns) + 1)]
     lines += [f"| {idx} | " + " | ".join(shown.loc[idx]) + " |" for idx in shown.index]
     notes = _differences(runs)
     lines += ["", *(f"- {n}" for n in notes)] if notes else ["", "- same sentence set, scorers and k in every run"]
+    if any(small_n(n) for n in counts.values()):
+        lines.append(f"- ⚠ = fewer than {small_n_threshold()} scored sentences: indicative only")
     return lines
 
 
@@ -216,9 +229,22 @@ def queergen_report_section(qg: dict[str, Any]) -> str:
         groups = [g for g in spec()["group_order"] if g in groups or g not in qg["n"]]
     for g in groups:
         if g not in qg["groups"]:
-            lines.append(f"| {g} | 0 | " + " | ".join("—" for _ in metrics) + " |")
+            lines.append(f"| {g} | 0 | " + " | ".join("no data" for _ in metrics) + " |")
             continue
-        lines.append(f"| {g} | {qg['n'][g]} | " + " | ".join(cell(m, g) for m in metrics) + " |")
+        mark = " ⚠" if small_n(qg["n"][g]) else ""
+        lines.append(f"| {g} | {qg['n'][g]}{mark} | " + " | ".join(cell(m, g) for m in metrics) + " |")
+    small = [g for g in qg["groups"] if small_n(qg["n"].get(g))]
+    if small:
+        widths = "; ".join(
+            f"{g}: "
+            + (", ".join(f"{m} CI width {2 * qg[m][g]['ci']:.3f}" for m in metrics if qg[m][g].get("ci")) or "no CI")
+            for g in small
+        )
+        lines += [
+            "",
+            f"⚠ fewer than {small_n_threshold()} scored sentences ({widths}): these groups' scores are indicative "
+            "only.",
+        ]
     small = [g for g in qg["groups"] if (qg.get("diversity", {}).get(g) or {}).get("n_rows", batch) < batch]
     if "diversity" in metrics and small:
         lines += [

@@ -61,7 +61,7 @@ def build_queergen_figure(qg: dict[str, Any], title_run: str) -> plt.Figure:
             ax.text(i, v + offset if v >= 0 else v - offset, f"{v:.3f}" if metric != "diversity" else f"{v:.1f}",
                     ha="center", va="bottom" if v >= 0 else "top", fontsize=7)  # fmt: skip
         ax.axhline(0, color="black", linewidth=0.6)
-        ax.set_xticks(range(len(groups)), [f"{g}\n(n={qg.get('n', {}).get(g, '?')})" for g in groups], fontsize=8)
+        ax.set_xticks(range(len(groups)), [_tick(qg, g) for g in groups], fontsize=8)
         ax.set_ylabel(QUEERGEN_PANELS[metric], fontsize=8)
         low = min([0.0] + [v - (cells[g].get("ci") or 0) for g, v in zip(groups, values, strict=True) if _finite(v)])
         ax.set_ylim(low * 1.3 if low < 0 else 0, span * 1.3)
@@ -80,7 +80,20 @@ def build_queergen_figure(qg: dict[str, Any], title_run: str) -> plt.Figure:
     )
     fig.suptitle(f"QueerGen scores per group (mean, 95% t-CI)\n{title_run}", fontsize=11)
     fig.tight_layout()
+    from queerbench.figures import SMALL_N_FOOTNOTE
+    from queerbench.scoring.caveats import small_n
+
+    if any(small_n(n) for n in (qg.get("n") or {}).values()):
+        fig.text(0.01, -0.02, SMALL_N_FOOTNOTE, fontsize=8, ha="left", va="top")
     return fig
+
+
+def _tick(qg: dict[str, Any], group: str) -> str:
+    """A group's tick label with its n (``*`` after a small one)."""
+    from queerbench.figures import n_label
+
+    n = (qg.get("n") or {}).get(group)
+    return f"{group}\n({'n=?' if n is None else n_label(int(n))})"
 
 
 def queergen_figure(qg: dict[str, Any], title_run: str, path: Path) -> Path:
