@@ -8,7 +8,7 @@ rank) on a fresh reply cache and no rate limit, alternating the two concurrencie
 counts). Printed: requests and seconds per concurrency, the speed-up and the target ≥ 0.7 × concurrency; both passes
 must give the same words.
 
-Run: ``QUEERBENCH_DATA_DIR=../shared python benchmarks/endpoint_scored_concurrency.py [--n 32] [--latency 0.2]``
+Run: ``QUEERBENCH_DATA_DIR=<data folder> python benchmarks/endpoint_scored_concurrency.py [--n 32] [--latency 0.2]``
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ exactly the same faults. Printed: replies/s per concurrency, the ratio and the t
 checked to have lost no row, kept the rows' order and got a reply for every prompt; the requests are counted.
 ``--no-faults`` measures the plain latency-bound case (one request per prompt).
 
-Run: ``QUEERBENCH_DATA_DIR=../shared python benchmarks/endpoint_throughput.py [--n 160] [--latency 0.1]``
+Run: ``QUEERBENCH_DATA_DIR=<data folder> python benchmarks/endpoint_throughput.py [--n 160] [--latency 0.1]``
 """
 
 from __future__ import annotations

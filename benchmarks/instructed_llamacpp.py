@@ -10,7 +10,7 @@ alternating, and the best counts. Printed: replies per second side by side, thei
 words agree between the two engines (the quantised weights differ, so not all do).
 
 Needs ``llama-cpp-python[server]`` (``.ci/engines.sh``). Run:
-``QUEERBENCH_DATA_DIR=../shared python benchmarks/instructed_llamacpp.py [--n 16] [--threads 1]``
+``QUEERBENCH_DATA_DIR=<data folder> python benchmarks/instructed_llamacpp.py [--n 16] [--threads 1]``
 """
 
 from __future__ import annotations

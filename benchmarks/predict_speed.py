@@ -15,7 +15,7 @@ run needs, unpadded tokens only, ÷ the best large-matmul rate measured just bef
 times are the best of two runs, since the machine may be shared), and last
 ``speedup vs one-at-a-time: N.Nx``. ``--dtype bfloat16`` also reports top-1/top-5 agreement with float32.
 
-Run: ``QUEERBENCH_DATA_DIR=../shared python benchmarks/predict_speed.py [--n 400] [--batch-size 64] [--threads N]``
+Run: ``QUEERBENCH_DATA_DIR=<data folder> python benchmarks/predict_speed.py [--n 400] [--batch-size 64] [--threads N]``
 """
 
 from __future__ import annotations

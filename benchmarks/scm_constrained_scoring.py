@@ -2,7 +2,7 @@
 
 A script, not a test: it prints its figures. Usage::
 
-    QUEERBENCH_DATA_DIR=../shared python benchmarks/scm_constrained_scoring.py [--model ID] [--shuffle]
+    QUEERBENCH_DATA_DIR=<data folder> python benchmarks/scm_constrained_scoring.py [--model ID] [--shuffle]
 
 On the 14 selection prompts (2 variants × 7 groups) of a local model (default: the embedded SmolLM2-135M-Instruct)
 it scores the 22 terms with ``sum`` (raw summed log-probabilities), ``mean`` (length-normalised) and ``calibrated``

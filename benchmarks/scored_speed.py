@@ -18,7 +18,7 @@ FLOP floor: token positions actually fed to the model (padding included) × 2 ×
 matmul rate measured next to the run (target ≥ 50%). Times are the best of ``--repeats`` alternating runs of each: the machine may be
 shared.
 
-Run: ``QUEERBENCH_DATA_DIR=../shared python benchmarks/scored_speed.py [--n 80] [--k 5] [--batch-size 32] [--threads 1]``
+Run: ``QUEERBENCH_DATA_DIR=<data folder> python benchmarks/scored_speed.py [--n 80] [--k 5] [--batch-size 32] [--threads 1]``
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 A script, not a test: it prints its figures. Usage::
 
-    QUEERBENCH_DATA_DIR=../shared python benchmarks/scoring_speed.py [--repeat 5]
+    QUEERBENCH_DATA_DIR=<data folder> python benchmarks/scoring_speed.py [--repeat 5]
 
 It scores the paper's bert-base-uncased top-5 predictions (from the shared upstream copy) with the `paper` rules and
 the `default` rules (toxicity from the stored counts, so only AFINN, HurtLex and aggregation are timed), and the
