@@ -1,6 +1,6 @@
 """Build the Hub-ready dataset folder: Parquet per config and split plus a README card with ``configs:``.
 
-Layout (DESIGN.md, "Dataset"): ``<config>/<split>-00000-of-00001.parquet`` and ``README.md``. The folder loads offline
+Layout (docs/hub.md, "The dataset"): ``<config>/<split>-00000-of-00001.parquet`` and ``README.md``. The folder loads offline
 with ``datasets.load_dataset(folder, "<config>", split="nouns")``. Building twice gives byte-identical Parquet.
 """
 

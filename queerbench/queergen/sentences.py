@@ -46,7 +46,7 @@ SENTENCE_COLUMNS: tuple[str, ...] = (
     "masked_sentence",
     "neutral_sentence",
 )
-"""Dataset columns of the ``queergen`` config (the shared ones of DESIGN.md plus QueerGen's own)."""
+"""Dataset columns of the ``queergen`` config (the shared ones of the dataset card plus QueerGen's own)."""
 
 
 class QueerGenFileError(ValueError):

@@ -1,6 +1,6 @@
 """Per-sentence scores (AFINN, HurtLex, toxicity) and their per-group aggregation into the QueerBench score.
 
-Two configurations (DESIGN.md):
+Two configurations (docs/configs-and-methods.md):
 
 ``default`` — the paper's equations 1–4 as written::
 
