@@ -15,6 +15,7 @@ constrained scoring) get their bar from, so that they all behave the same way:
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -34,9 +35,14 @@ def progress_bar(
 ) -> Iterator[Any]:
     """A ``tqdm.auto`` bar of ``total`` items, closed on exit; ``options`` go to tqdm (``file``, ``mininterval``).
 
-    ``refresh_s`` (0: never) is the redraw period of the clock thread, which stops when the block ends.
+    ``refresh_s`` (0: never) is the redraw period of the clock thread, which stops when the block ends. Without a
+    ``file`` the bar goes to stderr only when stderr is a terminal: a log file or a pipe gets the run's own lines,
+    not a redrawn bar every few seconds.
     """
     from tqdm.auto import tqdm
+
+    if "file" not in options and not (hasattr(sys.stderr, "isatty") and sys.stderr.isatty()):
+        disable = True
 
     options = {"smoothing": SMOOTHING, "dynamic_ncols": True, **options}
     bar = tqdm(total=total, desc=desc, unit=unit, disable=disable, **options)
