@@ -27,7 +27,7 @@ from queerbench.llm import ResponseCache
 from queerbench.llm.predictors import ScoredPredictor
 from queerbench.mlm.predict import load_masked_lm, paper_one_at_a_time, predict
 from queerbench.run import RunOptions
-from tests.run_parts import fix_part_size
+from tests.run_parts import fix_part_size, stderr_is_a_terminal
 from tests.tiny_models import tiny_bert, tiny_llama, tiny_roberta
 
 N = 5  # sentences: chunks of 2, 2 and 1
@@ -118,8 +118,11 @@ def test_masked_lm_chunks_hold_the_predictions_in_order(models: dict[str, str], 
     assert "predicting" not in capsys.readouterr().err
 
 
-def test_a_masked_lm_resume_predicts_only_the_missing_chunks(models: dict[str, str], tmp_path: Path, capsys):
+def test_a_masked_lm_resume_predicts_only_the_missing_chunks(
+    models: dict[str, str], tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch
+):
     """A run killed after its first chunk: the resume predicts the other two, in batches of the run's size."""
+    stderr_is_a_terminal(monkeypatch)
     frame = _frame()
     options = RunOptions(model=models["bert"], method="mlm", top_k=2, batch_size=1, **FAST)
     out = tmp_path / "run"

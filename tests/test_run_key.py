@@ -16,7 +16,7 @@ import pytest
 
 import queerbench.mlm.predict as predict_module
 from queerbench.run import RunOptions, default_out_dir, run_benchmark
-from tests.run_parts import fix_part_size
+from tests.run_parts import fix_part_size, stderr_is_a_terminal
 from tests.tiny_models import tiny_bert
 
 FAST = {"n_bootstrap": 20, "n_permutations": 20, "toxicity": "none"}
@@ -179,6 +179,7 @@ def test_a_resume_is_pinned_to_the_commit_of_its_first_chunks(bert: str, tmp_pat
 def test_a_resume_loads_the_model_as_the_run_asked(bert: str, tmp_path: Path, monkeypatch, capsys):
     """The device and dtype of the options reach the loader on the first start and on the resume; without a
     progress callback a terminal bar counts the sentences, the saved ones included."""
+    stderr_is_a_terminal(monkeypatch)
     fix_part_size(monkeypatch, 40)
     calls = _reporting_commit(monkeypatch, ["c" * 40])
     options = RunOptions(model=bert, limit=1, device="cpu", dtype="bfloat16", **FAST)
