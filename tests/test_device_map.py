@@ -129,6 +129,27 @@ def test_causal_refusal_comes_before_the_weights(llama: Path, monkeypatch) -> No
         local.load_causal_lm(str(llama), dtype="bfloat16")
 
 
+@pytest.mark.parametrize("method", ["scored", "instructed"])
+def test_a_causal_lm_too_large_is_refused_before_the_run_claims_its_folder(
+    llama: Path, method: str, tmp_path: Path, monkeypatch, capsys
+) -> None:
+    """The generative methods make the same check as ``mlm`` in the run's preflight: one line, no folder, no
+    weights read."""
+    _tiny_free(monkeypatch, [])
+
+    def never(*args, **kwargs):
+        raise AssertionError("the run went past its preflight")
+
+    monkeypatch.setattr("transformers.AutoModelForCausalLM.from_pretrained", never)
+    monkeypatch.setattr("queerbench.run.claim_out_dir", never)
+    monkeypatch.setattr("queerbench.run.fingerprint_model", never)  # before the weights are hashed, too
+    out = tmp_path / "run"
+    code, err = _run(capsys, "--model", str(llama), "--method", method, "--device", "cpu", "--out", str(out))
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert "GiB in float32" in err and "0.0 GiB is free on cuda:0" in err
+    assert not out.exists()
+
+
 def test_size_comes_from_the_index_or_the_config(bert: Path, tmp_path: Path) -> None:
     from transformers import AutoConfig, AutoModelForMaskedLM
 

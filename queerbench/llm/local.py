@@ -19,6 +19,7 @@ from queerbench.llm.settings import DEFAULT_MODEL, GenerationSettings, Reply
 __all__ = [
     "TransformersRunner",
     "check_causal_lm",
+    "check_causal_lm_loads",
     "describe_model",
     "load_causal_lm",
     "model_kind",
@@ -122,6 +123,30 @@ def check_causal_lm(model: str | None, revision: str | None = None) -> None:
     raise ModelLoadError(f"--model {model} ({arch}) is {hint}; a causal (decoder-only) LM is needed here")
 
 
+def check_causal_lm_loads(
+    model: str | None,
+    *,
+    device: str = "cpu",
+    dtype: str = "float32",
+    revision: str | None = None,
+    device_map: str | None = None,
+) -> Any:
+    """Every check :func:`load_causal_lm` makes before reading weights, from the config alone: the dtype, the
+    ``--device-map`` (accelerate importable), the device, that ``model`` is a causal LM, and that its weights fit the
+    free memory. A run calls it before claiming its output folder; returns the resolved torch device."""
+    from queerbench.model_memory import check_device_map, check_fits
+
+    if dtype not in ("float32", "float16", "bfloat16"):
+        raise ValueError(f"dtype must be float32, float16 or bfloat16, got {dtype!r}")
+    check_device_map(device_map)
+    target = resolve_device(device)
+    check_causal_lm(model, revision)
+    path, gguf = resolve_model(model)
+    config = _config(path, gguf, model or DEFAULT_MODEL, revision)
+    check_fits(model or DEFAULT_MODEL, config, dtype, target, device_map, causal=True, revision=revision, gguf=gguf)
+    return target
+
+
 def load_causal_lm(
     model: str | None = None,
     *,
@@ -144,19 +169,12 @@ def load_causal_lm(
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from queerbench.model_loading import ModelLoadError  # the library's one "model cannot be used" error
-    from queerbench.model_memory import check_device_map, check_fits
 
-    if dtype not in ("float32", "float16", "bfloat16"):
-        raise ValueError(f"dtype must be float32, float16 or bfloat16, got {dtype!r}")
-    check_device_map(device_map)
-    target = resolve_device(device)
-    check_causal_lm(model, revision)
+    target = check_causal_lm_loads(model, device=device, dtype=dtype, revision=revision, device_map=device_map)
     path, gguf = resolve_model(model)
     kwargs: dict[str, Any] = {"gguf_file": gguf} if gguf else {}
     if revision:
         kwargs["revision"] = revision
-    config = _config(path, gguf, model or DEFAULT_MODEL, revision)
-    check_fits(model or DEFAULT_MODEL, config, dtype, target, device_map, causal=True, revision=revision, gguf=gguf)
     placement = {} if device_map is None else {"device_map": device_map}
     try:
         tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=False, **kwargs)

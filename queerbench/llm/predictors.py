@@ -43,6 +43,21 @@ def model_fingerprint(model: str, endpoint: str | None = None, revision: str | N
     return weights_fingerprint(model, commit)
 
 
+def _preflight_local(options: Any) -> None:
+    """A local causal LM's checks before the run claims its folder (config only: kind, device, memory)."""
+    if getattr(options, "endpoint", None):
+        return
+    from queerbench.llm.local import check_causal_lm_loads
+
+    check_causal_lm_loads(
+        None if options.model == DEFAULT_MODEL else options.model,
+        device=options.device,
+        dtype=options.dtype,
+        revision=options.revision,
+        device_map=getattr(options, "device_map", None),
+    )
+
+
 class ScoredPredictor:
     """``scored`` on a local causal LM (see :mod:`queerbench.llm.scored`)."""
 
@@ -70,6 +85,9 @@ class ScoredPredictor:
 
         # what was loaded: a Hub model's commit at --revision (the config records it), else the files themselves
         self.fingerprint = weights_fingerprint(local, getattr(lm.config, "_commit_hash", None))
+
+    preflight = staticmethod(_preflight_local)
+    """The loading checks that need no weights (a model too large for the free memory is refused here)."""
 
     @classmethod
     def from_options(cls, options: Any, **_: Any) -> ScoredPredictor:
@@ -173,6 +191,9 @@ class InstructedPredictor:
         self.fingerprint = weights if weights is not None and not endpoint else model_fingerprint(model, endpoint)
         # a local model at temperature 0 would repeat an empty reply: it is not asked again
         self.reask_empty = bool(endpoint) or self.settings.temperature > 0
+
+    preflight = staticmethod(_preflight_local)
+    """A local model's loading checks that need no weights; nothing for an endpoint (its probe comes first)."""
 
     @classmethod
     def from_options(
