@@ -41,7 +41,12 @@ from queerbench.run_scores import (
     score_predictions,
     toxicity_column,
 )
-from queerbench.scoring.aggregate import ScoringOptions, prepare_toxicity_scorer
+from queerbench.scoring.aggregate import (
+    TOXICITY_CHOICES,
+    ScoringOptions,
+    check_toxicity_scorer,
+    prepare_toxicity_scorer,
+)
 from queerbench.scoring.hurtlex import hurtlex_categories, load_hurtlex
 from queerbench.templates import build_sentences
 
@@ -128,6 +133,8 @@ class RunOptions:
             raise ValueError(
                 f"--toxicity-input must be one of {', '.join(TOXICITY_INPUTS)}, got {self.toxicity_input!r}"
             )
+        if self.toxicity != "precomputed":  # which has its own message; a new run has no stored flags to read
+            check_toxicity_scorer(self.toxicity, tuple(c for c in TOXICITY_CHOICES if c != "precomputed"))
         if self.toxicity == "precomputed":
             raise ValueError(
                 "--toxicity precomputed reads flags stored in a file, which a new run does not have; use "

@@ -40,6 +40,7 @@ __all__ = [
     "TOXICITY_CHOICES",
     "ScoringOptions",
     "aggregate",
+    "check_toxicity_scorer",
     "compute",
     "prepare_toxicity_scorer",
     "score_sentences",
@@ -67,6 +68,14 @@ def truncate2(x: float) -> float:
     return int(x * 100) / 100
 
 
+def check_toxicity_scorer(name: str, choices: tuple[str, ...] = TOXICITY_CHOICES) -> None:
+    """Raise a one-line error listing ``choices`` unless ``name`` is one of them (``hf:…`` stands for any
+    ``hf:<model id or path>``); a caller that takes fewer scorers (a new run has no stored flags) passes its own."""
+    if name in choices or (name.startswith("hf:") and any(c.startswith("hf:") for c in choices)):
+        return
+    raise ValueError(f"unknown toxicity scorer {name!r}; choose one of: {', '.join(choices)}")
+
+
 @dataclass
 class ScoringOptions:
     """How to score: the configuration, the toxicity scorer and what it reads, and the uncertainty settings."""
@@ -88,8 +97,7 @@ class ScoringOptions:
             raise ValueError(
                 f"unknown toxicity_input {self.toxicity_input!r}; choose one of: {', '.join(TOXICITY_INPUTS)}"
             )
-        if not (self.toxicity in ("embedded", "perspective", "precomputed", "none") or self.toxicity.startswith("hf:")):
-            raise ValueError(f"unknown toxicity scorer {self.toxicity!r}; choose one of: {', '.join(TOXICITY_CHOICES)}")
+        check_toxicity_scorer(self.toxicity)
         if self.toxicity == "hf:":
             raise ValueError("toxicity scorer 'hf:' needs a model id or path, e.g. 'hf:unitary/unbiased-toxic-roberta'")
         if not 0 < self.threshold < 1:
