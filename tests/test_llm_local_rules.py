@@ -199,10 +199,26 @@ def test_a_model_folder_under_home_is_read_from_its_expanded_path(folders, monke
     assert describe_model(f"~/{folders['gpt2'].name}") == ("causal", "GPT2LMHeadModel")
 
 
-def test_a_gguf_file_loads_its_weights_and_tokenizer_from_the_file() -> None:
-    """``--model path/to/x.gguf``: model and tokenizer both come from that one file (transformers' ``gguf_file``)."""
+def test_a_gguf_file_loads_its_weights_and_tokenizer_from_the_file(monkeypatch) -> None:
+    """``--model path/to/x.gguf``: model and tokenizer both come from that one file (transformers' ``gguf_file``);
+    its config (a parse of the whole metadata block, ~10 s) is read once for the checks and both loaders."""
+    import transformers
+
+    import queerbench.llm.local as local
+
+    parsed: list[str] = []
+    real = transformers.AutoConfig.from_pretrained.__func__
+
+    def spy(cls, *args, **kwargs):
+        if kwargs.get("gguf_file"):
+            parsed.append(kwargs["gguf_file"])
+        return real(cls, *args, **kwargs)
+
+    monkeypatch.setattr(transformers.AutoConfig, "from_pretrained", classmethod(spy))
+    local._gguf_config.cache_clear()
     gguf = Path(fetch("smollm2_135m_instruct_gguf"))
     lm, tok = load_causal_lm(str(gguf))
+    assert parsed == [gguf.name]
     assert type(lm).__name__ == "LlamaForCausalLM"
     assert sum(p.numel() for p in lm.parameters()) == 134_515_008  # SmolLM2-135M, tied embedding counted once
     assert len(tok) == 49_152 and tok.padding_side == "left" and tok.pad_token_id is not None

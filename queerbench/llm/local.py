@@ -8,6 +8,8 @@
 
 from __future__ import annotations
 
+import copy
+import functools
 import inspect
 import warnings
 from collections.abc import Iterator, Sequence
@@ -50,6 +52,22 @@ def resolve_model(model: str | None) -> tuple[str, str | None]:
     return model, None
 
 
+def _stamp(file: Path) -> tuple[int, int]:
+    """A file's (size, mtime): a changed file is read again."""
+    stat = file.stat()
+    return stat.st_size, stat.st_mtime_ns
+
+
+@functools.lru_cache(maxsize=8)
+def _gguf_config(file: str, size: int, mtime_ns: int) -> Any:
+    """A GGUF file's config, read once per process: transformers parses the whole metadata block (the tokenizer's
+    vocabulary included) to build it, about 10 s for the embedded SmolLM2 on a CPU, and a run's checks and its load
+    both ask for it."""
+    from transformers import AutoConfig
+
+    return AutoConfig.from_pretrained(str(Path(file).parent), gguf_file=Path(file).name, trust_remote_code=False)
+
+
 def _config(path: str, gguf: str | None, model: str, revision: str | None = None) -> Any:
     """The model's config, read without loading weights; one-line errors for what cannot be found."""
     from transformers import AutoConfig
@@ -65,6 +83,8 @@ def _config(path: str, gguf: str | None, model: str, revision: str | None = None
     if revision:
         kwargs["revision"] = revision
     try:
+        if gguf and (local / gguf).is_file():
+            return copy.deepcopy(_gguf_config(str((local / gguf).resolve()), *_stamp(local / gguf)))
         return AutoConfig.from_pretrained(str(local) if local.exists() else path, trust_remote_code=False, **kwargs)
     except (OSError, ValueError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
@@ -175,6 +195,8 @@ def load_causal_lm(
     kwargs: dict[str, Any] = {"gguf_file": gguf} if gguf else {}
     if revision:
         kwargs["revision"] = revision
+    if gguf:  # the config read once (cached) rather than parsed from the file's metadata again by each loader
+        kwargs["config"] = _config(path, gguf, model or DEFAULT_MODEL, revision)
     placement = {} if device_map is None else {"device_map": device_map}
     try:
         tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=False, **kwargs)
