@@ -133,14 +133,13 @@ class RunOptions:
             raise ValueError(
                 f"--toxicity-input must be one of {', '.join(TOXICITY_INPUTS)}, got {self.toxicity_input!r}"
             )
-        if self.toxicity != "precomputed":  # which has its own message; a new run has no stored flags to read
-            check_toxicity_scorer(self.toxicity, tuple(c for c in TOXICITY_CHOICES if c != "precomputed"))
         if self.toxicity == "precomputed":
             raise ValueError(
                 "--toxicity precomputed reads flags stored in a file, which a new run does not have; use "
                 "`queerbench score FILE --toxicity precomputed` for such a file, or run with --toxicity embedded, "
                 "hf:<model id or path>, perspective or none"
             )
+        check_toxicity_scorer(self.toxicity, tuple(c for c in TOXICITY_CHOICES if c != "precomputed"))
         self.scoring_options()  # an unknown scorer name fails here, before anything is loaded
 
     def cache_key(self) -> dict[str, Any]:
