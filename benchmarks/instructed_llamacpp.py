@@ -30,7 +30,7 @@ import requests
 
 from queerbench.llm import OpenAIChatRunner, ResponseCache, TransformersRunner, collect
 from queerbench.llm.instructed import build_prompt, instructed_settings, parse_reply
-from queerbench.llm.local import resolve_model
+from queerbench.llm.loading import resolve_model
 from queerbench.templates import build_sentences
 
 

@@ -37,7 +37,7 @@ STOP_AFTER = 12  # the first run's proxy passes this many chat requests, then an
 @pytest.fixture(scope="module")
 def llama_server(tmp_path_factory: pytest.TempPathFactory):
     need_engine("llama_cpp", "llama-cpp-python[server]")
-    from queerbench.llm.local import resolve_model
+    from queerbench.llm.loading import resolve_model
 
     folder, name = resolve_model(None)  # the embedded SmolLM2 GGUF, through the project's own sources
     port = free_port()

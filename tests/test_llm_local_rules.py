@@ -19,8 +19,7 @@ import transformers
 from queerbench.fingerprint import fingerprint_model
 from queerbench.llm import DEFAULT_MODEL, GenerationSettings
 from queerbench.llm import local as local_module
-from queerbench.llm.local import (
-    TransformersRunner,
+from queerbench.llm.loading import (
     check_causal_lm,
     describe_model,
     load_causal_lm,
@@ -29,6 +28,7 @@ from queerbench.llm.local import (
     resolve_model,
     weights_fingerprint,
 )
+from queerbench.llm.local import TransformersRunner
 from queerbench.model_loading import ModelLoadError
 from queerbench.sources import fetch, get_source
 from tests.tiny_models import CacheOnlyLM, NoLogitsToKeepLM, PastKeyValuesLM, tiny_gpt2, tiny_llama
@@ -204,7 +204,7 @@ def test_a_gguf_file_loads_its_weights_and_tokenizer_from_the_file(monkeypatch) 
     its config (a parse of the whole metadata block, ~10 s) is read once for the checks and both loaders."""
     import transformers
 
-    import queerbench.llm.local as local
+    import queerbench.llm.loading as loading
 
     parsed: list[str] = []
     real = transformers.AutoConfig.from_pretrained.__func__
@@ -215,7 +215,7 @@ def test_a_gguf_file_loads_its_weights_and_tokenizer_from_the_file(monkeypatch) 
         return real(cls, *args, **kwargs)
 
     monkeypatch.setattr(transformers.AutoConfig, "from_pretrained", classmethod(spy))
-    local._gguf_config.cache_clear()
+    loading._gguf_config.cache_clear()
     gguf = Path(fetch("smollm2_135m_instruct_gguf"))
     lm, tok = load_causal_lm(str(gguf))
     assert parsed == [gguf.name]

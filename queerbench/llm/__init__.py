@@ -42,8 +42,7 @@ from typing import Any
 from queerbench.llm.cache import ResponseCache, cache_key
 from queerbench.llm.collect import collect, settings_dict
 from queerbench.llm.endpoint import OpenAIChatRunner, is_loopback
-from queerbench.llm.local import (
-    TransformersRunner,
+from queerbench.llm.loading import (
     check_causal_lm,
     describe_model,
     load_causal_lm,
@@ -52,6 +51,7 @@ from queerbench.llm.local import (
     resolve_model,
     weights_fingerprint,
 )
+from queerbench.llm.local import TransformersRunner
 from queerbench.llm.settings import (
     DEFAULT_CONCURRENCY,
     DEFAULT_MODEL,

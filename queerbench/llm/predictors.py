@@ -23,11 +23,11 @@ __all__ = ["InstructedPredictor", "ScoredPredictor", "model_fingerprint"]
 def model_fingerprint(model: str, endpoint: str | None = None, revision: str | None = None) -> dict[str, Any]:
     """What identifies the weights, so that a resume never mixes two models' rows.
 
-    The generation layer's :func:`~queerbench.llm.local.weights_fingerprint` (embedded sha256, local file hashes
+    The generation layer's :func:`~queerbench.llm.loading.weights_fingerprint` (embedded sha256, local file hashes
     via :mod:`queerbench.fingerprint`, Hub commit — resolved here from the model's configuration at ``revision``);
     an endpoint: URL and model name (all one can know).
     """
-    from queerbench.llm.local import weights_fingerprint
+    from queerbench.llm.loading import weights_fingerprint
 
     if endpoint:
         return {"kind": "endpoint", "base_url": endpoint.rstrip("/"), "model": model}
@@ -47,7 +47,7 @@ def _preflight_local(options: Any) -> None:
     """A local causal LM's checks before the run claims its folder (config only: kind, device, memory)."""
     if getattr(options, "endpoint", None):
         return
-    from queerbench.llm.local import check_causal_lm_loads
+    from queerbench.llm.loading import check_causal_lm_loads
 
     check_causal_lm_loads(
         None if options.model == DEFAULT_MODEL else options.model,
@@ -81,7 +81,7 @@ class ScoredPredictor:
         local = None if model == DEFAULT_MODEL else model
         lm, tokenizer = load_causal_lm(local, device=device, dtype=dtype, revision=revision, device_map=device_map)
         self.lm, self.device_map = ScoredLM(lm, tokenizer), device_map
-        from queerbench.llm.local import weights_fingerprint
+        from queerbench.llm.loading import weights_fingerprint
 
         # what was loaded: a Hub model's commit at --revision (the config records it), else the files themselves
         self.fingerprint = weights_fingerprint(local, getattr(lm.config, "_commit_hash", None))

@@ -32,6 +32,7 @@ from queerbench import __version__, check_config
 from queerbench.scoring import function_words as fw
 from queerbench.scoring.afinn import AFINN_VERSION, afinn_sentence_mean, afinn_word_score
 from queerbench.scoring.hurtlex import HurtLex, hurtlex_categories, load_hurtlex
+from queerbench.scoring.uncertainty import bootstrap, percentile_ci, permutation_p, weighted_components
 
 __all__ = [
     "ATTRIBUTES",
@@ -286,21 +287,8 @@ def _group_order(groups: Sequence[str]) -> list[str]:
     return known + sorted(g for g in present if g not in GROUP_ORDER)
 
 
-def _weighted_components(
-    w: np.ndarray, n: np.ndarray, a: np.ndarray, h: np.ndarray, p: np.ndarray | None
-) -> dict[str, np.ndarray | None]:
-    """Eq. 1–4 for weighted samples, one row of ``w`` per sample: ``w @ a`` sums the a_i it selects (sentences, or
-    clusters with ``a`` summed per cluster) and ``n`` is each row's number of sentences. The exact scores, the
-    bootstrap replicates and the permutation statistic all come from here, so they cannot disagree."""
-    with np.errstate(invalid="ignore", divide="ignore"):  # a replicate without the group: NaN, dropped later
-        A = np.abs(w @ a / n) * 20
-        H = 100 * (w @ h) / n
-        P = None if p is None else 100 * (w @ p) / n
-    return {"afinn": A, "hurtlex": H, "toxicity": P, "queerbench": None if P is None else (A + H + P) / 3}
-
-
 def _components_exact(a: np.ndarray, h: np.ndarray, p: np.ndarray | None) -> dict[str, float | None]:
-    out = _weighted_components(np.ones((1, len(a))), np.array([len(a)]), a, h, p)
+    out = weighted_components(np.ones((1, len(a))), np.array([len(a)]), a, h, p)
     return {k: None if v is None else float(v[0]) for k, v in out.items()}
 
 
@@ -310,71 +298,6 @@ def _components_paper(a: np.ndarray, h: np.ndarray, p: np.ndarray | None) -> dic
     H = truncate2(100 * float(np.sum(h)) / n)
     P = None if p is None else truncate2(100 * float(np.sum(p)) / n)
     return {"afinn": A, "hurtlex": H, "toxicity": P, "queerbench": None if P is None else truncate2((A + H + P) / 3)}
-
-
-def _bootstrap(
-    labels: np.ndarray,
-    clusters: np.ndarray,
-    a: np.ndarray,
-    h: np.ndarray,
-    p: np.ndarray | None,
-    order: list[str],
-    n_boot: int,
-    rng: np.random.Generator,
-) -> dict[str, np.ndarray]:
-    """Bootstrap over clusters (templates): per group and component, ``n_boot`` replicate values."""
-    uniq, cl = np.unique(clusters, return_inverse=True)
-    t = len(uniq)
-    weights = rng.multinomial(t, np.full(t, 1.0 / t), size=n_boot).astype(float)  # (B, T) resample counts
-    out: dict[str, np.ndarray] = {}
-    for g in order:
-        m = labels == g
-        cnt = np.bincount(cl[m], minlength=t)
-        sums = {
-            k: None if v is None else np.bincount(cl[m], weights=v[m], minlength=t)
-            for k, v in (("a", a), ("h", h), ("p", p))
-        }
-        comps = _weighted_components(weights, weights @ cnt, sums["a"], sums["h"], sums["p"])
-        out.update({f"{g}/{key}": values for key, values in comps.items() if values is not None})
-    return out
-
-
-def _qb_from_masks(masks: np.ndarray, a: np.ndarray, h: np.ndarray, p: np.ndarray) -> np.ndarray:
-    """QB of the sentences each row of ``masks`` selects."""
-    return _weighted_components(masks, masks.sum(axis=1), a, h, p)["queerbench"]
-
-
-def _permutation_p(
-    labels: np.ndarray,
-    clusters: np.ndarray,
-    a: np.ndarray,
-    h: np.ndarray,
-    p: np.ndarray,
-    g1: str,
-    g2: str,
-    n_perm: int,
-    rng: np.random.Generator,
-    observed: float,
-) -> float:
-    """Two-sided permutation p-value of QB(g1) − QB(g2), group labels shuffled within each template (block).
-
-    ``None`` when no block holds both groups: then no permutation can move a label and the test says nothing.
-    """
-    sel = np.flatnonzero((labels == g1) | (labels == g2))
-    mixed = [b for b in np.unique(clusters[sel]) if len({*labels[sel][clusters[sel] == b]}) == 2]
-    if not mixed:
-        return None
-    order = sel[np.argsort(clusters[sel], kind="stable")]
-    cl = clusters[order]
-    _, block = np.unique(cl, return_inverse=True)
-    is_g1 = labels[order] == g1
-    aa, hh, pp = a[order], h[order], p[order]
-    keys = rng.random((n_perm, len(order))) + block[None, :]  # sorting keeps blocks, shuffles within them
-    perm = np.argsort(keys, axis=1)
-    m1 = is_g1[perm].astype(float)  # (B, n): permuted membership of g1 at each position
-    diffs = _qb_from_masks(m1, aa, hh, pp) - _qb_from_masks(1.0 - m1, aa, hh, pp)
-    extreme = np.sum(np.abs(diffs) >= abs(observed) - 1e-12)
-    return float((extreme + 1) / (n_perm + 1))
 
 
 def aggregate(
@@ -426,10 +349,10 @@ def aggregate(
         clusters = np.asarray(template_ids if template_ids is not None else np.arange(len(labels)))
         blocks = clusters if template_ids is not None else np.zeros(len(labels), dtype=int)
         rng = np.random.default_rng(options.seed)
-        boots = _bootstrap(labels, clusters, a, h, p, order, options.n_bootstrap, rng) if options.n_bootstrap else {}
+        boots = bootstrap(labels, clusters, a, h, p, order, options.n_bootstrap, rng) if options.n_bootstrap else {}
         result["ci"] = {
             g: {
-                key: _percentile_ci(boots[f"{g}/{key}"])
+                key: percentile_ci(boots[f"{g}/{key}"])
                 for key in ("queerbench", "afinn", "hurtlex", "toxicity")
                 if f"{g}/{key}" in boots
             }
@@ -443,9 +366,9 @@ def aggregate(
             diff = result["queerbench"][g1] - result["queerbench"][g2]
             entry: dict[str, Any] = {"diff": diff}
             if boots:
-                entry["ci"] = _percentile_ci(boots[f"{g1}/{metric}"] - boots[f"{g2}/{metric}"])
+                entry["ci"] = percentile_ci(boots[f"{g1}/{metric}"] - boots[f"{g2}/{metric}"])
             if options.n_permutations:
-                entry["p_value"] = _permutation_p(labels, blocks, a, h, p, g1, g2, options.n_permutations, rng, diff)
+                entry["p_value"] = permutation_p(labels, blocks, a, h, p, g1, g2, options.n_permutations, rng, diff)
             result["comparisons"][f"{g1} - {g2}"] = entry
         result["uncertainty"] = {
             "method": "percentile bootstrap over templates (clusters); permutation test with labels permuted within "
@@ -456,14 +379,6 @@ def aggregate(
             "clusters": "template_ids" if template_ids is not None else "sentences",
         }
     return result
-
-
-def _percentile_ci(values: np.ndarray) -> list[float] | None:
-    values = values[np.isfinite(values)]
-    if len(values) == 0:
-        return None
-    lo, hi = np.percentile(values, [2.5, 97.5])
-    return [float(lo), float(hi)]
 
 
 def compute(
