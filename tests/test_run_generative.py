@@ -23,6 +23,7 @@ from tests.test_llm_instructed import BlankServer
 from tests.tiny_models import tiny_bert, tiny_gpt2, tiny_llama
 
 FAST = ["--bootstrap", "20", "--permutations", "20", "--toxicity", "none"]
+UNTHROTTLED = ["--requests-per-minute", "100000"]  # a local fake server: no need for the default 10 requests/s
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -243,9 +244,8 @@ def test_instructed_run_with_no_one_word_reply_reports_rates_instead_of_failing(
     # a model that only echoes the sentence: nothing can be scored, but the replies and their labels are the result
     out = tmp_path / "echo"
     with BlankServer({"[MASK]": ["The person is a [MASK]."]}) as server:
-        done = _cli(
-            "--endpoint", server.url, "--model", "served", "--limit", "1", "--top-k", "1", "--out", str(out), *FAST
-        )
+        args = ["--endpoint", server.url, "--model", "served", "--limit", "1", "--top-k", "1", "--out", str(out)]
+        done = _cli(*args, *FAST, *UNTHROTTLED)
     assert done.returncode == 0, done.stderr
     assert "no sentence could be scored" in done.stdout
     scores = json.loads((out / "scores.json").read_text())

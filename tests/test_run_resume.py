@@ -30,6 +30,7 @@ from tests.test_llm_instructed import BlankServer
 from tests.tiny_models import tiny_bert, tiny_llama
 
 FAST = ["--bootstrap", "20", "--permutations", "20", "--toxicity", "none"]
+UNTHROTTLED = ["--requests-per-minute", "100000"]  # a local fake server: no need for the default 10 requests/s
 N_231 = 3 * 77  # `--limit 3`: three templates of 77 sentences
 
 
@@ -126,7 +127,7 @@ def test_an_interrupted_endpoint_run_keeps_its_replies_and_the_rerun_asks_only_t
     calls = Calls(monkeypatch, InstructedPredictor, interrupt=3)
     with BlankServer({"[MASK]": ["doctor"]}) as server:
         args = ["run", "--endpoint", server.url, "--model", "served", "--limit", "3", "--top-k", "1"]
-        args += ["--out", str(out), *FAST]
+        args += ["--out", str(out), *FAST, *UNTHROTTLED]
         assert main(args) == 130
         line = _interruption_line(capsys.readouterr().err)
         saved = _saved_rows(out)
@@ -244,7 +245,14 @@ def test_an_endpoint_run_counts_each_sentence_as_its_replies_arrive(tmp_path: Pa
     seen: list[tuple[int, int, int]] = []  # (done, total, calls the server had answered by then)
     with BlankServer({"[MASK]": ["doctor"]}) as server:
         options = RunOptions(
-            model="served", endpoint=server.url, limit=1, top_k=2, toxicity="none", n_bootstrap=20, n_permutations=20
+            model="served",
+            endpoint=server.url,
+            limit=1,
+            top_k=2,
+            toxicity="none",
+            n_bootstrap=20,
+            n_permutations=20,
+            requests_per_minute=100_000,  # a local fake server: no need for the default 10 requests/s
         )
         progress = lambda d, t: seen.append((d, t, server.calls))  # noqa: E731
         run_benchmark(options, tmp_path / "run", log=lambda _: None, progress=progress)
