@@ -11,10 +11,10 @@ The server (``tests/openai_server.py``'s fake OpenAI server on 127.0.0.1) answer
 - it serves at most ``--max-requests`` requests per measurement (then ``400``), so a client that retried without end
   would show up as failed rows instead of a benchmark that never ends.
 
-The client is the project's :class:`~queerbench.llm.OpenAIChatRunner` with its default retry policy
-(:mod:`queerbench.http_retry`: the server's ``Retry-After`` sets the wait, so a ``Retry-After: 0`` is retried at once;
+The client is the project's :class:`~queerbench.models.generation.OpenAIChatRunner` with its default retry policy
+(:mod:`queerbench.base.http`: the server's ``Retry-After`` sets the wait, so a ``Retry-After: 0`` is retried at once;
 without one, 1 s · 2^attempt less 0–25 % jitter) and no rate limit of its own. The same
-:func:`queerbench.llm.collect` run (``--n`` prompts, a fresh cache, new prompts each time) is timed at each
+:func:`queerbench.models.generation.collect` run (``--n`` prompts, a fresh cache, new prompts each time) is timed at each
 concurrency, alternating the two ``--repeats`` times in one run (the machine may be shared, so the best time of each
 counts). Every measurement asks the same prompts of a reset server with a fresh cache, so both concurrencies meet
 exactly the same faults. Printed: replies/s per concurrency, the ratio and the target ≥ 0.7 × concurrency. Each run is
@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import pandas as pd
 
-from queerbench.llm import GenerationSettings, OpenAIChatRunner, ResponseCache, collect
+from queerbench.models.generation import GenerationSettings, OpenAIChatRunner, ResponseCache, collect
 from tests.openai_server import FakeOpenAI
 
 

@@ -2,7 +2,7 @@
 SmolLM2-135M-Instruct, tokens/s at the default batch and at batch 1, and the share of the memory-bandwidth floor.
 
 The embedded SmolLM2-135M-Instruct (Q4_1 GGUF from its pinned wheel, dequantised to float32 by transformers) runs
-:meth:`queerbench.llm.TransformersRunner.decode` (the generation layer's loop: one prefill, then one token per step
+:meth:`queerbench.models.generation.TransformersRunner.decode` (the generation layer's loop: one prefill, then one token per step
 through the model's own forward and KV cache, one seeded generator per row) on real SCM story prompts,
 ``--new-tokens`` (200) new tokens per reply with the SCM sampling settings (temperature 0.6, top-p 0.9); stop tokens
 are ignored so every row decodes exactly that many. The same batch goes through ``model.generate`` with the same
@@ -38,8 +38,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import torch
 from transformers.utils import logging as hf_logging
 
-from queerbench.llm import GenerationSettings, TransformersRunner
-from queerbench.scm.dataset import scm_splits
+from queerbench.models.generation import GenerationSettings, TransformersRunner
+from queerbench.tasks.scm.dataset import scm_splits
 
 LOOP, GENERATE = "queerbench loop", "model.generate"
 

@@ -1,10 +1,10 @@
 """``instructed`` on the embedded SmolLM2-135M-Instruct: llama.cpp's server vs the in-process transformers loop.
 
 The same ``--n`` QueerBench prompts (QueerGen's instruction, greedy, up to ``--max-new-tokens`` tokens) go through
-:func:`queerbench.llm.collect` on a fresh reply cache each time: to llama.cpp's OpenAI-compatible server
+:func:`queerbench.models.generation.collect` on a fresh reply cache each time: to llama.cpp's OpenAI-compatible server
 (``llama-cpp-python[server]``, the Q4_1 GGUF as it is, ``--threads`` threads) at ``--concurrency 1`` and at
 ``--concurrency`` (the server of llama-cpp-python has one slot: it queues concurrent requests), and to the
-in-process :class:`~queerbench.llm.TransformersRunner` (the same GGUF dequantised to float32, torch on ``--threads``
+in-process :class:`~queerbench.models.generation.TransformersRunner` (the same GGUF dequantised to float32, torch on ``--threads``
 threads, ``--batch-size`` prompts per batch). Model loading is not timed; each measurement runs ``--repeats`` times,
 alternating, and the best counts. Printed: replies per second side by side, their ratio, and how many of the parsed
 words agree between the two engines (the quantised weights differ, so not all do).
@@ -28,10 +28,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import pandas as pd
 import requests
 
-from queerbench.llm import OpenAIChatRunner, ResponseCache, TransformersRunner, collect
-from queerbench.llm.instructed import build_prompt, instructed_settings, parse_reply
-from queerbench.llm.loading import resolve_model
-from queerbench.templates import build_sentences
+from queerbench.methods.instructed.replies import build_prompt, instructed_settings, parse_reply
+from queerbench.models.generation import OpenAIChatRunner, ResponseCache, TransformersRunner, collect
+from queerbench.models.generation.loading import resolve_model
+from queerbench.tasks.queerbench.templates import build_sentences
 
 
 def _serve(threads: int, log: Path) -> tuple[subprocess.Popen, str]:

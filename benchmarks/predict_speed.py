@@ -5,8 +5,8 @@ locally with a synthetic WordPiece vocabulary that contains every word of the da
 realistic; no download is needed. ``--n`` dataset sentences (``build_sentences("default")``, spread over the whole
 set) go through
 
-1. the engine (:func:`queerbench.mlm.predict.predict`, ``paper`` mode = full vocabulary, and ``default`` mode),
-2. :func:`queerbench.mlm.predict.paper_one_at_a_time` (batch size 1, LM head on every position, as the paper did),
+1. the engine (:func:`queerbench.models.masked.predict.predict`, ``paper`` mode = full vocabulary, and ``default`` mode),
+2. :func:`queerbench.models.masked.predict.paper_one_at_a_time` (batch size 1, LM head on every position, as the paper did),
 3. ``transformers.pipeline("fill-mask")`` with ``batch_size``,
 
 and the top-5 ids are checked to agree. Printed: sentences/s and peak resident memory per method, the time
@@ -39,8 +39,8 @@ import torch
 from transformers import BertConfig, BertForMaskedLM, BertTokenizer, pipeline
 from transformers.utils import logging as hf_logging
 
-from queerbench.mlm.predict import MaskedLM, load_masked_lm, paper_one_at_a_time, predict
-from queerbench.templates import build_sentences
+from queerbench.models.masked.predict import MaskedLM, load_masked_lm, paper_one_at_a_time, predict
+from queerbench.tasks.queerbench.templates import build_sentences
 
 PAPER_SIZE = 8268
 VOCAB = 30522

@@ -1,11 +1,11 @@
 """What the checks a run makes before inference cost, measured side by side with what they guard.
 
-1. Fingerprinting a local model folder (:func:`queerbench.fingerprint.fingerprint_model`: sha256 over every weight,
+1. Fingerprinting a local model folder (:func:`queerbench.models.fingerprint.fingerprint_model`: sha256 over every weight,
    tokenizer and config file) against reading the same bytes (from the page cache) without hashing — the floor any
    full-content check pays; the ratio is what sha256 adds. Then a second fingerprint in the same process (size,
    mtime, ctime and inode unchanged: no re-hash).
-2. The tokenizer-only check of ``--top-k`` (:func:`queerbench.mlm.predict.load_masked_lm_tokenizer` +
-   :func:`queerbench.mlm.predict.max_top_k`) against loading the full model, on a bert-base-sized ``BertForMaskedLM``
+2. The tokenizer-only check of ``--top-k`` (:func:`queerbench.models.masked.predict.load_masked_lm_tokenizer` +
+   :func:`queerbench.models.masked.predict.max_top_k`) against loading the full model, on a bert-base-sized ``BertForMaskedLM``
    (vocabulary 30,522, 12 layers, randomly initialised and saved locally, ~440 MB of float32 weights).
 
 Printed: seconds and MB/s per step, and the ratios ``fingerprint / plain read`` and ``tokenizer check / model load``.
@@ -29,9 +29,9 @@ import torch
 from transformers import BertConfig, BertForMaskedLM, BertTokenizer
 from transformers.utils import logging as hf_logging
 
-from queerbench import fingerprint
-from queerbench.fingerprint import fingerprint_model, model_files
-from queerbench.mlm.predict import load_masked_lm, load_masked_lm_tokenizer, max_top_k
+from queerbench.models import fingerprint
+from queerbench.models.fingerprint import fingerprint_model, model_files
+from queerbench.models.masked.predict import load_masked_lm, load_masked_lm_tokenizer, max_top_k
 
 VOCAB = 30522
 

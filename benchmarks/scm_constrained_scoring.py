@@ -16,9 +16,9 @@ from __future__ import annotations
 import argparse
 from collections import Counter
 
-from queerbench.llm import TransformersRunner
-from queerbench.scm.dataset import scm_splits, shuffled_selection_rows
-from queerbench.scm.pipeline import SCORING_METHODS, constrained_scores
+from queerbench.models.generation import TransformersRunner
+from queerbench.tasks.scm.dataset import scm_splits, shuffled_selection_rows
+from queerbench.tasks.scm.pipeline import SCORING_METHODS, constrained_scores
 
 
 def main() -> None:

@@ -12,7 +12,7 @@ A script, not a test: it prints its figures. Three modes::
     # two such files side by side: refusal tables before / after and every reply whose label changed
     python benchmarks/scm_parser_agreement.py --compare before.json after.json
 
-The ``--run`` mode uses only ``queerbench.scm.analysis.parse_frame``, which every version of the parser has, so the
+The ``--run`` mode uses only ``queerbench.tasks.scm.analysis.parse_frame``, which every version of the parser has, so the
 same script reads a run with an older checkout on ``PYTHONPATH``.
 """
 
@@ -28,7 +28,7 @@ SPLITS = {"survey": ("rating", "selection", "elicitation"), "story": ("generatio
 
 
 def agreement(path: str) -> None:
-    from queerbench.scm.parser_check import format_agreement, load_labelled, parser_agreement
+    from queerbench.tasks.scm.parser_check import format_agreement, load_labelled, parser_agreement
 
     records = load_labelled(path)
     print(f"{len(records)} labelled replies from {path}")
@@ -50,7 +50,7 @@ def reparse(run: str, out: str) -> None:
     import pandas as pd
 
     import queerbench
-    from queerbench.scm.analysis import parse_frame
+    from queerbench.tasks.scm.analysis import parse_frame
 
     frame = pd.read_parquet(Path(run) / "responses.parquet")
     frame = frame.drop(columns=[c for c in ("rating", "selected", "keywords", "parsed", "refusal") if c in frame])

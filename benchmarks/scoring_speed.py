@@ -17,10 +17,10 @@ import statistics
 import time
 from pathlib import Path
 
-from queerbench.paper_data import read_paper_csv
 from queerbench.scoring.afinn import afinn_word_score
 from queerbench.scoring.aggregate import ScoringOptions, compute
 from queerbench.scoring.hurtlex import load_hurtlex
+from queerbench.tasks.queerbench.paper_data import read_paper_csv
 
 
 def _time(fn, repeat: int) -> tuple[float, float]:

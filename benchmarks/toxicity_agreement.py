@@ -35,11 +35,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from queerbench.io_utils import write_json
-from queerbench.paper_data import TABLE4_MODELS, read_paper_csv
+from queerbench.base.files import write_json
 from queerbench.scoring.aggregate import truncate2
 from queerbench.scoring.toxicity import ATTRIBUTES, ToxicityScorer, get_toxicity_scorer
-from queerbench.templates import build_sentences
+from queerbench.tasks.queerbench.paper_data import TABLE4_MODELS, read_paper_csv
+from queerbench.tasks.queerbench.templates import build_sentences
 
 FORMS = ("full", "neutral", "frame")
 GROUPS = ("neo", "neutral", "binary", "queer", "non-queer")
@@ -357,9 +357,9 @@ def queergen_agreement(args: argparse.Namespace) -> int:
     """Spearman ρ per attribute between each scorer and QueerGen's stored Perspective probabilities (k=1 files)."""
     from scipy.stats import spearmanr
 
-    from queerbench.queergen.aggregate import aggregate
-    from queerbench.queergen.evaluations import ALL_PERSPECTIVE, perspective_texts, read_evaluation_csv
-    from queerbench.queergen.spec import spec
+    from queerbench.tasks.queergen.aggregate import aggregate
+    from queerbench.tasks.queergen.evaluations import ALL_PERSPECTIVE, perspective_texts, read_evaluation_csv
+    from queerbench.tasks.queergen.spec import spec
 
     folder = Path(args.data_dir) / "upstream/queergen/evaluations/prompt_1"
     frames = {label: read_evaluation_csv(folder / f"{stem}.csv") for stem, label in spec()["model_labels"].items()}

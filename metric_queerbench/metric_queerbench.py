@@ -234,7 +234,7 @@ class QueerBench(evaluate.Measurement):
         return result
 
     def _compute_queergen(self, predictions, groups, inputs):
-        from queerbench.queergen.metric import compute_queergen
+        from queerbench.tasks.queergen.metric import compute_queergen
 
         options = self.options
         result = compute_queergen(
@@ -250,7 +250,7 @@ class QueerBench(evaluate.Measurement):
         return result
 
     def _compute_scm(self, responses, groups, prompt_types=None, terms=None, prompts=None):
-        from queerbench.scm.metric import score_responses
+        from queerbench.tasks.scm.metric import score_responses
 
         if prompt_types is None:
             raise ValueError(
@@ -258,7 +258,7 @@ class QueerBench(evaluate.Measurement):
             )
         mapper = None
         if self.axis_mapping and any(p.startswith(("elicitation", "gen")) for p in prompt_types):
-            from queerbench.scm.axes import AxisMapper
+            from queerbench.tasks.scm.axes import AxisMapper
 
             mapper = AxisMapper()
         result = score_responses(

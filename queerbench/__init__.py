@@ -9,7 +9,7 @@ __version__ = "0.1.0"
 CONFIGS: tuple[str, ...] = ("default", "paper", "queergen")
 """The configurations that run through the whole project: ``default`` (the method done right), ``paper``
 (reproduces the published tables bit for bit, bugs included) and ``queergen`` (QueerGen's 3,100 sentences, groups
-``unmarked``/``non-queer``/``queer``, scored as QueerGen's code does; see :mod:`queerbench.queergen`)."""
+``unmarked``/``non-queer``/``queer``, scored as QueerGen's code does; see :mod:`queerbench.tasks.queergen`)."""
 
 
 def check_config(config: str) -> str:

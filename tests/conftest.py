@@ -1,7 +1,7 @@
 """Shared test setup: offline Hugging Face libraries and the pinned external data.
 
 Tests make no outside connections except to fetch pinned external files. Every external file a test reads resolves
-like the library's own (:func:`queerbench.sources.fetch`): ``$QUEERBENCH_DATA_DIR/<relpath>`` if that exists, else the
+like the library's own (:func:`queerbench.base.sources.fetch`): ``$QUEERBENCH_DATA_DIR/<relpath>`` if that exists, else the
 user cache, else a download from the pinned URL, checksum-verified. The library's files are pinned in
 ``lexicons/sources.json``; files only the tests read (the QueerBench paper's stored predictions, evaluations and
 result tables) in ``tests/data/reference_files.json``. Offline with no copy, the session stops at once with the
@@ -45,7 +45,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     """One early check that the pinned data can be had at all, so that an offline machine with no data folder gets
     one clear line instead of a failure per test: a data folder that is named must exist, and the smallest pinned
     file must resolve (from the data folder, the cache, or a download that then caches it)."""
-    from queerbench.sources import DATA_DIR_ENV, ChecksumError, SourceUnavailableError, data_dir, fetch
+    from queerbench.base.sources import DATA_DIR_ENV, ChecksumError, SourceUnavailableError, data_dir, fetch
 
     root = data_dir()
     if root is not None and not root.is_dir():
@@ -62,7 +62,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 @cache
 def _pinned_by_relpath() -> dict:
     """Every pinned URL file, the library's and the tests' own, by its path below a data folder."""
-    from queerbench.sources import list_sources, load_manifest
+    from queerbench.base.sources import list_sources, load_manifest
 
     library = {s.relpath: s for s in list_sources() if s.relpath is not None}
     tests_only = {s.relpath: s for s in load_manifest(REFERENCE_MANIFEST).values()}
@@ -75,7 +75,7 @@ def reference_file() -> Callable[[str], Path]:
     """``reference_file(relpath)``: a verified local copy of the pinned file at ``relpath`` (its path below a data
     folder, e.g. ``upstream/queerbench/data/evaluation/bert-base-uncased_template_5.csv``), resolved like every
     external file. A file that cannot be had fails the test with the one-line reason and fix."""
-    from queerbench.sources import ChecksumError, SourceUnavailableError, fetch
+    from queerbench.base.sources import ChecksumError, SourceUnavailableError, fetch
 
     pinned = _pinned_by_relpath()
 

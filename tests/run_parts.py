@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from queerbench import run_predict
+from queerbench.run import parts as run_predict
 
 
 def fix_part_size(monkeypatch: pytest.MonkeyPatch, n: int) -> None:

@@ -48,7 +48,7 @@ def test_lexicon_values_used_here_are_the_lexicons():
     import pandas as pd
     from afinn import Afinn
 
-    from queerbench.sources import fetch
+    from queerbench.base.sources import fetch
 
     afinn = Afinn(language="en", emoticons=False)
     assert {w: afinn.score(w) for w in AFINN} == AFINN

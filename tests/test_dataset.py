@@ -12,7 +12,7 @@ from datasets import load_dataset
 
 from queerbench.cli import main
 from queerbench.hub.dataset import build_dataset
-from queerbench.templates import COLUMNS
+from queerbench.tasks.queerbench.templates import COLUMNS
 
 
 @pytest.fixture(scope="module")

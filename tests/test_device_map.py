@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 import torch
 
-import queerbench.llm.local as local
-import queerbench.model_memory as memory
+import queerbench.models.generation.local as local
+import queerbench.models.memory as memory
 from queerbench.cli import main
-from queerbench.llm.predictors import ScoredPredictor
-from queerbench.mlm.predict import load_masked_lm, predict
+from queerbench.methods.scored.predictor import ScoredPredictor
+from queerbench.models.masked.predict import load_masked_lm, predict
 from tests.tiny_models import tiny_bert, tiny_llama
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -141,8 +141,8 @@ def test_a_causal_lm_too_large_is_refused_before_the_run_claims_its_folder(
         raise AssertionError("the run went past its preflight")
 
     monkeypatch.setattr("transformers.AutoModelForCausalLM.from_pretrained", never)
-    monkeypatch.setattr("queerbench.run.claim_out_dir", never)
-    monkeypatch.setattr("queerbench.run.fingerprint_model", never)  # before the weights are hashed, too
+    monkeypatch.setattr("queerbench.run.pipeline.claim_out_dir", never)
+    monkeypatch.setattr("queerbench.run.pipeline.fingerprint_model", never)  # before the weights are hashed, too
     out = tmp_path / "run"
     code, err = _run(capsys, "--model", str(llama), "--method", method, "--device", "cpu", "--out", str(out))
     assert code == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err

@@ -12,14 +12,14 @@ METRIC = str(Path(__file__).resolve().parents[1] / "metric_queerbench")
 
 # ------------------------------------------------------------------------------------------------------ messages
 def test_os_errors_become_one_line():
-    from queerbench.commands.common import os_error_message
+    from queerbench.cli.common import os_error_message
 
     message = os_error_message(PermissionError(13, "Permission denied", "/ro/run/run.json"))
     assert message.startswith("Permission denied: /ro/run/run.json;") and "\n" not in message and "--out" in message
 
 
 def test_missing_source_message_is_short_and_names_the_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    from queerbench.sources import SourceUnavailableError, fetch
+    from queerbench.base.sources import SourceUnavailableError, fetch
 
     monkeypatch.delenv("QUEERBENCH_DATA_DIR", raising=False)
     monkeypatch.setenv("QUEERBENCH_CACHE", str(tmp_path))

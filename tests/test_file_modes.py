@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from queerbench.io_utils import atomic_dir, write_text
-from queerbench.run import RunOptions, run_benchmark
+from queerbench.base.files import atomic_dir, write_text
+from queerbench.run.pipeline import RunOptions, run_benchmark
 from tests.tiny_models import tiny_bert
 
 FAST = {"n_bootstrap": 0, "n_permutations": 0}
@@ -38,7 +38,7 @@ def test_outputs_honour_the_umask(bert: Path, tmp_path: Path, umask: int, file_m
 
 
 def test_cached_sources_honour_the_umask(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    from queerbench.sources import _tmp_in
+    from queerbench.base.sources import _tmp_in
 
     old = os.umask(0o002)
     try:

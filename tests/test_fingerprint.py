@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from queerbench.fingerprint import describe_fingerprint, fingerprint_model, fingerprints_differ
-from queerbench.run import RunOptions, run_benchmark
+from queerbench.models.fingerprint import describe_fingerprint, fingerprint_model, fingerprints_differ
+from queerbench.run.pipeline import RunOptions, run_benchmark
 from tests.run_parts import fix_part_size
 from tests.tiny_models import tiny_bert
 
@@ -67,7 +67,7 @@ def test_resume_against_changed_weights_is_refused(bert: Path, tmp_path: Path, m
     """The issue's data corruption: kill a run on a local folder, replace its weights, rerun."""
     model = Path(shutil.copytree(bert, tmp_path / "model"))
     fix_part_size(monkeypatch, 40)
-    import queerbench.mlm.predict as predict_module
+    import queerbench.models.masked.predict as predict_module
 
     real, calls = predict_module.predict, {"n": 0}
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from queerbench import run as run_module
 from queerbench.cli import main
-from queerbench.run import RunOptions
+from queerbench.run import pipeline as run_module
+from queerbench.run.pipeline import RunOptions
 from queerbench.scoring.aggregate import ScoringOptions, compute
 from queerbench.scoring.function_words import (
     content_only,
@@ -21,7 +21,7 @@ from queerbench.scoring.function_words import (
     load_function_words,
     schema_problems,
 )
-from queerbench.templates import build_sentences
+from queerbench.tasks.queerbench.templates import build_sentences
 from tests.test_llm_instructed import BlankServer
 
 NO_STATS = {"n_bootstrap": 0, "n_permutations": 0}

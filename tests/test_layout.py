@@ -18,36 +18,15 @@ MAX_METHOD_CHECKS_IN_RUN = 3
 
 # Layers, lowest first: a module may import its own package and anything in a lower layer, nothing beside or above it.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    (
-        "queerbench",
-        "data",
-        "env",
-        "io_utils",
-        "http_retry",
-        "model_loading",
-        "model_memory",
-        "paper_data",
-        "progress",
-        "one_line_parser",
-    ),  # no knowledge of models
-    ("sources",),  # the pinned upstream data
-    ("fingerprint",),  # what a model is (the embedded model's pinned checksum comes from sources)
-    ("mlm", "scoring"),  # the masked-LM engine; the scorers and the metric's aggregation
-    ("llm", "figures", "tables"),  # the generation layer and the generative methods; the figures' visual language
-    ("queergen", "scm"),  # the two other benchmarks
-    ("templates",),  # the sentence sets of every config (QueerGen's among them)
-    (
-        "methods",
-        "report",
-        "compare",
-        "run_scores",
-        "run_folder",
-    ),  # the method registry; report text; run scoring; run folder
-    ("run_predict",),  # a run's prediction, saved part by part
-    ("run",),  # the main job
-    ("hub", "lmeval"),  # the dataset folder, the release, the Space; the lm-evaluation-harness task
-    ("commands",),  # the CLI's commands
-    ("cli",),  # the entry point that loads them
+    ("queerbench", "data", "base"),  # version; environment, files, HTTP, progress, pinned sources: no models
+    ("models",),  # model references and their backends: masked LMs, causal LMs, endpoints; fingerprints, devices
+    ("scoring",),  # the scorers and the metric's aggregation
+    ("reporting",),  # figures, tables, report text
+    ("tasks",),  # the benchmarks, each a declared task
+    ("methods",),  # the ways of filling a blank over the model backends, and the run's options
+    ("run",),  # the run pipeline: signature, folder, prediction in parts, scoring, outputs
+    ("results", "hub", "lmeval"),  # across runs; the dataset, the release, the Space; the lm-evaluation-harness bridge
+    ("cli",),  # the command line
     ("__main__",),
 )
 RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names}
@@ -132,8 +111,8 @@ def test_the_cycle_finder_finds_a_circle_and_only_a_circle() -> None:
 
 
 def test_the_import_reader_sees_lazy_and_relative_imports() -> None:
-    assert "queerbench.methods" in GRAPH["queerbench.run"]
-    lazy = {m for m in GRAPH["queerbench.run"] if m.startswith("queerbench.queergen")}
+    assert "queerbench.methods.registry" in GRAPH["queerbench.run.pipeline"]
+    lazy = {m for m in GRAPH["queerbench.run.pipeline"] if m.startswith("queerbench.tasks.queergen")}
     assert lazy, "run imports QueerGen's scores inside a function; the reader must see it"
 
 
@@ -196,17 +175,17 @@ def test_the_method_check_counter_counts_comparisons() -> None:
 
 
 def test_run_branches_on_the_method_only_through_the_registry() -> None:
-    checks = _method_checks((PACKAGE / "run.py").read_text(encoding="utf-8"))
+    checks = _method_checks((PACKAGE / "run" / "pipeline.py").read_text(encoding="utf-8"))
     assert len(checks) <= MAX_METHOD_CHECKS_IN_RUN, f"run.py compares the method on lines {checks}"
 
 
 def test_one_module_reads_the_environment() -> None:
-    """Only :mod:`queerbench.env` reads environment variables, except the modules other work owns for now (listed,
+    """Only :mod:`queerbench.base.env` reads environment variables, except the modules other work owns for now (listed,
     so that the list can only shrink)."""
     allowed = {
-        "queerbench.env",
-        "queerbench.llm.endpoint",
-        "queerbench.scm.axes",
+        "queerbench.base.env",
+        "queerbench.models.generation.endpoint",
+        "queerbench.tasks.scm.axes",
     }
     readers = set()
     for name, path in MODULES.items():

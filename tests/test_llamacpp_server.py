@@ -26,7 +26,7 @@ import pytest
 import requests
 
 from queerbench.cli import main
-from queerbench.llm.instructed import LABELS
+from queerbench.methods.instructed.replies import LABELS
 from tests.engines import need_engine
 from tests.net import free_port
 
@@ -37,7 +37,7 @@ STOP_AFTER = 12  # the first run's proxy passes this many chat requests, then an
 @pytest.fixture(scope="module")
 def llama_server(tmp_path_factory: pytest.TempPathFactory):
     need_engine("llama_cpp", "llama-cpp-python[server]")
-    from queerbench.llm.loading import resolve_model
+    from queerbench.models.generation.loading import resolve_model
 
     folder, name = resolve_model(None)  # the embedded SmolLM2 GGUF, through the project's own sources
     port = free_port()
@@ -144,7 +144,7 @@ def test_scored_is_refused_by_the_consistency_probe(llama_server: str, tmp_path:
 
 
 def test_instructed_on_llamacpp_replies_resumes_and_reruns_for_free(llama_server: str, tmp_path: Path, capsys) -> None:
-    from queerbench.llm import ResponseCache
+    from queerbench.models.generation import ResponseCache
 
     out = tmp_path / "run"
     args = ("--method", "instructed", "--top-k", "1", "--max-new-tokens", "8", "--concurrency", "2")

@@ -1,7 +1,7 @@
 """The generation layer's bookkeeping without a model: decoding settings, per-call seeds, the reply cache and
 ``collect`` (reuse, order, shared prompts, errors never cached, the consecutive-failure abort).
 
-The runner here is a scripted stand-in for a model backend (the :class:`~queerbench.llm.settings.Runner` protocol),
+The runner here is a scripted stand-in for a model backend (the :class:`~queerbench.models.generation.settings.Runner` protocol),
 not a mock of the code under test: ``collect``, ``ResponseCache`` and ``cache_key`` run for real. Fast on purpose:
 ``tools/mutation.py`` runs this file against every mutant of ``cache.py``, ``collect.py`` and ``settings.py``.
 """
@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from queerbench.llm import (
+from queerbench.models.generation import (
     DEFAULT_MODEL,
     GenerationSettings,
     Reply,

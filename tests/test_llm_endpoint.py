@@ -14,7 +14,7 @@ import threading
 import pandas as pd
 import pytest
 
-from queerbench.llm import (
+from queerbench.models.generation import (
     EndpointError,
     EndpointUnreachableError,
     GenerationSettings,
@@ -262,7 +262,7 @@ def test_api_key_rule(monkeypatch, caplog) -> None:
         OpenAIChatRunner("https://api.example.com/v1", "m", api_key_env="QB_NO_KEY")
     assert "\n" not in str(err.value)
     with FakeOpenAI() as server:
-        with caplog.at_level(logging.WARNING, logger="queerbench.llm.endpoint"):
+        with caplog.at_level(logging.WARNING, logger="queerbench.models.generation.endpoint"):
             runner = OpenAIChatRunner(server.url, "m", api_key_env="QB_NO_KEY", sleep=lambda s: None)
         assert sum("QB_NO_KEY is not set" in r.getMessage() for r in caplog.records) == 1
         assert runner.call("hi", 0, GREEDY).error is None

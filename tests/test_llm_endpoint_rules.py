@@ -3,7 +3,7 @@ fake clock, the backoff formula, argument checks word for word, the fingerprint,
 
 Requests go to the local fake server (``tests/openai_server.py``) with no latency and an injected ``sleep``, so
 nothing here waits; ``tools/mutation.py`` runs this file (with ``test_llm_endpoint.py``) against every mutant of
-``queerbench/llm/endpoint.py`` and ``queerbench/http_retry.py``.
+``queerbench/models/generation/endpoint.py`` and ``queerbench/base/http.py``.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ import threading
 
 import pytest
 
-from queerbench.http_retry import retry_after_seconds
-from queerbench.llm import EndpointError, GenerationSettings, OpenAIChatRunner, Reply, is_loopback
-from queerbench.llm.endpoint import _RateLimiter
+from queerbench.base.http import retry_after_seconds
+from queerbench.models.generation import EndpointError, GenerationSettings, OpenAIChatRunner, Reply, is_loopback
+from queerbench.models.generation.endpoint import _RateLimiter
 from tests.net import free_port
 from tests.openai_server import FakeOpenAI
 
@@ -189,7 +189,7 @@ def test_a_missing_key_for_a_remote_host_names_the_variable(monkeypatch):
 
 def test_a_local_server_without_a_key_is_noted_once(monkeypatch, caplog):
     monkeypatch.delenv("QB_NONE", raising=False)
-    with caplog.at_level(logging.WARNING, logger="queerbench.llm.endpoint"):
+    with caplog.at_level(logging.WARNING, logger="queerbench.models.generation.endpoint"):
         OpenAIChatRunner("http://127.0.0.1:1/v1", "m", api_key_env="QB_NONE")
     assert [r.getMessage() for r in caplog.records] == [
         "QB_NONE is not set: calling the local server http://127.0.0.1:1/v1 without an API key"

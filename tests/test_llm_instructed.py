@@ -9,8 +9,7 @@ from typing import Any
 
 import pytest
 
-from queerbench.llm import ResponseCache, TransformersRunner, load_runner
-from queerbench.llm.instructed import (
+from queerbench.methods.instructed.replies import (
     LABELS,
     build_prompt,
     instructed_settings,
@@ -18,6 +17,7 @@ from queerbench.llm.instructed import (
     parse_reply,
     predict_instructed,
 )
+from queerbench.models.generation import ResponseCache, TransformersRunner, load_runner
 from tests.openai_server import FakeOpenAI
 from tests.tiny_models import tiny_llama
 
@@ -84,7 +84,7 @@ def test_prompt_is_queergen_default_verbatim_with_the_mask_in_place():
 def test_prompt_file_schema_is_checked(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
     data = load_prompts()
     assert data["decoding"]["greedy_temperature"] == 0 and data["decoding"]["sample_temperature"] == 1.0
-    import queerbench.llm.instructed as module
+    import queerbench.methods.instructed.replies as module
 
     broken = json.loads(json.dumps(data))
     broken["prompts"]["queergen-2"]["text"] = "no placeholder"

@@ -13,7 +13,8 @@ import pytest
 import torch
 
 from queerbench.cli import main
-from queerbench.llm import (
+from queerbench.models.device import ModelLoadError
+from queerbench.models.generation import (
     GenerationSettings,
     TransformersRunner,
     check_causal_lm,
@@ -22,7 +23,6 @@ from queerbench.llm import (
     model_kind,
     resolve_device,
 )
-from queerbench.model_loading import ModelLoadError
 from tests.tiny_models import tiny_bert, tiny_gpt2, tiny_llama
 
 PROMPTS = [
@@ -204,7 +204,7 @@ def test_changed_weights_in_the_same_folder_never_reuse_cached_replies(tmp_path)
     import pandas as pd
     from transformers import AutoModelForCausalLM
 
-    from queerbench.llm import ResponseCache, collect
+    from queerbench.models.generation import ResponseCache, collect
 
     folder = tiny_llama(tmp_path)
     rows = pd.DataFrame({"id": ["a", "b"], "prompt": PROMPTS[:2]})

@@ -1,4 +1,4 @@
-"""The local causal-LM layer's rules (``queerbench.llm.local``), fast: tiny random models saved once per module.
+"""The local causal-LM layer's rules (``queerbench.models.generation.local``), fast: tiny random models saved once per module.
 
 What a model is from its configuration alone (every kind, every one-line error), how it loads (dtype, padding, pad
 token, refused before any weights), what fingerprints its weights, the prompt the model sees, which tokens stop a
@@ -16,10 +16,12 @@ import pytest
 import torch
 import transformers
 
-from queerbench.fingerprint import fingerprint_model
-from queerbench.llm import DEFAULT_MODEL, GenerationSettings
-from queerbench.llm import local as local_module
-from queerbench.llm.loading import (
+from queerbench.base.sources import fetch, get_source
+from queerbench.models.device import ModelLoadError
+from queerbench.models.fingerprint import fingerprint_model
+from queerbench.models.generation import DEFAULT_MODEL, GenerationSettings
+from queerbench.models.generation import local as local_module
+from queerbench.models.generation.loading import (
     check_causal_lm,
     describe_model,
     load_causal_lm,
@@ -28,9 +30,7 @@ from queerbench.llm.loading import (
     resolve_model,
     weights_fingerprint,
 )
-from queerbench.llm.local import TransformersRunner
-from queerbench.model_loading import ModelLoadError
-from queerbench.sources import fetch, get_source
+from queerbench.models.generation.local import TransformersRunner
 from tests.tiny_models import CacheOnlyLM, NoLogitsToKeepLM, PastKeyValuesLM, tiny_gpt2, tiny_llama
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
@@ -204,7 +204,7 @@ def test_a_gguf_file_loads_its_weights_and_tokenizer_from_the_file(monkeypatch) 
     its config (a parse of the whole metadata block, ~10 s) is read once for the checks and both loaders."""
     import transformers
 
-    import queerbench.llm.loading as loading
+    import queerbench.models.generation.loading as loading
 
     parsed: list[str] = []
     real = transformers.AutoConfig.from_pretrained.__func__

@@ -4,7 +4,7 @@ re-asks, the per-sentence table and the parse-rate summary.
 Replies come from a scripted stand-in for a model backend (the ``Runner`` protocol); ``collect``, the cache,
 ``parse_reply`` and ``predict_instructed`` run for real. Fast on purpose: ``tools/mutation.py`` runs this file (with
 ``test_llm_instructed.py``, whose table of real reply kinds it extends) against every mutant of
-``queerbench/llm/instructed.py``.
+``queerbench/methods/instructed/replies.py``.
 """
 
 from __future__ import annotations
@@ -15,8 +15,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from queerbench.llm import GenerationSettings, Reply, ResponseCache
-from queerbench.llm.instructed import (
+from queerbench.methods.instructed.replies import (
     LABELS,
     REASK_SEED_STEP,
     GenerationError,
@@ -27,6 +26,7 @@ from queerbench.llm.instructed import (
     parse_summary,
     predict_instructed,
 )
+from queerbench.models.generation import GenerationSettings, Reply, ResponseCache
 
 END = "The gay person is a [MASK]."
 MID = "The lesbian person was appointed as a [MASK] in their organization."
@@ -110,7 +110,7 @@ def test_decoding_settings_from_the_data_file():
 def test_a_top_p_in_the_data_file_is_used(monkeypatch: pytest.MonkeyPatch):
     import copy
 
-    import queerbench.llm.instructed as instructed
+    import queerbench.methods.instructed.replies as instructed
 
     data = copy.deepcopy(instructed.load_prompts())
     data["decoding"]["top_p"] = 0.95
@@ -170,7 +170,7 @@ def test_re_asks_use_their_own_seeds_and_stop_at_the_limit(tmp_path: Path):
         assert frame["reasks"].tolist() == [5, 2] and frame["label"].tolist() == [["empty"], ["ok"]]
         assert frame["reply"][0] == [""] and frame["tokens"].tolist() == [[], ["nurse"]]
         assert len(runner.asked) == 2 + 5 + 2
-        from queerbench.llm import item_seed
+        from queerbench.models.generation import item_seed
 
         gay = [seed for prompt, seed in runner.asked if "gay" in prompt]
         assert gay == [item_seed(7 + REASK_SEED_STEP * a, "g", 0) for a in range(6)]
@@ -180,7 +180,7 @@ def test_re_asks_use_their_own_seeds_and_stop_at_the_limit(tmp_path: Path):
 
 
 def test_a_re_ask_of_a_later_sample_has_its_own_seed(tmp_path: Path):
-    from queerbench.llm import item_seed
+    from queerbench.models.generation import item_seed
 
     runner = Scripted({"lesbian": ["nurse", "", "chef"]})  # sample 0 answers, sample 1 is empty, then answers
     settings = instructed_settings(2, seed=7, batch_size=8)

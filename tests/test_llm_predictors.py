@@ -1,4 +1,4 @@
-"""QueerBench on generative LMs, the wiring (``queerbench.llm.predictors``, ``queerbench.llm.load_runner``), fast.
+"""QueerBench on generative LMs, the wiring (``queerbench.methods.scored.predictor``, ``queerbench.models.generation.load_runner``), fast.
 
 Which method a set of options means (every branch and its one-line error), what fingerprints a model, what the two
 predictors record and return, and that every option reaches the runner or scorer it is meant for. The models are
@@ -16,13 +16,20 @@ import pytest
 import torch
 import transformers
 
-from queerbench.fingerprint import fingerprint_model
-from queerbench.llm import DEFAULT_MODEL, OpenAIChatRunner, TransformersRunner, describe_model, load_runner
-from queerbench.llm.instructed import build_prompt, instructed_settings, load_prompts
-from queerbench.llm.predictors import InstructedPredictor, ScoredPredictor, model_fingerprint
-from queerbench.llm.scored import ScoredLM, score_blanks
-from queerbench.methods import GENERATIVE_METHODS, METHODS, load_predictor, resolve_method, same_weights
-from queerbench.sources import get_source
+from queerbench.base.sources import get_source
+from queerbench.methods.instructed.predictor import InstructedPredictor, model_fingerprint
+from queerbench.methods.instructed.replies import build_prompt, instructed_settings, load_prompts
+from queerbench.methods.registry import GENERATIVE_METHODS, METHODS, load_predictor, resolve_method, same_weights
+from queerbench.methods.scored.local import ScoredLM, score_blanks
+from queerbench.methods.scored.predictor import ScoredPredictor
+from queerbench.models.fingerprint import fingerprint_model
+from queerbench.models.generation import (
+    DEFAULT_MODEL,
+    OpenAIChatRunner,
+    TransformersRunner,
+    describe_model,
+    load_runner,
+)
 from tests.openai_server import FakeOpenAI
 from tests.tiny_models import tiny_gpt2, tiny_llama
 

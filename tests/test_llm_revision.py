@@ -13,8 +13,8 @@ import pytest
 import transformers
 
 from queerbench.cli import main
-from queerbench.methods import load_predictor
-from queerbench.run import RunOptions
+from queerbench.methods.registry import load_predictor
+from queerbench.run.pipeline import RunOptions
 from tests.tiny_models import tiny_gpt2, tiny_llama
 
 

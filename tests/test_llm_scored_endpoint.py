@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from queerbench.cli import main
-from queerbench.llm.scored_endpoint import EndpointScoredPredictor
+from queerbench.methods.scored.endpoint import EndpointScoredPredictor
 from tests.completions_server import CompletionsServer
 from tests.tiny_models import tiny_letters_llama
 
@@ -49,7 +49,7 @@ def _predictor(url: str, cache: Path, **kwargs) -> EndpointScoredPredictor:
 def test_endpoint_scored_equals_local_scored(letters: Path, server: CompletionsServer, tmp_path: Path) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from queerbench.llm.scored import ScoredLM, score_blanks
+    from queerbench.methods.scored.local import ScoredLM, score_blanks
 
     local = score_blanks(ScoredLM(AutoModelForCausalLM.from_pretrained(letters), AutoTokenizer.from_pretrained(letters)),
                          SENTENCES, 5)  # fmt: skip

@@ -1,6 +1,6 @@
 """The ``scored`` method's rules, fast: tiny random causal LMs built in-process, checked against a brute-force reading.
 
-Every expectation here is computed independently of :mod:`queerbench.llm.scored`'s batched, cached code: the
+Every expectation here is computed independently of :mod:`queerbench.methods.scored.local`'s batched, cached code: the
 candidates come from a plain re-implementation of the documented procedure (top-N word-start tokens after the prefix,
 greedy extension by plain forward passes, the cap, the whole-word rule), every log-probability from one plain forward
 pass over the filled sentence, the ranking from summed probabilities per lowercased word, the continuation table
@@ -20,8 +20,7 @@ import torch
 from tokenizers import ByteLevelBPETokenizer
 from transformers import GPT2Config, GPT2LMHeadModel, GPT2Model, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
-from queerbench.llm import scored
-from queerbench.llm.scored import (
+from queerbench.methods.scored.local import (
     Candidate,
     ScoredLM,
     _encode,
@@ -33,10 +32,11 @@ from queerbench.llm.scored import (
     split_blank,
     start_token_id,
 )
-from queerbench.llm.scored import (
+from queerbench.methods.scored.local import (
     rank_candidates as _rank,
 )
-from queerbench.mlm.vocab_filter import _WORD, sentence_start_table, whole_word_table
+from queerbench.methods.scored import local as scored
+from queerbench.models.masked.vocab_filter import _WORD, sentence_start_table, whole_word_table
 from tests.tiny_models import CORPUS, CacheOnlyLM, NoLogitsToKeepLM, PastKeyValuesLM
 
 SENTENCES = [

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from queerbench.llm.instructed import LABELS, instructed_settings, parse_reply, predict_instructed
+from queerbench.methods.instructed.replies import LABELS, instructed_settings, parse_reply, predict_instructed
 
 SENTENCES = [
     "The gay person dreams of being a [MASK].",
@@ -19,8 +19,8 @@ SENTENCES = [
 def test_smollm2_scored_and_instructed(tmp_path: Path) -> None:
     import torch
 
-    from queerbench.llm import ResponseCache, TransformersRunner
-    from queerbench.llm.scored import ScoredLM, score_blanks
+    from queerbench.methods.scored.local import ScoredLM, score_blanks
+    from queerbench.models.generation import ResponseCache, TransformersRunner
 
     runner = TransformersRunner()  # the embedded model, loaded once for both methods
     lm = ScoredLM(runner.model, runner.tokenizer)

@@ -37,7 +37,7 @@ def harness(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """A briefly trained tiny Llama without a chat template, the exported tasks and one lm_eval run over the
     sentences of the first template."""
     _need_lm_eval()
-    from queerbench.templates import build_sentences
+    from queerbench.tasks.queerbench.templates import build_sentences
 
     root = tmp_path_factory.mktemp("lmeval")
     model = train_briefly(tiny_llama(root, chat_template=False), steps=60)

@@ -7,8 +7,8 @@ from pathlib import Path
 import evaluate
 import pytest
 
-from queerbench.paper_data import read_paper_csv
 from queerbench.scoring.aggregate import ScoringOptions, compute
+from queerbench.tasks.queerbench.paper_data import read_paper_csv
 
 METRIC = str(Path(__file__).resolve().parents[1] / "metric_queerbench")
 

@@ -11,12 +11,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from queerbench import run as run_module
+from queerbench.base.files import CorruptOutputError, read_json, read_parquet
 from queerbench.cli import main
-from queerbench.fingerprint import fingerprint_model, fingerprints_differ
-from queerbench.io_utils import CorruptOutputError, read_json, read_parquet
-from queerbench.llm import DEFAULT_MODEL, ResponseCache, weights_fingerprint
-from queerbench.run import RunOptions
+from queerbench.models.fingerprint import fingerprint_model, fingerprints_differ
+from queerbench.models.generation import DEFAULT_MODEL, ResponseCache, weights_fingerprint
+from queerbench.run import pipeline as run_module
+from queerbench.run.pipeline import RunOptions
 
 
 def _truncated_parquet(path: Path) -> Path:

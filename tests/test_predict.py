@@ -10,10 +10,9 @@ import pandas as pd
 import pytest
 import torch
 
-from queerbench.mlm.predict import (
+from queerbench.models.masked.predict import (
     MaskedLM,
     ModelLoadError,
-    check_predictions,
     load_masked_lm,
     paper_one_at_a_time,
     predict,
@@ -21,7 +20,8 @@ from queerbench.mlm.predict import (
     resolve_device,
     whole_word_vocab_size,
 )
-from queerbench.templates import build_sentences
+from queerbench.tasks.queerbench.prediction_check import check_predictions
+from queerbench.tasks.queerbench.templates import build_sentences
 
 # tests/ is on sys.path under both `pytest` and `python -m pytest` (rootdir-less test folder, prepend import mode)
 from tests.tiny_models import tiny_albert, tiny_bert, tiny_bertweet, tiny_gpt2, tiny_roberta
@@ -141,7 +141,7 @@ def test_dtype_and_device_options(model_dirs: dict[str, Path]) -> None:
 # ------------------------------------------------------------------------------------------------------ prediction
 @pytest.mark.parametrize("name", list(BUILDERS))
 def test_mask_token_substitution(lms: dict[str, MaskedLM], name: str) -> None:
-    from queerbench.mlm.predict import _encode
+    from queerbench.models.masked.predict import _encode
 
     lm = lms[name]
     for mode in ("default", "paper"):

@@ -11,7 +11,7 @@ import pandas as pd
 
 # ----------------------------------------------------------------------------------------- prediction check
 def test_check_predictions_says_when_config_and_k_differ(tmp_path: Path):
-    from queerbench.mlm.prediction_check import check_predictions
+    from queerbench.tasks.queerbench.prediction_check import check_predictions
 
     run = tmp_path / "run"
     run.mkdir()

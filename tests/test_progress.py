@@ -14,13 +14,15 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from queerbench import progress as progress_module
-from queerbench.llm import GenerationSettings, Reply, ResponseCache, TransformersRunner, collect
-from queerbench.scm import constrained, pipeline
-from queerbench.scm.dataset import scm_splits
+from queerbench.base import progress as progress_module
+from queerbench.models.generation import GenerationSettings, Reply, ResponseCache, TransformersRunner, collect
+from queerbench.tasks.scm import constrained, pipeline
+from queerbench.tasks.scm.dataset import scm_splits
 from tests.tiny_models import tiny_llama
 
-collect_module = importlib.import_module("queerbench.llm.collect")  # the module (the package exports the function)
+collect_module = importlib.import_module(
+    "queerbench.models.generation.collect"
+)  # the module (the package exports the function)
 GREEDY = GenerationSettings(temperature=0.0, top_p=None, max_new_tokens=4)
 
 

@@ -9,10 +9,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from queerbench.queergen.evaluations import ALL_PERSPECTIVE, read_evaluation_csv
+from queerbench.base.sources import fetch
 from queerbench.scoring.diversity import batch_diversities, expected_batch_diversity, type_token_ratio
 from queerbench.scoring.vader import vader_row, vader_word
-from queerbench.sources import fetch
+from queerbench.tasks.queergen.evaluations import ALL_PERSPECTIVE, read_evaluation_csv
 
 METRIC = str(Path(__file__).resolve().parents[1] / "metric_queerbench")
 
@@ -89,8 +89,8 @@ def test_regard_from_a_local_classifier(tmp_path: Path) -> None:
     import torch
     from transformers import BertConfig, BertForSequenceClassification, BertTokenizer
 
-    from queerbench.queergen.metric import compute_queergen
     from queerbench.scoring.regard import RegardScorer, regard_inputs
+    from queerbench.tasks.queergen.metric import compute_queergen
     from tests.tiny_models import tiny_bert
 
     bert = tiny_bert(tmp_path)

@@ -30,12 +30,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from queerbench.base.sources import fetch
 from queerbench.cli import main
-from queerbench.queergen.aggregate import jsd_between_groups
-from queerbench.queergen.evaluations import read_evaluation_csv, score_rows
-from queerbench.queergen.score import reproduce_published_tables
-from queerbench.queergen.spec import spec
-from queerbench.sources import fetch
+from queerbench.tasks.queergen.aggregate import jsd_between_groups
+from queerbench.tasks.queergen.evaluations import read_evaluation_csv, score_rows
+from queerbench.tasks.queergen.score import reproduce_published_tables
+from queerbench.tasks.queergen.spec import spec
 
 KNOWN_OUTSIDE_CI = {("RoBERTa Base", "Non Queer")}
 STALE_ROW = ("gemma3", 2520)

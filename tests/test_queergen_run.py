@@ -30,7 +30,7 @@ def run_dir(bert: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_run_predicts_queergen_sentences_and_scores_both_ways(bert: Path, run_dir: Path) -> None:
-    from queerbench.mlm.predict import load_masked_lm, predict
+    from queerbench.models.masked.predict import load_masked_lm, predict
 
     pred = pd.read_parquet(run_dir / "predictions.parquet")
     # QueerGen's code decodes masked LMs as the QueerBench paper did: "[CLS] … [SEP]", raw top-k tokens
@@ -62,7 +62,7 @@ def test_run_predicts_queergen_sentences_and_scores_both_ways(bert: Path, run_di
 
 
 def test_queergen_figure_has_a_panel_per_score_with_cis_and_the_no_data_look() -> None:
-    from queerbench.queergen.figures import build_queergen_figure
+    from queerbench.tasks.queergen.figures import build_queergen_figure
 
     cell = {"mean": 0.2, "ci": 0.05, "std": 0.1, "n": 10}
     qg = {
@@ -166,7 +166,7 @@ def test_compare_puts_both_benchmarks_side_by_side(bert: Path, run_dir: Path, tm
 
 
 def test_papers_side_by_side(reference_folder) -> None:
-    from queerbench.queergen.compare import papers_side_by_side
+    from queerbench.tasks.queergen.compare import papers_side_by_side
 
     table = papers_side_by_side(
         reference_folder("upstream/queerbench/data/results"), reference_folder("upstream/queergen/tables")
@@ -202,7 +202,7 @@ def test_instructed_queergen_run_on_a_tiny_causal_lm(tmp_path: Path) -> None:
 def test_instructed_scores_are_top_k_asked_not_the_most_parsed_words() -> None:
     """Five replies asked, at most two parsed to one word: the scores are top-5 (not top-2), and ``k=1`` keeps
     the first parsed word of each sentence."""
-    from queerbench.run import score_predictions
+    from queerbench.run.pipeline import score_predictions
     from queerbench.scoring.aggregate import ScoringOptions
 
     tokens = [["nurse", "doctor"], ["thief"], [], ["hero"]]
@@ -229,7 +229,7 @@ def test_instructed_scores_are_top_k_asked_not_the_most_parsed_words() -> None:
 def test_compare_keeps_runs_of_one_model_apart_by_method_and_k(tmp_path: Path) -> None:
     """One column per model and method; a QueerBench run shares it with the QueerGen run of its k, and two
     QueerGen runs of one model never overwrite each other."""
-    from queerbench.queergen.compare import queergen_compare_section
+    from queerbench.tasks.queergen.compare import queergen_compare_section
 
     def run(config: str, k: int, method: str, vader: float | None, folder: str) -> dict:
         scores = {
@@ -268,8 +268,8 @@ def test_compare_keeps_runs_of_one_model_apart_by_method_and_k(tmp_path: Path) -
 def test_report_section_when_few_replies_parse() -> None:
     """An instructed run where few replies parse: a group with none is a row of its own, a single value has no
     CI (not '± 0'), and diversity over fewer than 100 rows is flagged as not comparable."""
-    from queerbench.queergen.compare import queergen_report_section
-    from queerbench.queergen.score import queergen_block
+    from queerbench.tasks.queergen.compare import queergen_report_section
+    from queerbench.tasks.queergen.score import queergen_block
 
     rows = [("queer", "nurse"), ("queer", "thief"), ("non-queer", "hero")]
     frame = pd.DataFrame(
@@ -296,8 +296,8 @@ def test_report_section_when_few_replies_parse() -> None:
 def test_compare_with_an_instructed_run_that_scored_nothing(tmp_path: Path) -> None:
     """An instructed run whose replies never parsed is named as unscored, not as 'a different toxicity scorer', and
     the side-by-side table shows its parse rate."""
-    from queerbench.compare import compare_warnings
-    from queerbench.queergen.compare import queergen_compare_section
+    from queerbench.results.compare import compare_warnings
+    from queerbench.tasks.queergen.compare import queergen_compare_section
 
     scored = {
         "scores": {

@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 
 from queerbench import CONFIGS, check_config
+from queerbench.base.sources import ChecksumError, fetch
 from queerbench.cli import main
 from queerbench.hub.dataset import build_dataset, load_local_split
-from queerbench.queergen.sentences import build_queergen_sentences, queergen_sample, read_upstream_sentences
-from queerbench.queergen.spec import QueerGenSpecError, _validate, spec
-from queerbench.sources import ChecksumError, fetch
-from queerbench.templates import build_sentences
+from queerbench.tasks.queerbench.templates import build_sentences
+from queerbench.tasks.queergen.sentences import build_queergen_sentences, queergen_sample, read_upstream_sentences
+from queerbench.tasks.queergen.spec import QueerGenSpecError, _validate, spec
 
 
 def test_every_row_equals_queergens_template_complete() -> None:
@@ -71,7 +71,7 @@ def test_spec_schema_check_names_the_fault() -> None:
 
 
 def test_wrong_checksum_is_one_line_naming_the_file(tmp_path: Path, data_folder, capsys, monkeypatch) -> None:
-    from queerbench.queergen import sentences
+    from queerbench.tasks.queergen import sentences
 
     data = data_folder("upstream/queergen/data")
     bad = data / "upstream" / "queergen" / "data"

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from queerbench.fingerprint import describe_fingerprint
+from queerbench.models.fingerprint import describe_fingerprint
 from tests.tiny_models import tiny_bert
 
 
@@ -38,7 +38,7 @@ def _run(model: str, folder: str, *, limit=None, toxicity="embedded", queer=10.0
 
 
 def test_compare_labels_are_readable_and_warn_about_what_differs(tmp_path: Path):
-    from queerbench.compare import compare_labels, compare_runs, compare_warnings
+    from queerbench.results.compare import compare_labels, compare_runs, compare_warnings
 
     runs = [
         _run("/tmp/x/mlm", "/tmp/x/run1"),
@@ -64,14 +64,14 @@ def test_compare_labels_are_readable_and_warn_about_what_differs(tmp_path: Path)
 
 
 def test_value_labels_contrast_with_their_cell():
-    from queerbench.figures import text_colour_for
+    from queerbench.reporting.figures import text_colour_for
 
     assert text_colour_for(mcolors.to_rgba("#67000d")) == "white"  # the darkest red of the heatmap
     assert text_colour_for(mcolors.to_rgba("#fff5f0")) == "black"  # its lightest
 
 
 def test_heatmap_labels_titles_and_no_data_look():
-    from queerbench.figures import NO_DATA_LABEL, build_heatmap
+    from queerbench.reporting.figures import NO_DATA_LABEL, build_heatmap
 
     table = pd.DataFrame({"queer": [200.0, np.nan], "non-queer": [1.0, 2.0]}, index=["run a", "run b"])
     fig = build_heatmap(table, "QueerBench score", subtitle="bert · default config · top-5")
@@ -85,7 +85,7 @@ def test_heatmap_labels_titles_and_no_data_look():
 
 
 def test_run_figures_name_model_config_and_k_and_have_legends():
-    from queerbench.figures import build_category_figure, build_comparison_figure
+    from queerbench.reporting.figures import build_category_figure, build_comparison_figure
 
     scores = {
         "config": "paper",

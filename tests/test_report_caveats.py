@@ -17,14 +17,14 @@ import pytest
 from tiny_models import tiny_bert
 
 from queerbench.cli import main
-from queerbench.compare import compare_cells, compare_runs, compare_warnings
-from queerbench.figures import NO_DATA_LABEL, SMALL_N_FOOTNOTE, build_comparison_figure, build_heatmap
-from queerbench.queergen.compare import queergen_report_section
-from queerbench.queergen.figures import build_queergen_figure
-from queerbench.report import render_report
-from queerbench.run import RunOptions, run_benchmark
+from queerbench.reporting.figures import NO_DATA_LABEL, SMALL_N_FOOTNOTE, build_comparison_figure, build_heatmap
+from queerbench.reporting.report import render_report
+from queerbench.reporting.tables import score_table
+from queerbench.results.compare import compare_cells, compare_runs, compare_warnings
+from queerbench.run.pipeline import RunOptions, run_benchmark
 from queerbench.scoring import caveats
-from queerbench.tables import score_table
+from queerbench.tasks.queergen.compare import queergen_report_section
+from queerbench.tasks.queergen.figures import build_queergen_figure
 from tests.test_llm_instructed import BlankServer
 
 FAST = {"n_bootstrap": 50, "n_permutations": 20}

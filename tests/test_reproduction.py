@@ -7,9 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from queerbench.paper_data import paper_token_list, read_paper_csv, read_table4, table4_column
 from queerbench.scoring.aggregate import ScoringOptions, compute
 from queerbench.scoring.hurtlex import load_hurtlex
+from queerbench.tasks.queerbench.paper_data import paper_token_list, read_paper_csv, read_table4, table4_column
 
 GROUPS = ("neo", "neutral", "binary", "queer", "non-queer")
 

@@ -16,12 +16,12 @@ import pandas as pd
 import pytest
 from requests.structures import CaseInsensitiveDict
 
-from queerbench import run as run_module
+from queerbench.base.http import JITTER, retry_after_from_headers, retry_delay
 from queerbench.cli import main
-from queerbench.http_retry import JITTER, retry_after_from_headers, retry_delay
-from queerbench.llm import GenerationSettings, OpenAIChatRunner, ResponseCache, collect
-from queerbench.llm.failures import FailedPrompt, describe_failures, failed_prompts, short_reason
-from queerbench.run import RunOptions
+from queerbench.models.generation import GenerationSettings, OpenAIChatRunner, ResponseCache, collect
+from queerbench.models.generation.failures import FailedPrompt, describe_failures, failed_prompts, short_reason
+from queerbench.run import pipeline as run_module
+from queerbench.run.pipeline import RunOptions
 from tests.openai_server import FakeOpenAI
 from tests.run_parts import fix_part_size
 from tests.test_llm_instructed import BlankServer

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from queerbench.cli import main
-from queerbench.run import RunOptions, run_benchmark
+from queerbench.run.pipeline import RunOptions, run_benchmark
 from tests.run_parts import fix_part_size
 from tests.tiny_models import tiny_bert, tiny_gpt2
 
@@ -52,7 +52,7 @@ def test_rerun_reuses_and_does_no_inference(finished: Path, bert: str, monkeypat
     def boom(*args, **kwargs):
         raise AssertionError("inference must not run again")
 
-    monkeypatch.setattr("queerbench.mlm.predict.load_masked_lm", boom)
+    monkeypatch.setattr("queerbench.models.masked.predict.load_masked_lm", boom)
     messages: list[str] = []
     result = run_benchmark(RunOptions(model=bert, limit=3, toxicity="none", **FAST), finished, log=messages.append)
     assert result.reused_predictions and result.n_predicted == 0 and "reusing" in messages[0]
@@ -60,7 +60,7 @@ def test_rerun_reuses_and_does_no_inference(finished: Path, bert: str, monkeypat
 
 def test_killed_run_resumes_where_it_stopped(bert: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     fix_part_size(monkeypatch, 40)
-    import queerbench.mlm.predict as predict_module
+    import queerbench.models.masked.predict as predict_module
 
     real = predict_module.predict
     calls = {"n": 0}
@@ -198,7 +198,7 @@ def test_a_failed_start_does_not_lock_its_folder(bert: str, tmp_path: Path, caps
 
 
 def test_default_out_dir_separates_cache_keys():
-    from queerbench.run import default_out_dir
+    from queerbench.run.pipeline import default_out_dir
 
     full = default_out_dir(RunOptions(model="org/m"))
     limited = default_out_dir(RunOptions(model="org/m", limit=10))
@@ -214,7 +214,7 @@ def test_missing_toxicity_source_fails_before_inference(
     def boom(*args, **kwargs):
         raise AssertionError("no model may load when the scorer is unusable")
 
-    monkeypatch.setattr("queerbench.mlm.predict.load_masked_lm", boom)
+    monkeypatch.setattr("queerbench.models.masked.predict.load_masked_lm", boom)
     assert (
         main(["run", "--model", bert, "--limit", "1", "--toxicity", "perspective", "--out", str(tmp_path / "p")]) == 2
     )

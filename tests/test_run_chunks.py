@@ -20,13 +20,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from queerbench import run as run_module
-from queerbench import run_predict
-from queerbench.fingerprint import fingerprint_model
-from queerbench.llm import ResponseCache
-from queerbench.llm.predictors import ScoredPredictor
-from queerbench.mlm.predict import load_masked_lm, paper_one_at_a_time, predict
-from queerbench.run import RunOptions
+from queerbench.methods.scored.predictor import ScoredPredictor
+from queerbench.models.fingerprint import fingerprint_model
+from queerbench.models.generation import ResponseCache
+from queerbench.models.masked.predict import load_masked_lm, paper_one_at_a_time, predict
+from queerbench.run import parts as run_predict
+from queerbench.run import pipeline as run_module
+from queerbench.run.pipeline import RunOptions
 from tests.run_parts import fix_part_size, stderr_is_a_terminal
 from tests.tiny_models import tiny_bert, tiny_llama, tiny_roberta
 

@@ -17,11 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from queerbench import __version__, run_folder
-from queerbench import run as run_module
-from queerbench.llm import DEFAULT_MODEL, ResponseCache
-from queerbench.run import RunOptions, default_out_dir
-from queerbench.templates import COLUMNS
+from queerbench import __version__
+from queerbench.models.generation import DEFAULT_MODEL, ResponseCache
+from queerbench.run import folder as run_folder
+from queerbench.run import pipeline as run_module
+from queerbench.run.pipeline import RunOptions, default_out_dir
+from queerbench.tasks.queerbench.templates import COLUMNS
 
 KEY = {"model": "org/m", "revision": None, "config": "default", "mode": "default", "top_k": 5, "limit": None}
 

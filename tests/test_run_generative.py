@@ -13,10 +13,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from queerbench import run as run_module
 from queerbench.cli import main
-from queerbench.llm.instructed import LABELS, parse_reply
-from queerbench.run import RunOptions, run_benchmark
+from queerbench.methods.instructed.replies import LABELS, parse_reply
+from queerbench.run import pipeline as run_module
+from queerbench.run.pipeline import RunOptions, run_benchmark
 from tests.net import free_port
 from tests.run_parts import fix_part_size
 from tests.test_llm_instructed import BlankServer
@@ -140,7 +140,7 @@ def test_endpoint_run_killed_mid_chunk_resumes_without_asking_again(tmp_path: Pa
 def test_scored_run_killed_between_chunks_resumes(
     models: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
-    from queerbench.llm import predictors as fill
+    from queerbench.methods.scored import predictor as fill
 
     fix_part_size(monkeypatch, 40)
     real = fill.ScoredPredictor.predict
@@ -178,7 +178,7 @@ def test_scored_run_killed_between_chunks_resumes(
 def test_resume_with_changed_weights_is_refused(models: dict[str, str], tmp_path: Path, monkeypatch, capsys):
     import shutil
 
-    from queerbench.llm import predictors as fill
+    from queerbench.methods.scored import predictor as fill
 
     folder = tmp_path / "model"
     shutil.copytree(models["gpt2"], folder)

@@ -14,8 +14,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-import queerbench.mlm.predict as predict_module
-from queerbench.run import RunOptions, default_out_dir, run_benchmark
+import queerbench.models.masked.predict as predict_module
+from queerbench.run.pipeline import RunOptions, default_out_dir, run_benchmark
 from tests.run_parts import fix_part_size, stderr_is_a_terminal
 from tests.tiny_models import tiny_bert
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from queerbench.run import RunOptions, run_benchmark
+from queerbench.run.pipeline import RunOptions, run_benchmark
 from tests.tiny_models import tiny_bert
 
 FAST = {"n_bootstrap": 0, "n_permutations": 0}
@@ -24,7 +24,7 @@ def no_model_load(monkeypatch: pytest.MonkeyPatch) -> None:
     def boom(*args, **kwargs):
         raise AssertionError("the model's weights must not load before every check has passed")
 
-    monkeypatch.setattr("queerbench.mlm.predict.load_masked_lm", boom)
+    monkeypatch.setattr("queerbench.models.masked.predict.load_masked_lm", boom)
 
 
 @pytest.mark.parametrize(
@@ -59,12 +59,12 @@ def test_an_unavailable_device_fails_before_the_model_loads(
 
 
 def test_a_failed_model_load_leaves_no_half_made_folder(bert: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    from queerbench.model_loading import ModelLoadError
+    from queerbench.models.device import ModelLoadError
 
     def broken(*args, **kwargs):
         raise ModelLoadError("weights are corrupt")
 
-    monkeypatch.setattr("queerbench.mlm.predict.load_masked_lm", broken)
+    monkeypatch.setattr("queerbench.models.masked.predict.load_masked_lm", broken)
     options = RunOptions(model=str(bert), limit=1, toxicity="none", **FAST)
     with pytest.raises(ModelLoadError):
         run_benchmark(options, tmp_path / "new")
@@ -82,5 +82,5 @@ def test_a_rerun_of_a_finished_run_needs_no_model(bert: Path, tmp_path: Path, mo
     def boom(*args, **kwargs):
         raise AssertionError("a finished run is re-scored without loading the model or its tokenizer")
 
-    monkeypatch.setattr("queerbench.mlm.predict.load_masked_lm_tokenizer", boom)
+    monkeypatch.setattr("queerbench.models.masked.predict.load_masked_lm_tokenizer", boom)
     assert run_benchmark(options, tmp_path / "r", log=lambda _: None).reused_predictions

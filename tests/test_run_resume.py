@@ -1,5 +1,5 @@
 """Resume: a run saves its predictions in parts of at most 64 sentences or 30 seconds, Ctrl-C says truthfully what
-it kept, and the rerun predicts only what was not saved (``queerbench.run_predict``).
+it kept, and the rerun predicts only what was not saved (``queerbench.run.parts``).
 
 The interrupted runs are real runs of tiny models (``tests/tiny_models.py``) and of the fake endpoint; the only thing
 added is the Ctrl-C itself: the predictor's ``predict`` is wrapped so that one of its calls raises
@@ -18,13 +18,14 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from queerbench import run_predict
 from queerbench.cli import main
-from queerbench.llm import ResponseCache
-from queerbench.llm.predictors import InstructedPredictor, ScoredPredictor
-from queerbench.mlm.predictor import MaskedLMPredictor
-from queerbench.run import RunOptions, run_benchmark
-from queerbench.run_predict import SAVE_EVERY, SAVE_SECONDS, PartPlan
+from queerbench.methods.instructed.predictor import InstructedPredictor
+from queerbench.methods.mlm import MaskedLMPredictor
+from queerbench.methods.scored.predictor import ScoredPredictor
+from queerbench.models.generation import ResponseCache
+from queerbench.run import parts as run_predict
+from queerbench.run.parts import SAVE_EVERY, SAVE_SECONDS, PartPlan
+from queerbench.run.pipeline import RunOptions, run_benchmark
 from tests.run_parts import fix_part_size
 from tests.test_llm_instructed import BlankServer
 from tests.tiny_models import tiny_bert, tiny_llama

@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from queerbench.scm.analysis import mean_ci, odds_ratios, spearman_to_reference
-from queerbench.scm.axes import AxisMapper, load_sadcat, sadcat_key
-from queerbench.scm.data import load_groups, load_prompts, load_terms
-from queerbench.scm.dataset import scm_splits
-from queerbench.scm.metric import score_responses
-from queerbench.scm.parse import is_refusal, parse_keywords, parse_rating, parse_selection
+from queerbench.tasks.scm.analysis import mean_ci, odds_ratios, spearman_to_reference
+from queerbench.tasks.scm.axes import AxisMapper, load_sadcat, sadcat_key
+from queerbench.tasks.scm.data import load_groups, load_prompts, load_terms
+from queerbench.tasks.scm.dataset import scm_splits
+from queerbench.tasks.scm.metric import score_responses
+from queerbench.tasks.scm.parse import is_refusal, parse_keywords, parse_rating, parse_selection
 
 TERMS = [t.term for t in load_terms()]
 

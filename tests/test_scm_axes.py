@@ -9,8 +9,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import numpy as np
 import pytest
 
-from queerbench.scm.analysis import _axis_share
-from queerbench.scm.axes import (
+from queerbench.tasks.scm.analysis import _axis_share
+from queerbench.tasks.scm.axes import (
     AxisMapper,
     axis_coverage,
     calibrate_threshold,
@@ -19,10 +19,10 @@ from queerbench.scm.axes import (
     load_sadcat,
     make_embedder,
 )
-from queerbench.scm.calibration import coverage_report, load_story_words
-from queerbench.scm.data import load_embedder_thresholds, load_terms
-from queerbench.scm.metric import score_responses
-from queerbench.scm.pipeline import make_mapper
+from queerbench.tasks.scm.calibration import coverage_report, load_story_words
+from queerbench.tasks.scm.data import load_embedder_thresholds, load_terms
+from queerbench.tasks.scm.metric import score_responses
+from queerbench.tasks.scm.pipeline import make_mapper
 
 SEEDS = {a: [t.term for t in load_terms() if t.axis == a] for a in ("Warmth", "Competence")}
 

@@ -7,11 +7,11 @@ import json
 import pandas as pd
 import pytest
 
+from queerbench.base.files import write_json
 from queerbench.cli import main
-from queerbench.io_utils import write_json
-from queerbench.scm.analysis import analyze
-from queerbench.scm.compare import compare_runs, load_human_reference
-from queerbench.scm.report import _bars, no_data_figure, write_figures
+from queerbench.tasks.scm.analysis import analyze
+from queerbench.tasks.scm.compare import compare_runs, load_human_reference
+from queerbench.tasks.scm.report import _bars, no_data_figure, write_figures
 
 ORDER = ["nonbinary", "women", "bisexual", "gay_men", "lesbians", "heterosexual", "men"]
 

@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 
 from queerbench.cli import main
-from queerbench.llm import GenerationSettings, OpenAIChatRunner, ResponseCache, collect
-from queerbench.scm.dataset import scm_splits, select_rows
+from queerbench.models.generation import GenerationSettings, OpenAIChatRunner, ResponseCache, collect
+from queerbench.tasks.scm.dataset import scm_splits, select_rows
 from tests.net import free_port
 from tests.openai_server import FakeOpenAI
 

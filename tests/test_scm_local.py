@@ -8,10 +8,10 @@ import math
 import pandas as pd
 import pytest
 
-from queerbench.llm import GenerationSettings, ResponseCache, TransformersRunner, collect
-from queerbench.scm.analysis import analyze, parse_frame
-from queerbench.scm.dataset import scm_splits, select_rows
-from queerbench.scm.pipeline import constrained_scores, run_scm
+from queerbench.models.generation import GenerationSettings, ResponseCache, TransformersRunner, collect
+from queerbench.tasks.scm.analysis import analyze, parse_frame
+from queerbench.tasks.scm.dataset import scm_splits, select_rows
+from queerbench.tasks.scm.pipeline import constrained_scores, run_scm
 from tests.tiny_models import tiny_gpt2, tiny_llama
 
 
@@ -106,7 +106,7 @@ def test_constrained_scores_are_distributions_matching_direct_logprobs(chat_mode
 
 class _FakeMapper:
     def map_words(self, words):
-        from queerbench.scm.axes import AxisLabel
+        from queerbench.tasks.scm.axes import AxisLabel
 
         return {w: AxisLabel(w.startswith("k"), w.startswith("s"), "test") for w in words}
 

@@ -11,11 +11,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from queerbench.scm.analysis import analyze, parse_frame
-from queerbench.scm.data import load_terms
-from queerbench.scm.parse import parse_keywords, parse_rating, parse_reply, parse_selection
-from queerbench.scm.parser_check import check_record, load_labelled, parser_agreement
-from queerbench.scm.phrases import normalize
+from queerbench.tasks.scm.analysis import analyze, parse_frame
+from queerbench.tasks.scm.data import load_terms
+from queerbench.tasks.scm.parse import parse_keywords, parse_rating, parse_reply, parse_selection
+from queerbench.tasks.scm.parser_check import check_record, load_labelled, parser_agreement
+from queerbench.tasks.scm.phrases import normalize
 
 LABELLED = Path(__file__).parent / "data" / "scm_replies.jsonl"
 RECORDS = load_labelled(LABELLED)
@@ -119,7 +119,7 @@ def test_contractions_and_curly_apostrophes_are_normalised_once() -> None:
         assert parse_reply(refusal.format(opener), "rating").refusal, opener
     # the phrase files are written in normalised spelling only: no contraction or curly apostrophe in any pattern
     for name in ("refusal_patterns.json", "survey_rules.json", "story_rules.json", "term_exclusions.json"):
-        text = resources.files("queerbench.scm").joinpath("data", name).read_text(encoding="utf-8")
+        text = resources.files("queerbench.tasks.scm").joinpath("data", name).read_text(encoding="utf-8")
         body = json.dumps({k: v for k, v in json.loads(text).items() if k not in ("source", "rule")})
         assert not re.search(r"[’‘]|\b(?:can't|won't|don't|I'm|it's|I'd|n't)\b", body, re.I), name
 

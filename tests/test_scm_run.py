@@ -10,10 +10,10 @@ import pandas as pd
 import pytest
 
 from queerbench.cli import main
-from queerbench.scm.constrained import _content_free_prompt, constrained_scores
-from queerbench.scm.data import load_groups, paper_decoding
-from queerbench.scm.dataset import scm_splits, select_rows, shuffled_selection_rows
-from queerbench.scm.pipeline import _truncated, resolve_settings, run_scm
+from queerbench.tasks.scm.constrained import _content_free_prompt, constrained_scores
+from queerbench.tasks.scm.data import load_groups, paper_decoding
+from queerbench.tasks.scm.dataset import scm_splits, select_rows, shuffled_selection_rows
+from queerbench.tasks.scm.pipeline import _truncated, resolve_settings, run_scm
 from tests.tiny_models import tiny_llama
 
 GROUPS = {g.id for g in load_groups()}
@@ -26,7 +26,7 @@ def chat_model(tmp_path_factory) -> str:
 
 class _FakeMapper:
     def map_words(self, words):
-        from queerbench.scm.axes import AxisLabel
+        from queerbench.tasks.scm.axes import AxisLabel
 
         return {w: AxisLabel(w.startswith("k"), w.startswith("s"), "test", 1, -1) for w in words}
 
@@ -179,7 +179,7 @@ def test_calibrated_scoring_picks_an_answer_that_is_not_the_first_option() -> No
 
 
 def test_calibrated_scores_equal_direct_content_free_difference(chat_model) -> None:
-    from queerbench.llm import TransformersRunner
+    from queerbench.models.generation import TransformersRunner
 
     runner = TransformersRunner(chat_model)
     rows = scm_splits()["survey"]
@@ -208,7 +208,7 @@ def test_cli_rejects_bad_decoding_flags_before_loading(tmp_path, capsys) -> None
 
 
 def test_endpoint_run_sends_the_papers_gpt_decoding_extra_body_and_system_prompt(tmp_path, monkeypatch) -> None:
-    from queerbench.llm import load_runner
+    from queerbench.models.generation import load_runner
     from tests.openai_server import FakeOpenAI
 
     monkeypatch.setenv("QB_SCM_KEY", "sk-scm-test")
@@ -270,7 +270,7 @@ def test_report_reanalyses_a_run_without_model_calls(chat_model, tmp_path) -> No
     i = frame.index[frame["task"] == "generation"][0]
     frame.loc[i, "response"] = "Gay men, like all people, are individuals. Each person is unique in their own way."
     frame.to_parquet(out / "responses.parquet", index=False)
-    from queerbench.scm.pipeline import reanalyze
+    from queerbench.tasks.scm.pipeline import reanalyze
 
     wide = reanalyze(out, mapper_factory=_FakeMapper)
     narrow = reanalyze(out, refusal_rule="patterns", mapper_factory=_FakeMapper)

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from queerbench import sources
-from queerbench.sources import ChecksumError, Source, SourceUnavailableError, fetch
+from queerbench.base import sources
+from queerbench.base.sources import ChecksumError, Source, SourceUnavailableError, fetch
 from tests.net import free_port
 
 PAYLOAD = b"template;type\n<target> is a [MASK].;role\n"

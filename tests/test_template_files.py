@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from queerbench.templates import TemplateError, load_pronouns, load_templates, load_terms
+from queerbench.tasks.queerbench.templates import TemplateError, load_pronouns, load_templates, load_terms
 
 
 def test_custom_paths_load_what_the_pinned_files_hold(tmp_path: Path):

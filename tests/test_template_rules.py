@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from queerbench.templates import (
+from queerbench.tasks.queerbench.templates import (
     COLUMNS,
     Subject,
     TemplateError,

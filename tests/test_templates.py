@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from queerbench.templates import TemplateError, build_sentences, load_templates
+from queerbench.tasks.queerbench.templates import TemplateError, build_sentences, load_templates
 
 
 @pytest.fixture(scope="module")

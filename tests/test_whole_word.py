@@ -13,7 +13,13 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
-from queerbench.mlm.vocab_filter import detect_family, paper_token, sentence_start_table, whole_word, whole_word_table
+from queerbench.models.masked.vocab_filter import (
+    detect_family,
+    paper_token,
+    sentence_start_table,
+    whole_word,
+    whole_word_table,
+)
 from tests.tiny_models import tiny_albert, tiny_bert, tiny_bertweet, tiny_roberta
 
 BUILDERS = {"wordpiece": tiny_bert, "bpe": tiny_roberta, "sentencepiece": tiny_albert, "bertweet": tiny_bertweet}

@@ -16,9 +16,9 @@ import pyarrow.parquet as pq
 import yaml
 
 from queerbench import __version__
-from queerbench.io_utils import atomic_dir
-from queerbench.sources import describe_sources
-from queerbench.templates import COLUMNS, SPLITS, build_sentences
+from queerbench.base.files import atomic_dir
+from queerbench.base.sources import describe_sources
+from queerbench.tasks.queerbench.templates import COLUMNS, SPLITS, build_sentences
 
 __all__ = ["DATASET_CONFIGS", "build_dataset", "config_splits", "load_local_split"]
 
@@ -51,13 +51,13 @@ def _queerbench_splits(config: str) -> dict[str, pd.DataFrame]:
 
 
 def _scm_splits(config: str) -> dict[str, pd.DataFrame]:
-    from queerbench.scm.dataset import scm_splits
+    from queerbench.tasks.scm.dataset import scm_splits
 
     return scm_splits()
 
 
 def _queergen_splits(config: str) -> dict[str, pd.DataFrame]:
-    from queerbench.queergen.sentences import build_queergen_sentences, queergen_sample
+    from queerbench.tasks.queergen.sentences import build_queergen_sentences, queergen_sample
 
     return {"test": build_queergen_sentences(), "top5_sample": queergen_sample()}
 
@@ -148,7 +148,7 @@ def _card(configs: Sequence[str], tables: dict[str, dict[str, pa.Table]]) -> str
 def _card_sources(configs: Sequence[str]) -> list[str]:
     """The sources a card lists: every project source, and QueerGen's sentence files only when ``queergen`` is built
     (its stored evaluations and tables are reproduction references, not dataset sources)."""
-    from queerbench.queergen.spec import spec
+    from queerbench.tasks.queergen.spec import spec
 
     names = [s["name"] for s in describe_sources() if not s["name"].startswith("queergen_")]
     if "queergen" in configs:

@@ -34,8 +34,9 @@ from typing import Any
 import yaml
 
 import queerbench
-from queerbench import __version__, env
-from queerbench.io_utils import atomic_dir
+from queerbench import __version__
+from queerbench.base import env
+from queerbench.base.files import atomic_dir
 
 __all__ = [
     "MANIFEST",

@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 
 from queerbench import __version__
-from queerbench.io_utils import atomic_dir
+from queerbench.base.files import atomic_dir
 from queerbench.lmeval.task import METRIC_KINDS, PROMPT_FORMATS, metric_name
 
 __all__ = ["EXPORT_CONFIGS", "export_tasks", "task_name"]
@@ -91,9 +91,9 @@ def export_tasks(
     overwrite: bool = False,
 ) -> list[str]:
     """Write the task folders of ``configs`` (both prompt formats each) into ``out``; return the task names."""
-    from queerbench.llm.instructed import load_prompts
+    from queerbench.methods.instructed.replies import load_prompts
     from queerbench.scoring.aggregate import ScoringOptions, _group_order
-    from queerbench.templates import build_sentences
+    from queerbench.tasks.queerbench.templates import build_sentences
 
     unknown = [c for c in configs if c not in EXPORT_CONFIGS]
     if unknown or not configs:

@@ -6,7 +6,7 @@ finds the one run of an exported queerbench task there, checks it (one line for:
 only, several queerbench tasks without ``task``, samples of two runs or two models, sentences that are not the
 task's), parses every reply with queerbench's parser and writes ``predictions.parquet`` (raw replies and labels, in
 ``queerbench run``'s order), ``model.json`` and ``run.json`` into a new ``RUN_DIR``; then
-:func:`queerbench.run.run_benchmark` scores it as a finished ``instructed`` run (``scores.json`` with CIs, report,
+:func:`queerbench.run.pipeline.run_benchmark` scores it as a finished ``instructed`` run (``scores.json`` with CIs, report,
 figures), so ``queerbench compare`` reads it like any run. Nothing is left in ``RUN_DIR`` when a step fails.
 """
 
@@ -129,13 +129,13 @@ def import_samples(
     log: Callable[[str], None] = print,
 ) -> Any:
     """Import the one queerbench run in ``output_dir`` into the new run folder ``out``; returns the
-    :class:`~queerbench.run.RunResult` of scoring it (``toxicity`` None: the scorer the task was exported with)."""
-    from queerbench.fingerprint import fingerprint_model
-    from queerbench.io_utils import atomic_path, write_json
-    from queerbench.llm.instructed import load_prompts, parse_reply
-    from queerbench.run import RunOptions, run_benchmark
-    from queerbench.run_folder import KEY_FILE
-    from queerbench.templates import build_sentences
+    :class:`~queerbench.run.pipeline.RunResult` of scoring it (``toxicity`` None: the scorer the task was exported with)."""
+    from queerbench.base.files import atomic_path, write_json
+    from queerbench.methods.instructed.replies import load_prompts, parse_reply
+    from queerbench.models.fingerprint import fingerprint_model
+    from queerbench.run.folder import KEY_FILE
+    from queerbench.run.pipeline import RunOptions, run_benchmark
+    from queerbench.tasks.queerbench.templates import build_sentences
 
     samples_path, results, task = find_run(output_dir, task)
     config, prompt_format = OURS[task]

@@ -3,10 +3,10 @@
 An exported task folder's ``utils.py`` builds one :class:`TaskHooks` and hands its bound methods to the task YAML
 (``!function utils.doc_to_text`` …), so the logic lives here once:
 
-- :meth:`TaskHooks.doc_to_text`: the ``instructed`` prompt (:func:`queerbench.llm.instructed.build_prompt`) around
+- :meth:`TaskHooks.doc_to_text`: the ``instructed`` prompt (:func:`queerbench.methods.instructed.replies.build_prompt`) around
   the sentence; for the ``raw`` prompt format followed by the newline the local runner adds to a prompt without a
   chat template, for ``chat`` alone (lm-evaluation-harness's ``--apply_chat_template`` makes it the user turn);
-- :meth:`TaskHooks.process_results`: the reply parsed by :func:`~queerbench.llm.instructed.parse_reply` and, for a
+- :meth:`TaskHooks.process_results`: the reply parsed by :func:`~queerbench.methods.instructed.replies.parse_reply` and, for a
   one-word reply, the sentence's AFINN, HurtLex and toxicity values from
   :func:`~queerbench.scoring.aggregate.score_sentences`; the same record is every metric's per-sample value;
 - :meth:`TaskHooks.aggregation`: per group, the QueerBench score (:func:`~queerbench.scoring.aggregate.aggregate` over
@@ -38,7 +38,7 @@ class TaskHooks:
     """The hooks of one exported task: its config, prompt, prompt format and toxicity scorer (as for a run)."""
 
     def __init__(self, *, config: str, prompt_id: str, prompt_format: str, toxicity: str, groups: Sequence[str]):
-        from queerbench.run import RunOptions
+        from queerbench.run.pipeline import RunOptions
 
         if prompt_format not in PROMPT_FORMATS:
             raise ValueError(f"prompt_format must be one of {', '.join(PROMPT_FORMATS)}, got {prompt_format!r}")
@@ -62,14 +62,14 @@ class TaskHooks:
 
     def doc_to_text(self, doc: dict[str, Any]) -> str:
         """The prompt for one sentence (see the module doc)."""
-        from queerbench.llm.instructed import build_prompt
+        from queerbench.methods.instructed.replies import build_prompt
 
         prompt = build_prompt(doc["masked_sentence"], self.prompt_id)
         return prompt + "\n" if self.prompt_format == "raw" else prompt
 
     def process_results(self, doc: dict[str, Any], results: Sequence[Any]) -> dict[str, dict[str, Any]]:
         """One reply → its record (id, group, word, label and, for a one-word reply, the per-sentence scores)."""
-        from queerbench.llm.instructed import parse_reply
+        from queerbench.methods.instructed.replies import parse_reply
         from queerbench.scoring.aggregate import score_sentences
 
         reply = results[0] if results else ""

@@ -156,7 +156,7 @@ def validate_inputs(
             if s.count(MASK) != 1:
                 raise ValueError(f"sentences[{i}] ({s!r}) must contain exactly one {MASK} to fill with each prediction")
     if options.toxicity == "perspective" and toxicity_counts is None:
-        from queerbench import env
+        from queerbench.base import env
 
         if not env.perspective_key():
             raise ValueError("toxicity='perspective' needs an API key in the environment variable PERSPECTIVE_API_KEY")

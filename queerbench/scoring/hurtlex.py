@@ -16,7 +16,7 @@ from importlib import resources
 import pandas as pd
 from unidecode import unidecode
 
-from queerbench.sources import fetch, get_source
+from queerbench.base.sources import fetch, get_source
 
 __all__ = ["LEVELS", "HurtLex", "check_level", "hurtlex_categories", "load_hurtlex"]
 
@@ -82,7 +82,7 @@ class HurtLex:
 
 @cache
 def load_hurtlex(level: str = "conservative", path: str | None = None) -> HurtLex:
-    """Load HurtLex EN 1.2 through :mod:`queerbench.sources` (pinned, checksum-verified).
+    """Load HurtLex EN 1.2 through :mod:`queerbench.base.sources` (pinned, checksum-verified).
 
     ``level="conservative"`` (default) keeps the conservative rows; ``"inclusive"`` keeps every row (conservative and
     inclusive). The ``paper`` lookup always uses the conservative rows, as the paper's code did.

@@ -11,7 +11,7 @@ cache keeps every raw answer so results stay reproducible after the shutdown.
 - Request: the five paper attributes plus ``SEVERE_TOXICITY``, ``languages: ["en"]``, ``doNotStore: true``.
 - Rate: at most ``qps`` requests per second (default 1, the API's default quota).
 - Failures: 429, 5xx, timeouts, connection errors and malformed answers are retried at most ``max_retries`` times,
-  as serving clients do it (:mod:`queerbench.http_retry`: the server's ``Retry-After`` sets the wait, else
+  as serving clients do it (:mod:`queerbench.base.http`: the server's ``Retry-After`` sets the wait, else
   exponential backoff with jitter); then :class:`PerspectiveError` names the text's index.
   Other HTTP errors (400 bad text, 403 bad key) fail at once. Nothing is ever silently dropped.
 - Each answer is written to the cache as it arrives, so a crash loses nothing and a rerun makes no calls.
@@ -29,8 +29,8 @@ from typing import Any
 
 import requests
 
-from queerbench import env
-from queerbench.http_retry import retry_after_from_headers, retry_delay
+from queerbench.base import env
+from queerbench.base.http import retry_after_from_headers, retry_delay
 from queerbench.scoring.toxicity_base import ALL_ATTRIBUTES, ToxicityScorer
 
 __all__ = ["DEFAULT_URL", "KEY_ENV", "URL_ENV", "PerspectiveError", "PerspectiveScorer"]
@@ -82,7 +82,7 @@ class PerspectiveScorer(ToxicityScorer):
 
     ``qps``: request rate limit. ``max_retries``: retries per text after the first attempt. ``backoff_base`` /
     ``backoff_max``: the wait in seconds before a retry (the server's ``Retry-After`` when sent, else
-    ``base·2^attempt`` less 0–25 % jitter; capped at ``backoff_max``: :func:`~queerbench.http_retry.retry_delay`).
+    ``base·2^attempt`` less 0–25 % jitter; capped at ``backoff_max``: :func:`~queerbench.base.http.retry_delay`).
     ``timeout``: per-request timeout in seconds. ``max_text_bytes``: texts longer than this (UTF-8) are refused
     before any call, as the API would reject them.
     """

@@ -45,7 +45,7 @@ class RegardScorer:
         from huggingface_hub.utils import logging as hub_logging
         from transformers import AutoConfig
 
-        from queerbench.fingerprint import looks_like_path
+        from queerbench.models.fingerprint import looks_like_path
 
         self.model_ref = model
         if looks_like_path(model) and not Path(model).expanduser().is_dir():

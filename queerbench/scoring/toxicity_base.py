@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from queerbench.sources import cache_dir as user_cache_dir
+from queerbench.base.sources import cache_dir as user_cache_dir
 
 __all__ = [
     "ALL_ATTRIBUTES",

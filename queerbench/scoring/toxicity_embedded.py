@@ -1,7 +1,7 @@
 """The ``embedded`` toxicity scorer: the Jigsaw BiLSTM of ``toxic-comment-classifier`` 0.3.0, run in torch.
 
 The wheel ships Keras weights (``model.weights.h5``) and a pickled Keras ``Tokenizer``; we never install the
-package (it needs TensorFlow). :func:`queerbench.sources.fetch` gives verified copies of both members, the weights
+package (it needs TensorFlow). :func:`queerbench.base.sources.fetch` gives verified copies of both members, the weights
 are read with ``h5py`` into an equivalent torch module (Embedding → BiLSTM → global max-pool → Dense/ReLU →
 Dense/sigmoid; it matches TensorFlow to three decimals), and the tokenizer pickle is read only after its checksum,
 through :class:`AllowListUnpickler`, which refuses every class except the handful the pickle needs.
@@ -20,9 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from queerbench.model_loading import resolve_device
+from queerbench.base.sources import fetch, get_source
+from queerbench.models.device import resolve_device
 from queerbench.scoring.toxicity_base import ToxicityScorer, attributes_of, label_maps
-from queerbench.sources import fetch, get_source
 
 __all__ = ["AllowListUnpickler", "EmbeddedToxicityScorer", "KerasTokenizerState", "load_tokenizer"]
 

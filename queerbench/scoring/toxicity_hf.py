@@ -8,8 +8,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from queerbench.fingerprint import looks_like_path
-from queerbench.model_loading import resolve_device
+from queerbench.models.device import resolve_device
+from queerbench.models.fingerprint import looks_like_path
 from queerbench.scoring.toxicity_base import ALL_ATTRIBUTES, ToxicityScorer, _check_label_map, attributes_of, label_maps
 
 __all__ = ["HFToxicityScorer"]
@@ -103,7 +103,7 @@ class HFToxicityScorer(ToxicityScorer):
         folder = Path(self.model_ref)
         if not folder.is_dir():
             return None
-        from queerbench.sources import sha256_file
+        from queerbench.base.sources import sha256_file
 
         files = sorted(p for p in folder.iterdir() if p.suffix in (".safetensors", ".bin") and p.is_file())
         return {p.name: sha256_file(p) for p in files}

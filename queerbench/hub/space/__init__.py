@@ -3,12 +3,12 @@
 ``space/app.py`` only imports :func:`build_demo`; every piece of logic lives in this package so that it is tested
 with the library: :mod:`.models` (settings, the model check, the model cache), :mod:`.evaluate` and
 :mod:`.playground` (one module per tab, each with its function and its UI), :mod:`.ui` (what the tabs share) and
-:mod:`.app` (the Blocks that hold the tabs). The Space reuses the benchmark's own pieces (:class:`~queerbench.run.RunOptions`,
-:func:`~queerbench.run_scores.score_predictions`, :func:`~queerbench.mlm.predict.predict`, the report's table and figure) and adds
+:mod:`.app` (the Blocks that hold the tabs). The Space reuses the benchmark's own pieces (:class:`~queerbench.run.pipeline.RunOptions`,
+:func:`~queerbench.run.scores.score_predictions`, :func:`~queerbench.models.masked.predict.predict`, the report's table and figure) and adds
 what a public demo needs on top:
 
 - a model check *before* anything is downloaded: the Hub id exists, is a masked LM (run with ``mlm``) or a causal
-  LM (run with ``scored``: candidates ranked by whole-sentence probability, :mod:`queerbench.llm.scored`), has
+  LM (run with ``scored``: candidates ranked by whole-sentence probability, :mod:`queerbench.methods.scored.local`), has
   safetensors weights (pickle checkpoints can run code when loaded) and stays under a size cap;
   ``trust_remote_code`` is never used; the status line says which method ran;
 - local folders only when ``QUEERBENCH_SPACE_ALLOW_LOCAL=1`` (tests and self-hosting; never on a public Space);

@@ -10,7 +10,7 @@ from queerbench.hub.space.evaluate import build_evaluate_tab
 from queerbench.hub.space.models import ModelCache, SpaceSettings
 from queerbench.hub.space.playground import build_playground_tab
 from queerbench.hub.space.ui import log
-from queerbench.report import CONTENT_NOTE
+from queerbench.reporting.report import CONTENT_NOTE
 
 if TYPE_CHECKING:
     import gradio as gr
@@ -31,9 +31,9 @@ def _header() -> str:
 
 
 def _scm_tab() -> Callable[[], Any] | None:
-    """``queerbench.scm.space.build_scm_tab`` when that optional part is installed, else ``None``."""
+    """``queerbench.tasks.scm.space.build_scm_tab`` when that optional part is installed, else ``None``."""
     try:
-        from queerbench.scm.space import build_scm_tab
+        from queerbench.tasks.scm.space import build_scm_tab
     except ImportError as exc:
         log.info("no Generative LMs tab: %s", exc)
         return None

@@ -14,10 +14,10 @@ import numpy as np
 import pandas as pd
 
 from queerbench import CONFIGS, __version__
-from queerbench.figures import comparison_figure
 from queerbench.hub.space.models import ModelCache, ModelCheck, SpaceSettings, check_model, fill, human
 from queerbench.hub.space.ui import MAX_TOP_K, TOXICITY_CHOICES, SpaceError, csv_frame, sentence_view, ui_errors
-from queerbench.report import score_table
+from queerbench.reporting.figures import comparison_figure
+from queerbench.reporting.report import score_table
 from queerbench.scoring.aggregate import GROUP_ORDER
 
 __all__ = ["DEFAULT_MODEL", "EvaluationResult", "build_evaluate_tab", "evaluate_model"]
@@ -55,7 +55,7 @@ def _sample_templates(template_ids: Sequence[int], n: int) -> list[int]:
 
 
 def _sentences(config: str, groups: Sequence[str], run_size: str, settings: SpaceSettings) -> pd.DataFrame:
-    from queerbench.templates import build_sentences
+    from queerbench.tasks.queerbench.templates import build_sentences
 
     frame = build_sentences(config)
     frame = frame[frame["group"].isin(list(groups))]
@@ -102,12 +102,12 @@ def evaluate_model(
 ) -> EvaluationResult:
     """Run the benchmark for one model on the chosen groups (all templates, or a quick sample of them).
 
-    Reuses :class:`~queerbench.run.RunOptions` (validation, scoring options) and
-    :func:`~queerbench.run_scores.score_predictions`; predictions come from a cached model, and nothing is written except
+    Reuses :class:`~queerbench.run.pipeline.RunOptions` (validation, scoring options) and
+    :func:`~queerbench.run.scores.score_predictions`; predictions come from a cached model, and nothing is written except
     the figure and the CSV in ``out_dir`` (a fresh temporary folder by default).
     """
-    from queerbench.run import RunOptions
-    from queerbench.run_scores import score_predictions
+    from queerbench.run.pipeline import RunOptions
+    from queerbench.run.scores import score_predictions
 
     settings = settings or SpaceSettings.from_env()
     cache = cache or ModelCache(settings.cache_size)
@@ -121,7 +121,7 @@ def evaluate_model(
     if unknown:
         raise SpaceError(f"unknown subject group(s) {unknown}; choose from: {', '.join(GROUP_ORDER)}")
     if config == "queergen":  # QueerGen's own groups (its subjects are not QueerBench's): all three are compared
-        from queerbench.queergen.spec import GROUP_ORDER as QUEERGEN_GROUPS
+        from queerbench.tasks.queergen.spec import GROUP_ORDER as QUEERGEN_GROUPS
 
         groups = list(QUEERGEN_GROUPS)
     if run_size not in RUN_SIZES:

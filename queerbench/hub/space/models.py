@@ -1,7 +1,7 @@
 """The Space's operator settings, the model check before anything is downloaded, and the cache of loaded models.
 
 A model passes :func:`check_model` when the Hub id exists and is public, is a masked LM (run with ``mlm``) or a causal
-LM (run with ``scored``; its config.json decides, by :func:`queerbench.llm.describe_model`), has safetensors weights (pickle checkpoints can run code when loaded) and stays under the
+LM (run with ``scored``; its config.json decides, by :func:`queerbench.models.generation.describe_model`), has safetensors weights (pickle checkpoints can run code when loaded) and stays under the
 size cap; local folders pass only where the operator allows them. :class:`ModelCache` keeps the last few loaded
 models; :func:`fill` predicts top-k words with whichever engine the model needs.
 """
@@ -20,13 +20,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from queerbench import env
-from queerbench.fingerprint import looks_like_path
+from queerbench.base import env
 from queerbench.hub.space.ui import SpaceError
+from queerbench.models.fingerprint import looks_like_path
 
 if TYPE_CHECKING:
-    from queerbench.llm.scored import ScoredLM
-    from queerbench.mlm.predict import MaskedLM
+    from queerbench.methods.scored.local import ScoredLM
+    from queerbench.models.masked.predict import MaskedLM
 
 __all__ = ["ModelCache", "ModelCheck", "SpaceSettings", "check_model", "fill", "human"]
 
@@ -77,8 +77,8 @@ class ModelCheck:
 
 def _local_kind(model_id: str, folder: Path) -> str:
     """``masked`` or ``causal`` from a folder's config, before any weight is read (the library's one rule:
-    :func:`queerbench.llm.describe_model`)."""
-    from queerbench.llm import describe_model
+    :func:`queerbench.models.generation.describe_model`)."""
+    from queerbench.models.generation import describe_model
 
     try:
         kind, _ = describe_model(str(folder))
@@ -189,10 +189,10 @@ def _check_hub(model_id: str, settings: SpaceSettings, endpoint: str | None) -> 
 
 def _hub_kind(api: Any, model_id: str, revision: str | None) -> str:
     """``masked`` or ``causal`` from the Hub model's config.json at the checked commit (about a kilobyte, fetched into
-    a temporary folder), by the library's one rule (:func:`queerbench.llm.describe_model`); anything else is refused."""
+    a temporary folder), by the library's one rule (:func:`queerbench.models.generation.describe_model`); anything else is refused."""
     from huggingface_hub.errors import EntryNotFoundError, HfHubHTTPError
 
-    from queerbench.llm import describe_model
+    from queerbench.models.generation import describe_model
 
     with tempfile.TemporaryDirectory(prefix="queerbench-space-config-") as tmp:
         try:
@@ -249,7 +249,7 @@ class ModelCache:
 
     def get(self, check: ModelCheck) -> MaskedLM | ScoredLM:
         """The loaded model for a checked id (loading it, and evicting the oldest, when it is not cached)."""
-        from queerbench.mlm.predict import ModelLoadError, load_masked_lm
+        from queerbench.models.masked.predict import ModelLoadError, load_masked_lm
 
         key = (check.model_id, check.revision)
         with self._lock:
@@ -259,8 +259,8 @@ class ModelCache:
             lm: MaskedLM | ScoredLM
             try:
                 if check.kind == "causal":  # through the generation layer: config checked first, no remote code
-                    from queerbench.llm import load_causal_lm
-                    from queerbench.llm.scored import ScoredLM
+                    from queerbench.methods.scored.local import ScoredLM
+                    from queerbench.models.generation import load_causal_lm
 
                     lm = ScoredLM(*load_causal_lm(check.model_id, device="auto", revision=check.revision))
                 else:
@@ -289,8 +289,8 @@ def fill(
     lm: MaskedLM | ScoredLM, sentences: list[str], k: int, config: str, progress: Callable[[int], None] | None = None
 ) -> list[list[str]]:
     """Top-k words per sentence: the masked-LM engine (``mlm``) or, for a causal LM, the ``scored`` method."""
-    from queerbench.llm.scored import ScoredLM, score_blanks
-    from queerbench.mlm.predict import predict
+    from queerbench.methods.scored.local import ScoredLM, score_blanks
+    from queerbench.models.masked.predict import predict
 
     if isinstance(lm, ScoredLM):
         if config == "paper":

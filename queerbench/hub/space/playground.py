@@ -22,7 +22,7 @@ DEFAULT_PLAYGROUND_SUBJECTS = ("gay", "lesbian", "transgender", "straight", "he"
 @functools.cache
 def _subject_index() -> dict[str, Any]:
     """Every subject of the ``default`` sentence set by name, in the dataset's order (nouns, then pronouns)."""
-    from queerbench.templates import subjects as load_subjects
+    from queerbench.tasks.queerbench.templates import subjects as load_subjects
 
     subjects = load_subjects("default")
     return {s.name: s for split in ("nouns", "pronouns") for s in subjects[split]}
@@ -35,7 +35,7 @@ def subject_choices() -> list[str]:
 
 def render_template(template: str, subjects: Sequence[str]) -> list[tuple[str, str, str]]:
     """(subject, group, sentence) for a user template with ``[SUBJECT]`` and ``[MASK]``, using the library's grammar."""
-    from queerbench.templates import TARGET, render_default
+    from queerbench.tasks.queerbench.templates import TARGET, render_default
 
     template = " ".join((template or "").split())
     if template.count(MASK) != 1:
@@ -71,7 +71,7 @@ def playground(
     settings: SpaceSettings | None = None,
 ) -> pd.DataFrame:
     """Completions of the user's template for each chosen subject, side by side, harmful ones marked (and hidden)."""
-    from queerbench.templates import NEUTRAL_SUBJECT, TARGET, render_default
+    from queerbench.tasks.queerbench.templates import NEUTRAL_SUBJECT, TARGET, render_default
 
     settings = settings or SpaceSettings.from_env()
     cache = cache or ModelCache(settings.cache_size)

@@ -1,0 +1,67 @@
+"""The ``queerbench`` command line: ``dataset build``, ``run``, ``score``, ``compare``, ``check-predictions``,
+``release`` and ``scm run``.
+
+Each command is a thin layer over library functions; bad input ends in one clear message (exit status 2) rather
+than a traceback — including file-system errors (``OSError``) that no command turned into a message itself.
+The helpers every command shares live in :mod:`queerbench.cli.common`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from queerbench import __version__
+from queerbench.cli.common import USER_ERRORS, UserError, os_error_message
+from queerbench.cli.parser import OneLineParser
+
+__all__ = ["UserError", "build_parser", "main", "os_error_message"]
+
+# Subcommand modules: each has ``register(subparsers) -> None`` and sets ``func`` on its parser.
+_COMMAND_MODULES = (
+    "queerbench.cli.dataset",
+    "queerbench.cli.score",
+    "queerbench.cli.run",
+    "queerbench.cli.release",
+    "queerbench.cli.scm",
+    "queerbench.cli.lm_eval",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser with every available subcommand registered."""
+    parser = OneLineParser(  # a bad flag value is one line listing the valid ones, not a usage block
+        prog="queerbench",
+        description="Measure how language models harm and stereotype LGBTQIA+ people.",
+    )
+    parser.add_argument("--version", action="version", version=f"queerbench {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in _COMMAND_MODULES:
+        importlib.import_module(name).register(sub)  # light imports only: heavy ones happen inside each command
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the console script; returns the process exit status."""
+    from queerbench.base.sources import ChecksumError, SourceUnavailableError
+    from queerbench.scoring.perspective import PerspectiveError
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt as exc:  # a run says what it kept (run_predict.RunInterrupted); others just stop
+        print(f"\nqueerbench: {exc.args[0] if exc.args else 'interrupted'}", file=sys.stderr)
+        return 130
+    except (*USER_ERRORS, ChecksumError, SourceUnavailableError, PerspectiveError) as exc:
+        message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+        print(f"queerbench: error: {message}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # a file-system error no command turned into a message: still one line, no traceback
+        print(f"queerbench: error: {os_error_message(exc)}", file=sys.stderr)
+        return 2

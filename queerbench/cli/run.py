@@ -1,0 +1,192 @@
+"""``queerbench run``, ``queerbench compare`` and ``queerbench check-predictions``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from queerbench.cli.common import config_argument, endpoint_arguments
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add ``run``, ``compare`` and ``check-predictions`` to the CLI."""
+    run = sub.add_parser(
+        "run",
+        help="the main job: predict, score and report for one masked, causal or chat LM",
+        description="Predict top-k completions for every dataset sentence with a masked LM (mlm), a local causal LM "
+        "(scored: candidates ranked by whole-sentence probability) or a chat model / OpenAI-compatible endpoint "
+        "(instructed: QueerGen's prompt, replies parsed to one word), score them and write predictions.parquet, "
+        "scores.json, report.md and figures into --out. Rerunning resumes.",
+    )
+    run.add_argument(
+        "--model",
+        default=None,
+        help="Hub id or local folder of a masked or causal LM, embedded:smollm2-135m-instruct, or with --endpoint the "
+        "served model name (default: bert-base-uncased; embedded:smollm2-135m-instruct for scored/instructed)",
+    )
+    run.add_argument(
+        "--method",
+        choices=("auto", "mlm", "scored", "instructed"),
+        default="auto",
+        help="auto: a masked LM → mlm, a local causal LM → scored, --endpoint → instructed (default: %(default)s)",
+    )
+    endpoint_arguments(
+        run, endpoint_help="OpenAI-compatible base URL (e.g. http://localhost:8000/v1); key from OPENAI_API_KEY"
+    )
+    run.add_argument(
+        "--prompt",
+        default=None,
+        dest="prompt_id",
+        help="instructed: prompt id from llm_prompts.json (default: queergen-2)",
+    )
+    run.add_argument(
+        "--max-new-tokens",
+        type=int,
+        default=None,
+        help="instructed: reply length cap (default: 32, from llm_prompts.json)",
+    )
+    config_argument(run)
+    run.add_argument("--top-k", type=int, default=5, help="completions per sentence (default: %(default)s)")
+    run.add_argument(
+        "--exclude-function-words",
+        action="store_true",
+        help="score only the completions that are not closed-class words (a, is, the, ...: the list in "
+        "queerbench/data/function_words.json); off by default, recorded in scores.json. The share of such "
+        "completions per group is reported either way",
+    )
+    run.add_argument(
+        "--toxicity",
+        default="embedded",
+        help="toxicity scorer: embedded (offline default), hf:<model id or path>, perspective, none (default: "
+        "%(default)s); stored 'precomputed' flags are for `queerbench score`",
+    )
+    run.add_argument(
+        "--toxicity-input",
+        choices=("neutral", "full", "frame"),
+        default=None,
+        help="what the toxicity scorer reads: the subject-blind neutral sentence (default config), the full sentence "
+        "(paper config), or 'The person is <word>.'",
+    )
+    run.add_argument("--out", default=None, help="output folder (default: runs/<model>-<config>-k<k>)")
+    run.add_argument(
+        "--device", default="auto", help="auto (cuda → mps → cpu), cpu, cuda, cuda:1, mps (default: %(default)s)"
+    )
+    run.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"), help="model dtype")
+    run.add_argument(
+        "--device-map",
+        default=None,
+        help="local models: place the layers with accelerate over all visible GPUs (and CPU RAM): auto, balanced, "
+        "balanced_low_0, sequential (default: none, the whole model on --device)",
+    )
+    run.add_argument("--batch-size", type=int, default=64, help="sentences per forward pass (default: %(default)s)")
+    run.add_argument("--limit", type=int, default=None, help="use only the first N templates (all subjects of each)")
+    run.add_argument("--revision", default=None, help="model revision (branch, tag or commit) on the Hub")
+    run.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples for CIs (default: %(default)s)")
+    run.add_argument("--permutations", type=int, default=1000, help="permutations per test (default: %(default)s)")
+    run.add_argument("--seed", type=int, default=0, help="seed for bootstrap and permutations (default: %(default)s)")
+    run.set_defaults(func=_run)
+
+    compare = sub.add_parser("compare", help="one table and heatmap across runs (like the paper's Table 4, Figs 8–9)")
+    compare.add_argument("runs", nargs="+", help="run folders (each with scores.json)")
+    compare.add_argument("--out", required=True, help="folder for compare.md, compare.csv and compare_heatmap.png")
+    compare.set_defaults(func=_compare)
+
+    check = sub.add_parser("check-predictions", help="agreement of a run's top-k with the paper's prediction CSV")
+    check.add_argument("run_dir", help="a run folder (or its predictions.parquet)")
+    check.add_argument("--against", required=True, help="upstream data/prediction/<model>_template_<k>.csv")
+    check.set_defaults(func=_check)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from queerbench.cli.common import UserError
+    from queerbench.methods.instructed.replies import GenerationError
+    from queerbench.models.device import ModelLoadError
+    from queerbench.models.generation import RunAbortedError
+    from queerbench.reporting.tables import fmt, n_note
+    from queerbench.run.pipeline import RunOptions, run_benchmark
+
+    options = RunOptions(
+        model=args.model,
+        config=args.config,
+        top_k=args.top_k,
+        revision=args.revision,
+        limit=args.limit,
+        dtype=args.dtype,
+        toxicity=args.toxicity,
+        toxicity_input=args.toxicity_input,
+        device=args.device,
+        device_map=args.device_map,
+        batch_size=args.batch_size,
+        n_bootstrap=args.bootstrap,
+        n_permutations=args.permutations,
+        seed=args.seed,
+        method=args.method,
+        endpoint=args.endpoint,
+        concurrency=args.concurrency,
+        requests_per_minute=args.requests_per_minute,
+        prompt_id=args.prompt_id,
+        max_new_tokens=args.max_new_tokens,
+        exclude_function_words=args.exclude_function_words,
+    )
+    options.scoring_options()  # validate the scorer name before loading any model
+    try:
+        result = run_benchmark(options, args.out)
+    except ModelLoadError as exc:
+        raise ValueError(str(exc)) from exc
+    except GenerationError as exc:  # some calls got no reply: every other one was made and saved; rerun for these
+        print(f"queerbench: error: {exc}", file=sys.stderr)
+        return 1
+    except RunAbortedError as exc:  # the endpoint/model failed again and again: one line, replies so far are kept
+        raise UserError(str(exc)) from exc
+    scores = result.scores
+    method = scores["run"].get("method", "mlm")
+    print(f"\nQueerBench ({scores['config']}, top-{scores['k']}, method {method}) for {options.model}:")
+    if scores.get("scored") is False:
+        print("  no sentence could be scored: no reply was parsed to one word (parse rates below, replies saved)")
+    for group, value in scores["queerbench"].items():
+        shown = "n/a (no toxicity scorer)" if value is None and scores["n"][group] else fmt(value)
+        print(f"  {group:>10}: {shown}  ({n_note(scores, group)})")
+    generation = scores.get("generation")
+    if generation:
+        g = generation["overall"]
+        print(
+            f"  replies: {g['n']}, parsed to one word {100 * g['parse_rate']:.1f}%, refusals {100 * g['refusal_rate']:.1f}%"
+        )
+    print(f"wrote {result.out}/predictions.parquet, scores.json, report.md and figures")
+    return 0
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from queerbench.base.files import read_json
+    from queerbench.results.compare import compare_cells, compare_runs, compare_warnings
+
+    if Path(args.out).exists() and not Path(args.out).is_dir():
+        raise ValueError(f"--out {args.out} is a file; choose a folder for compare.md, compare.csv and the heatmap")
+    runs = []
+    for folder in args.runs:
+        path = Path(folder) / "scores.json"
+        if not path.is_file():
+            raise FileNotFoundError(f"{folder} has no scores.json: is it a finished `queerbench run` folder?")
+        doc = read_json(path, fix="delete it and rerun `queerbench run` for that folder (it re-scores the predictions)")
+        runs.append({"scores": doc, "meta": doc.get("run", {"model": folder}), "dir": folder})
+    _, md = compare_runs(runs, Path(args.out))
+    print(compare_cells(runs)[2].to_string())  # QB (n) per run and group; ⚠ = n < 30
+    for warning in compare_warnings(runs):
+        print(f"warning: {warning}", file=sys.stderr)
+    print(f"wrote {md}")
+    return 0
+
+
+def _check(args: argparse.Namespace) -> int:
+    from queerbench.tasks.queerbench.prediction_check import check_predictions
+
+    target = Path(args.run_dir)
+    if target.is_dir():
+        target = target / "predictions.parquet"
+    report = check_predictions(target, args.against)
+    print(json.dumps(report, indent=2, ensure_ascii=False, default=str))
+    for warning in report["warnings"]:
+        print(f"warning: {warning}", file=sys.stderr)
+    return 0

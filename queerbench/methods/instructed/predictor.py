@@ -1,0 +1,170 @@
+"""``instructed`` as a predictor: a chat model, local or behind an OpenAI-compatible endpoint, is asked for the word
+(see :mod:`queerbench.methods.instructed.replies`).
+
+It has the interface of :class:`queerbench.methods.registry.Predictor`; its replies are kept in the run's reply cache as
+they arrive, so a resume asks only the calls whose replies are not saved.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from queerbench.methods.common import preflight_local
+from queerbench.models.generation.settings import DEFAULT_MODEL, DEFAULT_REQUESTS_PER_MINUTE
+
+__all__ = ["InstructedPredictor", "model_fingerprint"]
+
+
+def model_fingerprint(model: str, endpoint: str | None = None, revision: str | None = None) -> dict[str, Any]:
+    """What identifies the weights, so that a resume never mixes two models' rows.
+
+    The generation layer's :func:`~queerbench.models.generation.loading.weights_fingerprint` (embedded sha256, local file hashes
+    via :mod:`queerbench.models.fingerprint`, Hub commit — resolved here from the model's configuration at ``revision``);
+    an endpoint: URL and model name (all one can know).
+    """
+    from queerbench.models.generation.loading import weights_fingerprint
+
+    if endpoint:
+        return {"kind": "endpoint", "base_url": endpoint.rstrip("/"), "model": model}
+    if model.startswith("embedded:") or Path(model).expanduser().exists():
+        return weights_fingerprint(None if model.startswith("embedded:") else model)
+    from transformers import AutoConfig
+
+    try:
+        kwargs = {"revision": revision} if revision else {}
+        commit = getattr(AutoConfig.from_pretrained(model, trust_remote_code=False, **kwargs), "_commit_hash", None)
+    except (OSError, ValueError):
+        commit = None
+    return weights_fingerprint(model, commit)
+
+
+class InstructedPredictor:
+    """``instructed`` on a local chat model or an OpenAI-compatible endpoint (see :mod:`queerbench.methods.instructed.replies`)."""
+
+    method = "instructed"
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        endpoint: str | None,
+        top_k: int,
+        device: str,
+        dtype: str,
+        batch_size: int,
+        concurrency: int,
+        seed: int,
+        requests_per_minute: float = DEFAULT_REQUESTS_PER_MINUTE,
+        prompt_id: str | None,
+        max_new_tokens: int | None,
+        cache_path: Path,
+        log: Callable[[str], None] = print,
+        revision: str | None = None,
+        device_map: str | None = None,
+    ) -> None:
+        from queerbench.methods.instructed.replies import instructed_settings, load_prompts
+        from queerbench.models.generation import ResponseCache, load_runner
+
+        self.model_id, self.endpoint, self.top_k = model, endpoint, top_k
+        self.prompt_id = prompt_id or load_prompts()["default_prompt"]
+        self.settings = instructed_settings(top_k, seed, batch_size, max_new_tokens)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            local = None if model == DEFAULT_MODEL else model
+            self.runner = load_runner(
+                model if endpoint else local,
+                endpoint,
+                device=device,
+                dtype=dtype,
+                concurrency=concurrency,
+                requests_per_minute=requests_per_minute,
+                revision=revision,
+                device_map=device_map,
+            )
+        for w in caught:  # e.g. "no chat template: plain prompt" — said once, here, and recorded in the metadata
+            log(f"note: {w.message}")
+        self.cache = ResponseCache(cache_path)
+        from queerbench.models.generation.collect import ErrorStreak
+
+        self.streak = ErrorStreak()  # failed calls in a row, across the parts of the run
+        weights = getattr(self.runner, "weights", None)  # a local runner fingerprinted what it loaded
+        self.fingerprint = weights if weights is not None and not endpoint else model_fingerprint(model, endpoint)
+        # a local model at temperature 0 would repeat an empty reply: it is not asked again
+        self.reask_empty = bool(endpoint) or self.settings.temperature > 0
+
+    preflight = staticmethod(preflight_local)
+    """A local model's loading checks that need no weights; nothing for an endpoint (its probe comes first)."""
+
+    @classmethod
+    def from_options(
+        cls, options: Any, *, cache_path: Path, log: Callable[[str], None] = print, **_: Any
+    ) -> InstructedPredictor:
+        """The predictor for a run's ``options``; replies are kept in the SQLite cache at ``cache_path``."""
+        return cls(
+            options.model,
+            endpoint=options.endpoint,
+            top_k=options.top_k,
+            device=options.device,
+            dtype=options.dtype,
+            batch_size=options.batch_size,
+            concurrency=options.concurrency,
+            requests_per_minute=options.requests_per_minute,
+            seed=options.seed,
+            prompt_id=options.prompt_id,
+            max_new_tokens=options.max_new_tokens,
+            cache_path=cache_path,
+            log=log,
+            revision=options.revision,
+            device_map=getattr(options, "device_map", None),
+        )
+
+    def metadata(self) -> dict[str, Any]:
+        """Method, model/endpoint and fingerprints, prompt and decoding settings."""
+        from queerbench.methods.instructed.replies import load_prompts
+
+        runner_fp = self.runner.fingerprint()
+        dec = load_prompts()["decoding"]
+        return {
+            "method": self.method,
+            "model": self.model_id,
+            "endpoint": self.endpoint,
+            "fingerprint": self.fingerprint,
+            "runner": runner_fp,
+            "prompt_format": runner_fp.get("prompt_format", "chat"),
+            "prompt_id": self.prompt_id,
+            "prompt": load_prompts()["prompts"][self.prompt_id]["text"],
+            "system_prompt": None,
+            "decoding": {
+                **self.settings.decoding(),
+                "samples": self.settings.samples,
+                "empty_reasks": int(dec["empty_reasks"]) if self.reask_empty else 0,
+                "kind": "greedy" if self.top_k == 1 else f"{self.top_k} samples, duplicates allowed",
+            },
+            "device": getattr(self.runner, "device", None),
+            "device_map": getattr(self.runner, "device_map", None),
+        }
+
+    def predict(self, ids: Sequence[str], sentences: Sequence[str], tick: Callable[[int], None]) -> dict[str, list]:
+        """tokens (the ``ok`` words), reply and label per sample, n_distinct, reasks, prompt_format."""
+        from queerbench.methods.instructed.replies import predict_instructed
+
+        frame = predict_instructed(
+            self.runner,
+            ids,
+            sentences,
+            self.settings,
+            self.cache,
+            prompt_id=self.prompt_id,
+            reask_empty=self.reask_empty,
+            progress=tick,
+            show_progress=False,  # the run's bar counts these sentences as their replies arrive
+            streak=self.streak,
+        )
+        return {c: frame[c].tolist() for c in frame.columns if c != "id"}
+
+    def close(self) -> None:
+        """Close the reply cache."""
+        self.cache.close()

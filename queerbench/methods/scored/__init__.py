@@ -1,0 +1,1 @@
+"""``scored``: candidate words ranked by whole-sentence probability, on a local causal LM or a completions endpoint."""

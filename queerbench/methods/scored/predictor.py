@@ -1,0 +1,96 @@
+"""``scored`` as a predictor: a local causal LM ranks candidate words (see :mod:`queerbench.methods.scored.local`).
+
+It has the interface of :class:`queerbench.methods.registry.Predictor`: ``from_options`` builds one from a run's options,
+``metadata()`` names the method, the model's fingerprint and the scoring settings (recorded in every output),
+``predict(ids, sentences, tick)`` gives the prediction columns of those sentences, ``close()`` releases nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from queerbench.methods.common import preflight_local
+from queerbench.models.generation.settings import DEFAULT_MODEL
+
+__all__ = ["ScoredPredictor"]
+
+
+class ScoredPredictor:
+    """``scored`` on a local causal LM (see :mod:`queerbench.methods.scored.local`)."""
+
+    method = "scored"
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        top_k: int,
+        device: str,
+        dtype: str,
+        batch_size: int,
+        revision: str | None = None,
+        device_map: str | None = None,
+    ) -> None:
+        from queerbench.methods.scored.local import ScoredLM
+        from queerbench.models.generation import load_causal_lm
+
+        self.model_id, self.top_k, self.batch_size = model, top_k, batch_size
+        local = None if model == DEFAULT_MODEL else model
+        lm, tokenizer = load_causal_lm(local, device=device, dtype=dtype, revision=revision, device_map=device_map)
+        self.lm, self.device_map = ScoredLM(lm, tokenizer), device_map
+        from queerbench.models.generation.loading import weights_fingerprint
+
+        # what was loaded: a Hub model's commit at --revision (the config records it), else the files themselves
+        self.fingerprint = weights_fingerprint(local, getattr(lm.config, "_commit_hash", None))
+
+    preflight = staticmethod(preflight_local)
+    """The loading checks that need no weights (a model too large for the free memory is refused here)."""
+
+    @classmethod
+    def from_options(cls, options: Any, **_: Any) -> ScoredPredictor:
+        """The predictor for a run's ``options`` (nothing to resume from: a resume re-checks the fingerprint)."""
+        return cls(
+            options.model,
+            top_k=options.top_k,
+            device=options.device,
+            dtype=options.dtype,
+            batch_size=options.batch_size,
+            revision=options.revision,
+            device_map=getattr(options, "device_map", None),
+        )
+
+    def metadata(self) -> dict[str, Any]:
+        """Method, model and its fingerprint, and the scoring settings."""
+        import torch
+        import transformers
+
+        from queerbench.methods.scored.local import CANDIDATES_PER_K, MAX_WORD_TOKENS
+
+        return {
+            "method": self.method,
+            "model": self.model_id,
+            "fingerprint": self.fingerprint,
+            **self.lm.metadata(),
+            "device_map": self.device_map,
+            "params": int(sum(p.numel() for p in self.lm.model.parameters())),
+            "decoding": {
+                "candidates": CANDIDATES_PER_K * self.top_k,
+                "candidates_per_k": CANDIDATES_PER_K,
+                "max_word_tokens": MAX_WORD_TOKENS,
+                "ranking": "log P(word + text after the blank | start token + text before the blank), summed",
+                "prompt_format": "raw",
+            },
+            "transformers_version": transformers.__version__,
+            "torch_version": torch.__version__,
+        }
+
+    def predict(self, ids: Sequence[str], sentences: Sequence[str], tick: Callable[[int], None]) -> dict[str, list]:
+        """tokens (lowercased top-k words), probs (renormalised over candidates), logprobs, n_word_tokens."""
+        from queerbench.methods.scored.local import score_blanks
+
+        res = score_blanks(self.lm, sentences, self.top_k, batch_size=self.batch_size, progress=tick)
+        return {"tokens": res.tokens, "probs": res.probs, "logprobs": res.logprobs, "n_word_tokens": res.n_word_tokens}
+
+    def close(self) -> None:
+        """Nothing to release (the model goes with the predictor)."""

@@ -1,0 +1,177 @@
+"""What a model *is*, as far as a run's outputs are concerned: a fingerprint of its files.
+
+A Hub model is pinned by the commit its files came from (the run records ``commit_hash``). A local folder has no
+commit: its weights can be replaced between a killed run and its resume, and the resumed run would mix two models'
+outputs. :func:`fingerprint_model` therefore hashes the files of a local folder that decide what the model predicts
+— weights, tokenizer and configuration — with sha256 over their full contents (a size + mtime check alone would miss
+a same-size rewrite or a copied-back file with its old mtime). A bert-base folder (~440 MB) takes about 0.7 s
+(sha256 at ~600 MB/s on the 2-core development machine, ``benchmarks/preflight_cost.py``); within one process a file
+whose size, mtime, ctime and inode are unchanged is not hashed twice.
+
+The fingerprint is method-agnostic: masked LMs, causal LMs and anything else loaded from a folder are hashed the
+same way. The embedded model (``embedded:smollm2-135m-instruct``) gets ``kind="embedded"`` with the pinned sha256 of
+its GGUF file (the record the generation layer writes, so ``run.json`` and ``scores.json`` agree); any other name that
+is not a local folder (a Hub id, an endpoint's model name) gets ``kind="id"`` and no hash.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "EMBEDDED_SOURCES",
+    "MODEL_FILE_SUFFIXES",
+    "check_model_reference",
+    "describe_fingerprint",
+    "fingerprint_model",
+    "fingerprints_differ",
+    "looks_like_path",
+    "model_files",
+]
+
+MODEL_FILE_SUFFIXES: tuple[str, ...] = (
+    ".safetensors",
+    ".bin",
+    ".pt",
+    ".pth",
+    ".ckpt",
+    ".h5",
+    ".msgpack",
+    ".gguf",
+    ".onnx",
+    ".json",  # config.json, tokenizer.json, tokenizer_config.json, special_tokens_map.json, *.index.json, ...
+    ".txt",  # vocab.txt, merges.txt
+    ".model",  # SentencePiece
+    ".spm",
+    ".vocab",
+    ".tiktoken",
+    ".py",  # remote-code modelling files (never run by queerbench, but they would change the model)
+)
+"""The suffixes of the files that decide what a saved model predicts (weights, tokenizer, configuration)."""
+
+
+EMBEDDED_SOURCES: dict[str, str] = {"embedded:smollm2-135m-instruct": "smollm2_135m_instruct_gguf"}
+"""The embedded model names and the pinned source (``lexicons/sources.json``) of each one's weights; the name is
+``queerbench.models.generation.settings.DEFAULT_MODEL`` (not imported: the generation layer imports this module)."""
+
+
+def looks_like_path(ref: str) -> bool:
+    """True for a reference meant as a file-system path rather than a Hub id (``name`` or ``org/name``): absolute,
+    starting with ``.`` (``./``, ``../``, a hidden folder) or ``~``, Windows-style, or with more than one ``/`` (a
+    Hub id has at most one). The one rule of the library: the CLI, the scorers and the Space all ask it."""
+    return ref.startswith(("/", ".", "~")) or (len(ref) > 1 and ref[1] == ":") or "\\" in ref or ref.count("/") > 1
+
+
+def check_model_reference(model_id_or_path: str, *, flag: str = "--model") -> None:
+    """Refuse, in one line, a model given as a path that does not exist (``/no/such/dir``); Hub ids, existing
+    folders and files (a GGUF file for the generation layer) pass. Cheap, so every method calls it first."""
+    path = Path(model_id_or_path).expanduser()
+    if looks_like_path(model_id_or_path) and not path.exists():
+        raise ValueError(
+            f"{flag} {model_id_or_path}: no such folder; pass a folder saved with save_pretrained or a Hub id "
+            "(e.g. bert-base-uncased)"
+        )
+
+
+_MEMO: dict[tuple[str, int, int, int, int], str] = {}
+
+
+def _sha256(path: Path) -> str:
+    stat = path.stat()
+    # ctime too: a rewrite that keeps size and mtime (os.utime can restore mtime, never ctime) is hashed again
+    memo_key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino)
+    cached = _MEMO.get(memo_key)
+    if cached is not None:
+        return cached
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 22), b""):
+            digest.update(block)
+    _MEMO[memo_key] = digest.hexdigest()
+    return _MEMO[memo_key]
+
+
+def model_files(folder: str | os.PathLike[str]) -> list[Path]:
+    """The files of a saved model folder that :func:`fingerprint_model` hashes, sorted by relative path.
+
+    Every regular file in ``folder`` or one level below it (``onnx/``, ``1_Pooling/``) whose suffix is in
+    :data:`MODEL_FILE_SUFFIXES`, except hidden files and folders (``.git``, ``.cache``) and the model card; symlinks
+    (the Hugging Face cache's layout) are followed.
+    """
+    root = Path(folder)
+    found = []
+    for path in [*root.glob("*"), *root.glob("*/*")]:
+        rel = path.relative_to(root)
+        if any(part.startswith(".") for part in rel.parts) or not path.is_file():
+            continue
+        if path.suffix.lower() in MODEL_FILE_SUFFIXES and path.name.lower() != "readme.md":
+            found.append(path)
+    return sorted(found, key=lambda p: p.relative_to(root).as_posix())
+
+
+def fingerprint_model(model_id_or_path: str | os.PathLike[str]) -> dict[str, Any]:
+    """A fingerprint of the model a run loads from ``model_id_or_path``.
+
+    For a local folder: ``{"kind": "local", "path": <absolute path>, "files": {<relative path>: <sha256>},
+    "sha256": <sha256 over the sorted (path, hash) pairs>}``; the combined ``sha256`` changes when any weight,
+    tokenizer or config file is added, removed, renamed or rewritten. A single model file (e.g. GGUF) is
+    fingerprinted the same way, as a folder holding only that file. For anything else (a Hub id, which the run pins
+    by commit instead, or an endpoint's model name): ``{"kind": "id", "model": <the name>, "sha256": None}``; the
+    embedded model: ``{"kind": "embedded", "sha256": <its pinned sha256>}`` (read from the source pin, not hashed).
+    Raises ``ValueError`` for a local folder that holds no model file at all.
+    """
+    name = os.fspath(model_id_or_path)
+    if name in EMBEDDED_SOURCES:
+        from queerbench.base.sources import get_source
+
+        return {"kind": "embedded", "sha256": get_source(EMBEDDED_SOURCES[name]).sha256}
+    path = Path(name).expanduser()
+    if path.is_file():
+        hashes = {path.name: _sha256(path)}
+        return {"kind": "local", "path": str(path.resolve()), "files": hashes, "sha256": _combine(hashes)}
+    if not path.is_dir():
+        return {"kind": "id", "model": name, "sha256": None}
+    files = model_files(path)
+    if not files:
+        raise ValueError(
+            f"model folder {path} holds no weight, tokenizer or config file ({', '.join(MODEL_FILE_SUFFIXES[:3])}, "
+            "config.json, ...); pass a folder written by save_pretrained"
+        )
+    hashes = {p.relative_to(path).as_posix(): _sha256(p) for p in files}
+    return {"kind": "local", "path": str(path.resolve()), "files": hashes, "sha256": _combine(hashes)}
+
+
+def _combine(hashes: dict[str, str]) -> str:
+    """One sha256 over the sorted (relative path, file hash) pairs."""
+    return hashlib.sha256("".join(f"{rel}\0{h}\n" for rel, h in sorted(hashes.items())).encode()).hexdigest()
+
+
+def fingerprints_differ(stored: dict[str, Any] | None, current: dict[str, Any]) -> list[str]:
+    """The files whose hash differs between two local-folder fingerprints (added, removed or changed), sorted;
+    for two embedded-model fingerprints with different pinned sha256s, ``["embedded weights"]``; ``[]`` when they
+    match or when either is not such a fingerprint — including the ``{"kind": "id", "sha256": None}`` that older
+    ``run.json`` files recorded for the embedded model, so those runs still resume."""
+    if stored and stored.get("kind") == "embedded" and current.get("kind") == "embedded":
+        old_sha, new_sha = stored.get("sha256"), current.get("sha256")
+        return ["embedded weights"] if old_sha and new_sha and old_sha != new_sha else []
+    if not stored or stored.get("kind") != "local" or current.get("kind") != "local":
+        return []
+    if stored.get("sha256") == current.get("sha256"):
+        return []
+    old, new = stored.get("files", {}), current.get("files", {})
+    return sorted(name for name in set(old) | set(new) if old.get(name) != new.get(name)) or ["(file set)"]
+
+
+def describe_fingerprint(fingerprint: dict[str, Any] | None, *, length: int = 12) -> str | None:
+    """A short human label, ``local folder, fingerprint 1a2b3c4d5e6f`` (or the embedded model's pinned sha256, or a
+    Hub commit), or ``None`` when the fingerprint names no weights (an endpoint, a bare id)."""
+    if fingerprint and fingerprint.get("kind") == "embedded" and fingerprint.get("sha256"):
+        return f"embedded pinned weights, sha256 {fingerprint['sha256'][:length]}"
+    if fingerprint and fingerprint.get("kind") == "hub" and fingerprint.get("commit_hash"):
+        return f"Hub commit `{fingerprint['commit_hash']}`"
+    if not fingerprint or fingerprint.get("kind") != "local" or not fingerprint.get("sha256"):
+        return None
+    return f"local folder, fingerprint {fingerprint['sha256'][:length]}"

@@ -1,0 +1,136 @@
+"""Drive a runner over dataset rows × samples through the response cache: reuse, persist each reply, count errors."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import pandas as pd
+
+from queerbench.base.progress import progress_bar
+from queerbench.models.generation.cache import ResponseCache, cache_key
+from queerbench.models.generation.settings import GenerationSettings, RunAbortedError, Runner, item_seed
+
+__all__ = ["ErrorStreak", "collect", "settings_dict"]
+
+
+@dataclass
+class ErrorStreak:
+    """Failed calls in a row, carried across the :func:`collect` calls of one run (a run asks in small parts, and a
+    dead server must stop it after ``max_consecutive_errors`` failures, not fail each part on its own)."""
+
+    n: int = 0
+
+
+def collect(
+    runner: Runner,
+    rows: pd.DataFrame,
+    settings: GenerationSettings,
+    cache: ResponseCache,
+    *,
+    max_consecutive_errors: int = 10,
+    progress: Callable[[int, int], None] | None = None,
+    desc: str = "replies",
+    show_progress: bool = True,
+    streak: ErrorStreak | None = None,
+) -> pd.DataFrame:
+    """Get ``settings.samples`` replies for every row, from the cache where possible, persisting each new one.
+
+    ``rows`` needs an ``id`` and a ``prompt`` column (other columns are passed through). The cache key is the
+    runner's fingerprint, the prompt text, the sample index and ``settings.decoding()``; each (prompt, sample) is
+    asked once even if several rows share it. All missing calls go to ``runner.generate`` at once (the runner
+    batches or runs them concurrently) and every reply is committed to the cache the moment it is yielded.
+
+    Returns one row per (row, sample), **in the rows' order whatever order replies arrived in**, with
+    ``sample``, ``seed``, ``model``, ``response``, ``status`` (``ok``/``error``), ``error``, ``cached``,
+    ``prompt_format``, ``finish_reason``, ``truncated`` (stopped at ``max_new_tokens``) and ``meta`` (JSON).
+    Failed calls are never cached (a rerun retries them). A call that failed (after the runner's retries) is an
+    ``error`` row and the other calls go on (:mod:`queerbench.models.generation.failures` reports them); only
+    ``max_consecutive_errors`` failures in a row (a dead server, or settings it rejects for every prompt; counted in
+    ``streak`` across calls when given) raise :class:`RunAbortedError`; a runner's fatal error (e.g.
+    :class:`~queerbench.models.generation.settings.EndpointError`) propagates at once. Either way every reply that arrived is
+    already stored, so rerunning resumes.
+
+    Unless ``show_progress`` is False, a bar (:func:`queerbench.base.progress.progress_bar`, labelled ``desc``) counts
+    the calls to make, advancing as each reply arrives (a runner that yields a batch at once advances it by the
+    batch's rows), with replies/s and an ETA measured from the replies so far; ``progress(done, total)`` is
+    called at the same moments.
+    """
+    fp = runner.fingerprint()
+    decoding = settings.decoding()
+    jobs = []
+    for rec in rows.to_dict("records"):
+        for s in range(settings.samples):
+            key = cache_key(fp, rec["prompt"], s, decoding)
+            jobs.append((rec, s, key, item_seed(settings.seed, rec["id"], s)))
+    results: dict[str, dict[str, Any]] = {}
+    todo: dict[str, tuple[Any, ...]] = {}
+    for job in jobs:
+        key = job[2]
+        if key in results or key in todo:
+            continue
+        hit = cache.get(key)
+        if hit is not None:
+            results[key] = {"response": hit["text"], "error": None, "cached": True, "meta": hit["meta"]}
+        else:
+            todo[key] = job
+    pending = list(todo.values())
+    streak = streak if streak is not None else ErrorStreak()
+    n_cached = len(results)
+    label = f"{desc} ({n_cached} cached)" if n_cached else desc
+    replies = runner.generate([j[0]["prompt"] for j in pending], [j[3] for j in pending], settings)
+    with contextlib.ExitStack() as stack:
+        bar = stack.enter_context(progress_bar(len(pending), label, "reply", disable=not show_progress or not pending))
+        stack.callback(getattr(replies, "close", lambda: None))  # on an abort a generator runner stops at once
+        for done, (i, reply) in enumerate(replies, start=1):
+            rec, s, key, _ = pending[i]
+            if reply.error is None and reply.text is not None:
+                cache.put(key, rec["id"], s, reply.text, reply.meta)
+                results[key] = {"response": reply.text, "error": None, "cached": False, "meta": reply.meta}
+                streak.n = 0
+            else:
+                results[key] = {
+                    "response": None,
+                    "error": reply.error or "no reply",
+                    "cached": False,
+                    "meta": reply.meta,
+                }
+                streak.n += 1
+            bar.update(1)
+            if progress:
+                progress(done, len(pending))
+            if streak.n >= max_consecutive_errors:
+                raise RunAbortedError(
+                    f"{streak.n} calls in a row failed (last: {results[key]['error']}); stopping. "
+                    f"{cache.count()} replies are saved in {cache.path}; fix the model/endpoint and rerun "
+                    "the same command to resume."
+                )
+    out = []
+    for rec, s, key, seed in jobs:
+        r = results[key]
+        meta = r["meta"]
+        out.append(
+            {
+                **rec,
+                "sample": s,
+                "seed": seed,
+                "model": runner.name,
+                "response": r["response"],
+                "status": "error" if r["error"] else "ok",
+                "error": r["error"],
+                "cached": r["cached"],
+                "prompt_format": meta.get("prompt_format", ""),
+                "finish_reason": meta.get("finish_reason"),
+                "truncated": meta.get("finish_reason") == "length",
+                "meta": json.dumps(meta, sort_keys=True),
+            }
+        )
+    return pd.DataFrame(out)
+
+
+def settings_dict(settings: GenerationSettings) -> dict[str, Any]:
+    """The settings as a plain dict (for reports)."""
+    return asdict(settings)

@@ -1,0 +1,345 @@
+"""OpenAI-compatible chat endpoints (``POST {base_url}/chat/completions``), called concurrently.
+
+:class:`OpenAIChatRunner` keeps up to ``concurrency`` requests in flight (a fixed pool of worker threads, each with
+its own ``requests.Session``), on top of a shared rate limit (``requests_per_minute``; ``None`` = no limit).
+Replies are yielded in the order they arrive; :func:`~queerbench.models.generation.collect.collect` stores each one at once and
+puts its output back in the rows' order.
+
+Failures, and what happens to them:
+
+- **retried** as serving clients do it (:func:`queerbench.base.http.retry_delay`): a ``Retry-After`` the server
+  sends (seconds or HTTP date, or ``retry-after-ms``) sets the wait, capped at ``backoff_max`` (``Retry-After: 0``:
+  at once); without one, ``backoff_base * 2**attempt`` capped at ``backoff_max``, less a random 0–25 % (jitter):
+  408, 409, 429 and every 5xx, a connection dropped mid-request, a read timeout, a body that is not the JSON of a
+  chat completion (truncated, HTML, no ``choices``). After ``max_retries`` retries the item fails (an error row,
+  never a reply, never cached) and the other prompts go on;
+- **final for the item**: other 4xx (e.g. 400 for a prompt the server rejects);
+- **fatal for the run**, raised at once as :class:`~queerbench.models.generation.settings.EndpointError` (a ``ValueError``: the
+  CLI prints one line): 401/403 (key missing or rejected), 404 (unknown model or wrong URL), and, as
+  :class:`~queerbench.models.generation.settings.EndpointUnreachableError`, a refused connection, unknown host or connect
+  timeout (``connect_timeout``, default 10 s), naming the URL. Replies that arrived before are already stored.
+
+API key rule: read from the environment variable ``api_key_env`` (default ``OPENAI_API_KEY``). It is **required** for
+any host that is not loopback (the runner refuses to start without it, naming the variable); for ``127.0.0.1``,
+``::1`` and ``localhost`` (vLLM, Ollama, llama.cpp servers) it is optional and its absence is noted once. The key is
+only ever sent in the ``Authorization`` header and scrubbed from every message; it is not part of the fingerprint.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import logging
+import os
+import queue
+import random
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+from urllib.parse import urlsplit
+
+import requests
+import urllib3
+
+from queerbench.base.http import retry_after_from_headers, retry_delay
+from queerbench.models.generation.settings import EndpointError, EndpointUnreachableError, GenerationSettings, Reply
+
+__all__ = ["OpenAIChatRunner", "is_loopback"]
+
+log = logging.getLogger(__name__)
+
+_RETRY_STATUS = frozenset({408, 409, 429})
+_STOP = object()  # a job queue entry: the worker exits
+_DONE: Any = object()  # a result queue entry: a worker has exited
+
+
+def is_loopback(url: str) -> bool:
+    """Whether ``url``'s host is this machine (``localhost``, ``127.0.0.0/8``, ``::1``)."""
+    host = (urlsplit(url).hostname or "").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class _RateLimiter:
+    """At most one request start per ``interval`` seconds across all threads (``interval`` 0: no limit)."""
+
+    def __init__(self, interval: float, clock: Callable[[], float]) -> None:
+        self.interval, self._clock = interval, clock
+        self._next: float | None = None
+        self._lock = threading.Lock()
+
+    def wait(self, sleep: Callable[[float], None]) -> None:
+        if self.interval <= 0:
+            return
+        with self._lock:
+            now = self._clock()
+            slot = now if self._next is None else max(now, self._next)
+            self._next = slot + self.interval
+        if slot > now:
+            sleep(slot - now)
+
+
+class OpenAIChatRunner:
+    """Any OpenAI-compatible chat-completions endpoint: concurrent, rate-limited, retried (see the module doc).
+
+    ``system_prompt`` (a system message before each prompt) and ``extra_body`` (a dict merged into every request
+    body, its keys winning, e.g. Gemini ``safety_settings`` or vLLM sampling extras) are part of the fingerprint,
+    so changing them never reuses cached replies. ``sleep``/``clock``/``jitter`` (the random source of the backoff
+    jitter, values in [0, 1)) are injectable for tests; by default a backoff wait ends early when the run is stopped.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        api_key_env: str = "OPENAI_API_KEY",
+        concurrency: int = 8,
+        requests_per_minute: float | None = 60.0,
+        max_retries: int = 5,
+        backoff_base: float = 1.0,
+        backoff_max: float = 60.0,
+        timeout: float = 60.0,
+        connect_timeout: float = 10.0,
+        system_prompt: str | None = None,
+        extra_body: dict[str, Any] | None = None,
+        sleep: Callable[[float], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        jitter: Callable[[], float] = random.random,
+    ) -> None:
+        if not base_url.startswith(("http://", "https://")):
+            raise ValueError(f"--endpoint must be an http(s) URL such as https://api.openai.com/v1, got {base_url!r}")
+        if not model:
+            raise ValueError("--endpoint needs --model NAME (the model name the endpoint serves)")
+        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+            raise ValueError(f"--concurrency must be a whole number >= 1, got {concurrency!r}")
+        if requests_per_minute is not None and requests_per_minute <= 0:
+            raise ValueError(f"--requests-per-minute must be > 0, got {requests_per_minute!r}")
+        if max_retries < 0 or backoff_base < 0 or backoff_max < 0 or timeout <= 0 or connect_timeout <= 0:
+            raise ValueError("max_retries, backoff_base and backoff_max must be >= 0, timeouts > 0")
+        if extra_body is not None and not isinstance(extra_body, dict):
+            raise ValueError("extra_body must be a JSON object (a dict)")
+        self.base_url = base_url.rstrip("/")
+        self.url = f"{self.base_url}/chat/completions"
+        self.model_name = model
+        self.name = f"{self.base_url}#{model}"
+        self.api_key_env = api_key_env
+        self._key = os.environ.get(api_key_env) or None
+        if self._key is None:
+            if not is_loopback(self.base_url):
+                raise ValueError(
+                    f"environment variable {api_key_env} is not set: {self.base_url} needs an API key "
+                    f"(export {api_key_env}=…; only servers on localhost/127.0.0.1 may run without one)"
+                )
+            log.warning("%s is not set: calling the local server %s without an API key", api_key_env, self.base_url)
+        self.concurrency = concurrency
+        self.max_retries, self.backoff_base, self.backoff_max = max_retries, backoff_base, backoff_max
+        self.timeout = (connect_timeout, timeout)
+        self.system_prompt = system_prompt
+        self.extra_body = dict(extra_body or {})
+        self._sleep, self._jitter = sleep, jitter
+        interval = 0.0 if requests_per_minute is None else 60.0 / requests_per_minute
+        self._limiter = _RateLimiter(interval, clock)
+        self._local = threading.local()
+        self._count_lock = threading.Lock()
+        self.calls = 0
+        """HTTP requests sent so far (every attempt counts)."""
+
+    def fingerprint(self) -> dict[str, Any]:
+        """What identifies the replies: endpoint URL, model name, and system prompt and extra body when set (never
+        the key; without the optional parts the fingerprint, and so the cache, is the same as before they existed)."""
+        fp: dict[str, Any] = {"kind": "openai-chat", "base_url": self.base_url, "model": self.model_name}
+        if self.system_prompt is not None:
+            fp["system"] = self.system_prompt
+        if self.extra_body:
+            fp["extra_body"] = self.extra_body
+        return fp
+
+    # ------------------------------------------------------------------------------------------- one request --
+
+    def _session(self) -> requests.Session:
+        session = getattr(self._local, "session", None)
+        if session is None:
+            session = self._local.session = requests.Session()
+        return session
+
+    def _scrub(self, text: str) -> str:
+        text = " ".join(str(text).split())  # one line
+        return text.replace(self._key, "***") if self._key else text
+
+    def backoff(self, attempt: int, retry_after: float | None = None) -> float:
+        """Seconds to wait before retry ``attempt + 1``: the server's ``Retry-After`` when it sent one, else
+        ``base * 2**attempt`` less 0–25 % jitter; capped at ``backoff_max`` (see
+        :func:`~queerbench.base.http.retry_delay`)."""
+        return retry_delay(attempt, retry_after, base=self.backoff_base, cap=self.backoff_max, rand=self._jitter)
+
+    def request_body(self, prompt: str, seed: int, settings: GenerationSettings) -> dict[str, Any]:
+        """The JSON body sent for one prompt (``top_p`` omitted when ``None``; ``extra_body`` merged last)."""
+        messages = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
+        messages.append({"role": "user", "content": prompt})
+        body: dict[str, Any] = {
+            "model": self.model_name,
+            "messages": messages,
+            "temperature": settings.temperature,
+            "max_tokens": settings.max_new_tokens,
+            "seed": seed,
+            "n": 1,
+        }
+        if settings.top_p is not None:
+            body["top_p"] = settings.top_p
+        body.update(self.extra_body)
+        return body
+
+    def _fatal(self, status: int, resp: requests.Response) -> EndpointError:
+        detail = self._scrub(resp.text)[:200]
+        if status in (401, 403):
+            why = f"the API key in ${self.api_key_env} is missing or was rejected"
+        else:
+            why = f"unknown model {self.model_name!r} or wrong URL (check --model and --endpoint)"
+        return EndpointError(f"{self.url} answered HTTP {status}: {why}; server said: {detail}")
+
+    def _unreachable(self, exc: BaseException) -> EndpointUnreachableError:
+        kind = "connect timeout" if isinstance(exc, requests.ConnectTimeout) else "connection refused or unknown host"
+        return EndpointUnreachableError(
+            f"cannot connect to {self.url} ({kind}): is the server running and the URL right? "
+            "Replies received so far are cached; rerun the same command to resume."
+        )
+
+    def call(self, prompt: str, seed: int, settings: GenerationSettings, stop: threading.Event | None = None) -> Reply:
+        """One prompt → one :class:`Reply`, with retries; raises :class:`EndpointError` for fatal answers.
+
+        ``stop``, once set, ends a backoff wait early and prevents further attempts.
+        """
+        stop = stop or threading.Event()
+        sleep = self._sleep or stop.wait
+        body = json.dumps(self.request_body(prompt, seed, settings))
+        headers = {"Content-Type": "application/json"}
+        if self._key:
+            headers["Authorization"] = f"Bearer {self._key}"
+        problems: list[str] = []
+        for attempt in range(self.max_retries + 1):
+            if stop.is_set():
+                return Reply(None, "cancelled: the run was stopped", {"attempts": attempt})
+            self._limiter.wait(sleep)
+            with self._count_lock:
+                self.calls += 1
+            retry_after = None
+            try:
+                resp = self._session().post(self.url, data=body, headers=headers, timeout=self.timeout)
+            except requests.ConnectionError as exc:
+                reason = getattr(exc.args[0], "reason", None) if exc.args else None
+                if isinstance(exc, requests.ConnectTimeout) or isinstance(
+                    reason, urllib3.exceptions.NewConnectionError
+                ):
+                    raise self._unreachable(exc) from None
+                problems.append(f"connection dropped ({type(exc).__name__})")
+            except requests.Timeout as exc:
+                problems.append(f"no answer within {self.timeout[1]:g} s ({type(exc).__name__})")
+            except requests.RequestException as exc:
+                problems.append(f"request failed ({type(exc).__name__})")
+            else:
+                status = resp.status_code
+                if status == 200:
+                    parsed = self._parse(resp)
+                    if isinstance(parsed, Reply):
+                        parsed.meta.update(attempts=attempt + 1, seed=seed)
+                        return parsed
+                    problems.append(parsed)
+                elif status in (401, 403, 404):
+                    raise self._fatal(status, resp)
+                elif status in _RETRY_STATUS or status >= 500:
+                    problems.append(f"HTTP {status}")
+                    retry_after = retry_after_from_headers(resp.headers, time.time())
+                else:
+                    return Reply(None, f"HTTP {status}: {self._scrub(resp.text)[:200]}", {"attempts": attempt + 1})
+            if attempt < self.max_retries:
+                sleep(self.backoff(attempt, retry_after))
+        return Reply(
+            None,
+            f"gave up after {self.max_retries + 1} attempts: " + "; ".join(problems),
+            {"attempts": self.max_retries + 1},
+        )
+
+    def _parse(self, resp: requests.Response) -> Reply | str:
+        """A chat completion → a :class:`Reply`; anything else → a one-line problem (retried)."""
+        try:
+            data = resp.json()
+            choice = data["choices"][0]
+            message = choice["message"]
+            text = message.get("content")
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
+            return f"malformed reply ({type(exc).__name__}: {self._scrub(str(exc))[:80]})"
+        if text is not None and not isinstance(text, str):
+            return "malformed reply (content is not a string)"
+        meta: dict[str, Any] = {"prompt_format": "chat", "finish_reason": choice.get("finish_reason")}
+        if message.get("refusal"):
+            meta["refusal"] = self._scrub(message["refusal"])[:500]
+        # content None (filtered, refusal field, tool call) is a reply with no text: the caller labels it empty
+        return Reply(text or "", None, meta)
+
+    # -------------------------------------------------------------------------------------------- the pool ---
+
+    def generate(
+        self, prompts: Sequence[str], seeds: Sequence[int], settings: GenerationSettings
+    ) -> Iterator[tuple[int, Reply]]:
+        """Yield ``(index, reply)`` as replies arrive, at most ``concurrency`` requests in flight.
+
+        Workers take a slot before each request and the slot comes back only when the caller asks for the next
+        reply, so requests in flight plus replies not yet handled never exceed ``concurrency`` (nothing runs far
+        ahead of a caller that stops). A fatal :class:`EndpointError` stops the workers (no new requests start;
+        backoff waits end) and is raised here; replies that arrived before it were yielded. Closing the
+        generator early (an abort or Ctrl-C in the caller) stops the workers the same way.
+        """
+        if len(prompts) != len(seeds):
+            raise ValueError("prompts and seeds must have the same length")
+        if not prompts:
+            return
+        stop = threading.Event()
+        jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        for item in enumerate(prompts):
+            jobs.put(item)
+        n_workers = min(self.concurrency, len(prompts))
+        for _ in range(n_workers):
+            jobs.put(_STOP)
+        results: queue.SimpleQueue[tuple[int, Any]] = queue.SimpleQueue()
+        slots = threading.Semaphore(n_workers)
+
+        def work() -> None:
+            while True:
+                slots.acquire()
+                item = _STOP if stop.is_set() else jobs.get()
+                if item is _STOP:
+                    break
+                i, prompt = item
+                try:
+                    results.put((i, self.call(prompt, seeds[i], settings, stop)))
+                except Exception as exc:  # fatal: stop the other workers now, the caller's thread raises it
+                    stop.set()
+                    results.put((i, exc))
+                    break
+            results.put((-1, _DONE))
+
+        workers = [threading.Thread(target=work, daemon=True, name=f"qb-endpoint-{k}") for k in range(n_workers)]
+        for w in workers:
+            w.start()
+        finished = 0
+        try:
+            while finished < n_workers:
+                i, out = results.get()
+                if out is _DONE:
+                    finished += 1
+                elif isinstance(out, BaseException):
+                    raise out
+                else:
+                    if out.error is None or not out.error.startswith("cancelled"):
+                        yield i, out
+                    slots.release()  # the caller has handled this reply (or it was cancelled)
+        finally:
+            stop.set()  # stops the others at once on error, early close or Ctrl-C
+            for _ in range(n_workers):
+                slots.release()  # wake workers waiting for a slot so that they exit

@@ -1,0 +1,1 @@
+"""Results across runs: comparisons of run folders."""

@@ -1,0 +1,238 @@
+"""``queerbench compare``: one table and one heatmap of several runs' QueerBench scores (``compare.md``,
+``compare.csv``, ``compare_n.csv``, ``compare_heatmap.png``), with the caveats a reader needs to trust a cell.
+
+Every cell shows its n (scored sentences), a cell with fewer than 30 carries the small-sample mark, a group a run
+has no data for says "no data", and :func:`compare_warnings` says when the runs differ in what makes their scores
+comparable: the sentence set (config, ``--limit``), k, the method, the toxicity scorer, ``--exclude-function-words``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from queerbench.base.files import atomic_path, write_text
+from queerbench.reporting.figures import heatmap_figure, model_label
+from queerbench.reporting.tables import NO_DATA, fmt, markdown_table
+from queerbench.scoring.aggregate import GROUP_ORDER
+from queerbench.scoring.caveats import small_n, small_n_threshold
+
+__all__ = ["compare_cells", "compare_labels", "compare_runs", "compare_warnings"]
+
+
+def _run_facts(run: dict[str, Any]) -> dict[str, Any]:
+    """What may differ between two runs of one comparison: model, config, k, templates, toxicity scorer, ..."""
+    meta, scores = run.get("meta") or {}, run["scores"]
+    return {
+        "model": meta.get("model"),
+        "method": meta.get("method"),
+        "config": scores.get("config"),
+        "k": scores.get("k"),
+        "n_sentences": meta.get("n_sentences", sum(scores.get("n", {}).values())),
+        "limit": meta.get("limit"),
+        "toxicity": (scores.get("scorers", {}).get("toxicity") or {}).get("name"),
+        "toxicity_input": meta.get("toxicity_input"),
+        "revision": meta.get("revision"),
+        "dtype": meta.get("dtype"),
+        "exclude_function_words": (scores.get("function_words") or {}).get("excluded"),
+    }
+
+
+def compare_labels(runs: Sequence[dict[str, Any]]) -> list[str]:
+    """Row labels for a comparison: ``<model> · <config> · top-<k>``, plus what tells apart runs that share those
+    (toxicity scorer, templates, revision, dtype), plus the run folder's name as the last resort."""
+    facts = [_run_facts(r) for r in runs]
+    labels = [
+        f"{model_label(f['model'])} · {f['config']} · top-{f['k']}"
+        + ("" if f["method"] in (None, "mlm") else f" · {f['method']}")
+        for f in facts
+    ]
+    for label in set(labels):
+        same = [i for i, other in enumerate(labels) if other == label]
+        if len(same) < 2:
+            continue
+        extra = {i: [] for i in same}
+        for fact, show in (
+            ("toxicity", lambda v: f"toxicity {v}"),
+            ("limit", lambda v: "all templates" if v is None else f"{v} templates"),
+            ("toxicity_input", lambda v: f"reads {v}"),
+            ("revision", lambda v: f"rev {str(v)[:10]}"),
+            ("dtype", str),
+        ):
+            if len({str(facts[i][fact]) for i in same}) > 1:
+                for i in same:
+                    extra[i].append(show(facts[i][fact]))
+        for i in same:
+            labels[i] += "".join(f" · {e}" for e in extra[i])
+    base = list(labels)
+    for label in set(base):
+        same = [i for i, other in enumerate(base) if other == label]
+        if len(same) > 1:
+            names = [Path(str(runs[i].get("dir", i))).name for i in same]
+            unique = len(set(names)) == len(names)  # else two folders of one name: their full paths tell them apart
+            for i, name in zip(same, names, strict=True):
+                labels[i] += f" · {name if unique else runs[i].get('dir', i)}"
+    return labels
+
+
+def compare_warnings(runs: Sequence[dict[str, Any]]) -> list[str]:
+    """What makes a comparison's rows not comparable: different sentence sets (QueerBench's vs QueerGen's, or
+    ``--limit`` within one), toxicity scorers or configs."""
+    facts = [_run_facts(r) for r in runs]
+    labels = compare_labels(runs)
+    warnings = []
+    configs = {f["config"] for f in facts}
+    if "queergen" in configs and len(configs) > 1:  # two benchmarks: different sentences, not a different --limit
+        shown = ", ".join(
+            f"{lab}: {f['n_sentences']} {'QueerGen' if f['config'] == 'queergen' else 'QueerBench'} sentences"
+            + (f" (--limit {f['limit']})" if f["limit"] else "")
+            for lab, f in zip(labels, facts, strict=True)
+        )
+        warnings.append(
+            f"the runs score different sentence sets ({shown}); their QB is not the same measurement, "
+            "so compare a group's QB only between runs of one config"
+        )
+    for config in sorted(configs, key=str):  # within one sentence set: the same templates?
+        same = [(lab, f) for lab, f in zip(labels, facts, strict=True) if f["config"] == config]
+        if len({(f["n_sentences"], f["limit"]) for _, f in same}) > 1:
+            shown = ", ".join(
+                f"{lab}: {f['n_sentences']} sentences" + (f" (--limit {f['limit']})" if f["limit"] else "")
+                for lab, f in same
+            )
+            warnings.append(f"the runs cover different templates ({shown}); compare runs made with the same --limit")
+    unscored = [lab for lab, r in zip(labels, runs, strict=True) if r["scores"].get("scored") is False]
+    if unscored:
+        warnings.append(
+            f"{', '.join(unscored)}: no sentence could be scored (no reply parsed to one word); see its parse rates"
+        )
+    scored = [(lab, f) for lab, f, r in zip(labels, facts, runs, strict=True) if r["scores"].get("scored") is not False]
+    scorers = {f["toxicity"] for _, f in scored}
+    if len(scorers) > 1:
+        shown = ", ".join(f"{lab}: {f['toxicity']}" for lab, f in scored)
+        warnings.append(
+            f"the runs used different toxicity scorers ({shown}); their P and QB are not comparable — "
+            "rescore with one --toxicity (queerbench score)"
+        )
+    if len(configs - {"queergen"}) > 1:
+        shown = " and ".join(sorted(str(c) for c in configs - {"queergen"}))
+        warnings.append(f"the runs mix the {shown} configs, whose scores follow different rules")
+    for fact, what, why in _DIFFERENCES:
+        values = {
+            _show(fact, f[fact]) for f, r in zip(facts, runs, strict=True) if r["scores"].get("scored") is not False
+        }
+        if len(values) > 1:
+            shown = ", ".join(f"{lab}: {_show(fact, f[fact])}" for lab, f in zip(labels, facts, strict=True))
+            warnings.append(f"the runs differ in {what} ({shown}); {why}")
+    return warnings
+
+
+_DIFFERENCES = (
+    ("k", "k", "a top-k score sums over k completions per sentence, so compare runs of one --top-k"),
+    (
+        "method",
+        "method",
+        "a masked LM's fill, a causal LM's ranked words and a chat model's answers are different measurements; "
+        "compare a group's score between runs of one --method",
+    ),
+    (
+        "exclude_function_words",
+        "--exclude-function-words",
+        "scores without closed-class completions are higher than with them; compare runs made the same way",
+    ),
+)
+
+
+def _show(fact: str, value: Any) -> str:
+    if fact == "k":
+        return f"top-{value}"
+    if fact == "method":
+        return str(value or "mlm")
+    if fact == "exclude_function_words":
+        return "excluded" if value else "included"  # runs older than the flag included them
+    return str(value)
+
+
+def compare_cells(runs: Sequence[dict[str, Any]]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """The comparison's QB values (runs × groups, NaN where missing), the n of every cell (scored sentences; 0 for
+    a group the run has no data for) and the cells as shown: ``12.34 (n=80)``, ``⚠`` after a small n (< 30),
+    ``no data`` for n = 0, ``—`` for a group scored without a toxicity scorer (no QB)."""
+    labels = compare_labels(runs)
+    if len(set(labels)) < len(labels):
+        dup = next(lab for lab in labels if labels.count(lab) > 1)
+        raise ValueError(f"two runs would share the row {dup!r}; pass each run folder once")
+    present = list(dict.fromkeys(g for run in runs for g in run["scores"]["n"]))
+    ordered = [g for g in GROUP_ORDER if g in present] + [g for g in present if g not in GROUP_ORDER]
+    values = pd.DataFrame(
+        [[run["scores"]["queerbench"].get(g) for g in ordered] for run in runs], index=labels, columns=ordered
+    ).astype(float)
+    counts = pd.DataFrame(
+        [[int(run["scores"]["n"].get(g) or 0) for g in ordered] for run in runs], index=labels, columns=ordered
+    )
+
+    def cell(value: float, n: int) -> str:
+        if not n:
+            return NO_DATA
+        return f"{fmt(value)} (n={n}){' ⚠' if small_n(n) else ''}"
+
+    shown = pd.DataFrame(
+        [[cell(values.iat[i, j], counts.iat[i, j]) for j in range(len(ordered))] for i in range(len(labels))],
+        index=labels,
+        columns=ordered,
+    )
+    shown.index.name = "run"
+    return values, counts, shown
+
+
+def compare_runs(runs: Sequence[dict[str, Any]], out: Path) -> tuple[pd.DataFrame, Path]:
+    """One Table-4-like table (rows = runs, columns = groups) and a heatmap across runs; returns (QB table, md path).
+
+    Rows are labelled ``<model> · <config> · top-<k>`` (:func:`compare_labels`); every cell carries its n
+    (:func:`compare_cells`; ``compare_n.csv`` next to ``compare.csv``), and :func:`compare_warnings` lists what
+    makes rows not comparable, which ``compare.md`` and the heatmap's subtitle repeat.
+    """
+    table, counts, shown = compare_cells(runs)
+    out.mkdir(parents=True, exist_ok=True)
+    warnings = compare_warnings(runs)
+    heatmap_figure(
+        table,
+        out / "compare_heatmap.png",
+        "QueerBench score per run and group",
+        subtitle="rows: model · config · top-k" + (" (not all comparable: see compare.md)" if warnings else ""),
+        value_label="QueerBench score (higher = more harmful)",
+        counts=counts,
+    )
+    with atomic_path(out / "compare.csv") as tmp:
+        table.to_csv(tmp)
+    with atomic_path(out / "compare_n.csv") as tmp:
+        counts.to_csv(tmp)
+    from queerbench.tasks.queergen.compare import queergen_compare_section  # QueerGen runs: its scores side by side
+
+    extra = queergen_compare_section(runs, out)
+    notes = [f"> **Warning:** {w}" for w in warnings]
+    notes.append("> n = the run's scored sentences in that group.")
+    if (counts.gt(0) & counts.lt(small_n_threshold())).any().any():
+        notes.append(
+            f"> ⚠ = fewer than {small_n_threshold()} scored sentences: indicative only (see the run's report for the "
+            "CI width)."
+        )
+    if counts.eq(0).any().any():
+        notes.append(f"> {NO_DATA} = the run scored no sentence of that group.")
+    if (table.isna() & counts.gt(0)).any().any():
+        notes.append("> — = no QB: the run had no toxicity scorer.")
+    md = "\n".join(
+        [
+            "# QueerBench comparison",
+            "",
+            *notes,
+            "",
+            markdown_table(shown),
+            "",
+            "![heatmap](compare_heatmap.png)",
+            *extra,
+            "",
+        ]
+    )
+    return table, write_text(out / "compare.md", md)

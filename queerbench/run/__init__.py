@@ -1,0 +1,1 @@
+"""The run pipeline: options and signature, the output folder, prediction saved in parts, scoring and the outputs."""

@@ -1,0 +1,239 @@
+"""What a task is: one benchmark declared as data (its entry in a task data file) plus a few hooks.
+
+In the spirit of lm-evaluation-harness's task configs, everything the harness needs to know about a benchmark is
+either a field of its :class:`TaskSpec` — read from a versioned JSON file with a schema check — or a method of its
+:class:`Task` that the benchmark's task module overrides:
+
+- data: the name (also the ``--config`` value), the benchmark it belongs to, a one-line title, its kind (``blanks``:
+  fill-in-the-blank sentences that ``queerbench run`` predicts; ``probes``: prompts with a pipeline of their own), the
+  methods that apply, the masked-LM mode, what the toxicity scorer reads, the scoring rules, the dataset config and
+  the lm-evaluation-harness task name;
+- hooks: the items (:meth:`Task.items`), the first ``--limit`` templates of them, the dataset splits and card text,
+  extra scores next to the QueerBench score, report sections, figures and comparison sections, and the upstream
+  files the benchmark's own results come in.
+
+Generic code (the run, scoring, reporting, comparison, the Space, the dataset builder, the lm-eval bridge) asks a
+task for these and never compares a task's name.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from queerbench.scoring.aggregate import ScoringOptions
+from queerbench.scoring.rules import ScoringRules
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+__all__ = ["KINDS", "MLM_MODES", "TOXICITY_INPUTS", "Task", "TaskSpec", "load_specs"]
+
+KINDS = ("blanks", "probes")
+"""``blanks``: sentences with one ``[MASK]`` that a method fills (``queerbench run``); ``probes``: prompts that a task
+runs through a pipeline of its own (the SCM probes)."""
+MLM_MODES = ("whole_word", "raw")
+"""How a masked LM's top-k is read: whole words only (``whole_word``) or the raw top-k tokens (``raw``, as the papers'
+code read them)."""
+TOXICITY_INPUTS = ("neutral", "full", "frame")
+"""What the toxicity scorer reads: the subject-blind neutral sentence, the full sentence, or 'The person is <word>.'"""
+_METHODS = ("mlm", "scored", "instructed")
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """The data part of a task (one entry of a task data file)."""
+
+    name: str
+    benchmark: str
+    title: str
+    kind: str
+    methods: tuple[str, ...]
+    dataset_config: str
+    dataset_description: str
+    mlm_mode: str | None = None
+    toxicity_input: str | None = None
+    rules: ScoringRules = field(default_factory=ScoringRules)
+    lmeval_task: str | None = None
+    build_by_default: bool = True
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Task-specific settings its hooks read (the generic code does not)."""
+
+
+_REQUIRED: dict[str, type | tuple[type, ...]] = {
+    "name": str,
+    "benchmark": str,
+    "title": str,
+    "kind": str,
+    "methods": list,
+    "dataset": dict,
+}
+
+
+def _spec(raw: Any, where: str) -> TaskSpec:
+    """One task entry, checked: a one-line ``ValueError`` naming the file, the task and the field."""
+    if not isinstance(raw, dict):
+        raise ValueError(f"{where}: each entry of 'tasks' must be an object")
+    label = f"{where} (task {raw.get('name')!r})"
+    for key, kind in _REQUIRED.items():
+        if not isinstance(raw.get(key), kind):
+            raise ValueError(f"{label}: {key!r} is required and must be a {getattr(kind, '__name__', kind)}")
+    if raw["kind"] not in KINDS:
+        raise ValueError(f"{label}: 'kind' must be one of {', '.join(KINDS)}")
+    unknown = [m for m in raw["methods"] if m not in _METHODS]
+    if unknown or not raw["methods"]:
+        raise ValueError(f"{label}: 'methods' must name some of {', '.join(_METHODS)}, got {raw['methods']}")
+    blanks = raw["kind"] == "blanks"
+    if blanks and raw.get("mlm_mode") not in MLM_MODES:
+        raise ValueError(f"{label}: a blanks task needs 'mlm_mode', one of {', '.join(MLM_MODES)}")
+    if blanks and raw.get("toxicity_input") not in TOXICITY_INPUTS:
+        raise ValueError(f"{label}: a blanks task needs 'toxicity_input', one of {', '.join(TOXICITY_INPUTS)}")
+    dataset = raw["dataset"]
+    if not isinstance(dataset.get("config"), str) or not isinstance(dataset.get("description"), str):
+        raise ValueError(f"{label}: 'dataset' needs a 'config' name and a 'description'")
+    lmeval = raw.get("lmeval")
+    if lmeval is not None and not isinstance((lmeval or {}).get("task"), str):
+        raise ValueError(f"{label}: 'lmeval' must be null or an object with the task name under 'task'")
+    known = {*_REQUIRED, "mlm_mode", "toxicity_input", "scoring", "lmeval", "extra"}
+    stray = sorted(set(raw) - known)
+    if stray:
+        raise ValueError(f"{label}: unknown field(s) {stray}")
+    return TaskSpec(
+        name=raw["name"],
+        benchmark=raw["benchmark"],
+        title=raw["title"],
+        kind=raw["kind"],
+        methods=tuple(raw["methods"]),
+        dataset_config=dataset["config"],
+        dataset_description=dataset["description"],
+        mlm_mode=raw.get("mlm_mode"),
+        toxicity_input=raw.get("toxicity_input"),
+        rules=ScoringRules.from_dict(raw.get("scoring", {}), label),
+        lmeval_task=(lmeval or {}).get("task"),
+        build_by_default=bool(dataset.get("build_by_default", True)),
+        extra=dict(raw.get("extra") or {}),
+    )
+
+
+def load_specs(path: str | Path) -> dict[str, TaskSpec]:
+    """The task specs of a data file ``{"schema_version": 1, "tasks": [...]}``, by name, checked."""
+    path = Path(path)
+    where = f"task file {path.name}"
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{where} cannot be read ({exc})") from None
+    if not isinstance(raw, dict) or raw.get("schema_version") != 1 or not isinstance(raw.get("tasks"), list):
+        raise ValueError(f"{where}: expected an object with schema_version 1 and a list 'tasks'")
+    specs = [_spec(entry, where) for entry in raw["tasks"]]
+    return {s.name: s for s in specs}
+
+
+class Task:
+    """A benchmark as the harness sees it: its :class:`TaskSpec` and the hooks a task module overrides.
+
+    The defaults describe a template-style benchmark whose items carry ``template_id`` and ``group`` and whose
+    only score is the QueerBench score; a task module overrides :meth:`items` and whatever else it adds.
+    """
+
+    def __init__(self, spec: TaskSpec) -> None:
+        self.spec = spec
+
+    def __repr__(self) -> str:
+        return f"<Task {self.spec.name} ({self.spec.benchmark})>"
+
+    # ------------------------------------------------------------------------------------------------ data --
+    @property
+    def name(self) -> str:
+        """The task's name: the ``--config`` value and the ``task:`` field of a run's signature."""
+        return self.spec.name
+
+    @property
+    def benchmark(self) -> str:
+        """The benchmark (paper) the task belongs to; runs of two benchmarks score different item sets."""
+        return self.spec.benchmark
+
+    @property
+    def runs_blanks(self) -> bool:
+        """Whether ``queerbench run`` predicts this task's items (a ``blanks`` task)."""
+        return self.spec.kind == "blanks"
+
+    def check_method(self, method: str) -> None:
+        """A one-line ``ValueError`` unless ``method`` applies to this task."""
+        if method not in self.spec.methods:
+            raise ValueError(
+                f"--method {method} does not apply to --config {self.name} ({self.spec.title}); it runs with "
+                f"{', '.join(self.spec.methods)}"
+            )
+
+    def scoring_options(self, **settings: Any) -> ScoringOptions:
+        """The scoring options of this task's rules with ``settings`` (toxicity scorer, bootstrap, ...)."""
+        return ScoringOptions(config=self.name, rules=self.spec.rules, **settings)
+
+    # ----------------------------------------------------------------------------------------------- items --
+    def items(self) -> pd.DataFrame:
+        """Every item of the task, in run order, with the dataset columns and ``split``."""
+        raise NotImplementedError(f"task {self.name} defines no items")
+
+    def first_templates(self, items: pd.DataFrame, limit: int | None) -> pd.DataFrame:
+        """The items of the first ``limit`` templates (all when ``None``), in run order (``--limit``)."""
+        if limit is not None:
+            keep = sorted(items["template_id"].unique())[:limit]
+            items = items[items["template_id"].isin(keep)]
+        return items.reset_index(drop=True)
+
+    def n_templates(self) -> int:
+        """How many templates the task has (so a ``--limit`` at least that large means all of them)."""
+        return int(self.items()["template_id"].nunique())
+
+    # --------------------------------------------------------------------------------------------- dataset --
+    def dataset_splits(self) -> dict[str, pd.DataFrame]:
+        """The splits of the task's dataset config (the items by their ``split`` column, without it)."""
+        items = self.items()
+        return {
+            str(split): frame.drop(columns=["split"]).reset_index(drop=True)
+            for split, frame in items.groupby("split", sort=False)
+        }
+
+    def dataset_sources(self) -> list[str]:
+        """Pinned sources (``lexicons/sources.json`` names) the dataset card lists beyond the project's own."""
+        return []
+
+    def dataset_card_extra(self) -> str:
+        """Text the dataset card adds when this config is built (licence terms of its sources, ...)."""
+        return ""
+
+    # --------------------------------------------------------------------------------------------- scoring --
+    def check_predictions(self, predictions: pd.DataFrame, path: Path) -> None:
+        """Refuse, in one line, a predictions table that is not one of this task's runs (before any scoring)."""
+
+    def extra_scores(
+        self, predictions: pd.DataFrame, k_reported: int, *, k: int | None = None, **settings: Any
+    ) -> dict[str, Any]:
+        """Scores the task reports next to the QueerBench score, as ``{key: block}`` entries of ``scores.json``."""
+        return {}
+
+    def owns_file(self, path: Path) -> bool:
+        """Whether ``path`` is one of this benchmark's own published files (which it scores itself)."""
+        return False
+
+    def score_file(self, path: Path, settings: dict[str, Any]) -> dict[str, Any]:
+        """Score one of the benchmark's published files (``queerbench score FILE``)."""
+        raise ValueError(f"{path}: --config {self.name} does not read published files; pass a run's predictions")
+
+    # ------------------------------------------------------------------------------------------- reporting --
+    def report_sections(self, scores: dict[str, Any]) -> list[str]:
+        """Markdown sections the run's report adds after its generic part."""
+        return []
+
+    def figures(self, scores: dict[str, Any], out: Path, label: str) -> dict[str, str]:
+        """Figures the task adds to a run's (written into ``out``): ``{caption: file name}``."""
+        return {}
+
+    def compare_sections(self, runs: Sequence[dict[str, Any]], out: Path) -> list[str]:
+        """Markdown lines ``compare.md`` adds for this task's runs among ``runs``."""
+        return []

@@ -1,0 +1,78 @@
+"""QueerBench's two tasks: ``default`` (the method done right) and ``paper`` (the published procedure, bugs included).
+
+Their data — methods, masked-LM mode, toxicity input, scoring rules, dataset config, lm-eval task — is in
+``tasks.json`` next to this module; the hooks below build their sentences (:mod:`.templates`) and read the paper's own
+published prediction and evaluation files (:mod:`.paper_data`) for ``queerbench score FILE``.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from queerbench.tasks.base import Task, TaskSpec, load_specs
+from queerbench.tasks.queerbench.templates import COLUMNS, SPLITS, build_sentences
+
+__all__ = ["TASKS", "QueerBenchTask"]
+
+SPECS: dict[str, TaskSpec] = load_specs(Path(__file__).with_name("tasks.json"))
+
+
+class QueerBenchTask(Task):
+    """A QueerBench task: the templates × subjects of the upstream files, by the task's sentence rules."""
+
+    def items(self) -> pd.DataFrame:
+        """Every sentence with the dataset columns and ``split`` (``nouns``/``pronouns``), template-major."""
+        return build_sentences(self.name)
+
+    def n_templates(self) -> int:
+        """The number of templates (read from the sentences)."""
+        return int(self.items()["template_id"].nunique())
+
+    def dataset_splits(self) -> dict[str, pd.DataFrame]:
+        """``nouns`` and ``pronouns``, with the dataset columns only."""
+        frame = self.items()
+        return {split: frame[frame["split"] == split][list(COLUMNS)].reset_index(drop=True) for split in SPLITS}
+
+    def score_file(self, path: Path, settings: dict[str, Any]) -> dict[str, Any]:
+        """Score one of the paper's prediction or evaluation CSVs (``;``-separated, read by header name) with this
+        task's rules; ``--toxicity precomputed`` uses the file's stored Perspective counts."""
+        from queerbench.scoring.aggregate import compute
+        from queerbench.tasks.queerbench.paper_data import read_paper_csv
+
+        try:
+            frame = read_paper_csv(path)
+        except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError) as exc:
+            reason = "it is empty" if isinstance(exc, pd.errors.EmptyDataError) else f"{type(exc).__name__}"
+            raise ValueError(
+                f"{path} is not a readable QueerBench CSV ({reason}); expected an upstream "
+                "data/prediction or data/evaluation/<model>_template_<k>.csv (';'-separated)"
+            ) from None
+        top_k, toxicity = settings.get("top_k"), settings["options"].toxicity
+        tokens = [t[:top_k] if top_k else t for t in frame["tokens"]]
+        stored = "perspective_counts" in frame
+        counts = frame["perspective_counts"].tolist() if toxicity == "precomputed" and stored else None
+        if toxicity == "precomputed" and counts is None:
+            raise ValueError(f"{path} has no stored perspective column; choose another --toxicity")
+        published = build_sentences("paper")  # the paper's files hold the paper's sentences, whatever the task
+        aligned = len(frame) == len(published) and (frame["name"].to_numpy() == published["subject"].to_numpy()).all()
+        if counts is None and toxicity != "none" and self.spec.toxicity_input != "full":
+            print(
+                f"warning: the paper's files hold the paper's sentences; the toxicity scorer reads them in full "
+                f"(not the {self.spec.toxicity_input} sentence of the {self.name} config)",
+                file=sys.stderr,
+            )
+        return compute(
+            tokens,
+            frame["group"].tolist(),
+            sentences=frame["template"].tolist(),
+            toxicity_counts=counts,
+            template_ids=published["template_id"].tolist() if aligned else None,  # bootstrap/permutation clusters
+            options=settings["options"],
+        )
+
+
+TASKS = [QueerBenchTask(spec) for spec in SPECS.values()]

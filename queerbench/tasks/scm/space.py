@@ -1,0 +1,67 @@
+"""The "Generative LMs" tab of the Gradio Space: run the SCM probes on a small local model."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any
+
+__all__ = ["build_scm_tab", "run_for_space"]
+
+
+def run_for_space(model_id: str, samples: float, limit: float) -> tuple[str, list[str], Any]:
+    """Run the probes (embedded SmolLM2 when ``model_id`` is empty) and return (report, figure paths, table)."""
+    import pandas as pd
+
+    from queerbench.tasks.scm.pipeline import resolve_settings, run_scm
+
+    out = Path(tempfile.mkdtemp(prefix="scm-space-"))
+    try:
+        n = max(1, int(samples))
+        # the paper's decoding for the model family; short replies so the demo answers in minutes on a CPU
+        survey, story, provenance = resolve_settings(
+            model_id.strip() or "embedded",
+            survey_samples=n,
+            story_samples=n,
+            max_new_tokens=120,
+            story_max_new_tokens=200,
+        )
+        res = run_scm(
+            out,
+            model=model_id.strip() or None,
+            settings=survey,
+            story_settings=story,
+            provenance=provenance,
+            limit=max(1, int(limit)),
+            log=lambda m: None,
+        )
+    except (ValueError, OSError, RuntimeError) as exc:
+        return f"**Error:** {exc}", [], pd.DataFrame()
+    table = pd.DataFrame(
+        [
+            {"group": g, "Warmth": v["Warmth"]["mean"], "Competence": v["Competence"]["mean"]}
+            for g, v in res.get("rating_constrained", res["rating_free"]).items()  # paper figure order
+        ]
+    )
+    return (out / "report.md").read_text(encoding="utf-8"), sorted(str(p) for p in out.glob("*.png")), table
+
+
+def build_scm_tab() -> None:
+    """Add the "Generative LMs" tab's components; call inside an enclosing ``gr.Blocks()`` context."""
+    import gradio as gr
+
+    with gr.Tab("Generative LMs"):
+        gr.Markdown(
+            "Stereotype Content Model probes (Ostrow & Lopez): survey and story prompts for seven sexual "
+            "and gender minority groups, mapped onto Warmth and Competence. Leave the model empty for the "
+            "embedded SmolLM2-135M-Instruct (runs on CPU)."
+        )
+        with gr.Row():
+            model = gr.Textbox(label="Model id or path", placeholder="empty = embedded SmolLM2-135M-Instruct")
+            samples = gr.Number(label="Samples per prompt", value=1, precision=0, minimum=1, maximum=10)
+            limit = gr.Number(label="Prompts per split", value=20, precision=0, minimum=1, maximum=329)
+        button = gr.Button("Run SCM probes", variant="primary")
+        table = gr.Dataframe(label="Mean rating per group")
+        gallery = gr.Gallery(label="Figures")
+        report = gr.Markdown()
+        button.click(run_for_space, inputs=[model, samples, limit], outputs=[report, gallery, table])
