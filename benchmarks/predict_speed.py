@@ -167,17 +167,17 @@ def main(argv: list[str] | None = None) -> None:
         lengths = [len(x) for x in lm.tokenizer(sentences)["input_ids"]]
         mean = sum(lengths) / len(lengths)
         print(f"model: random BertForMaskedLM, vocab {VOCAB}, hidden 768, 12 layers; mean length {mean:.1f} tokens")
-        predict(lm, sentences[:8], args.k, mode="paper", batch_size=8)  # warm-up
+        predict(lm, sentences[:8], args.k, mode="raw", batch_size=8)  # warm-up
         paper_one_at_a_time(lm.model, lm.tokenizer, sentences[0], args.k)
 
         rows: list[tuple[str, float, float]] = []
         one, t_one, m_one = timed(lambda: [paper_one_at_a_time(lm.model, lm.tokenizer, s, args.k) for s in sentences])
         rows.append(("paper one-at-a-time", t_one, m_one))
         floor32 = matmul_rate(torch.float32)  # measured next to the engine run: other load on the machine varies
-        eng, t_eng, m_eng = timed(lambda: predict(lm, sentences, args.k, mode="paper", batch_size=args.batch_size), 2)
+        eng, t_eng, m_eng = timed(lambda: predict(lm, sentences, args.k, mode="raw", batch_size=args.batch_size), 2)
         floor32 = max(floor32, matmul_rate(torch.float32))
         rows.append((f"engine paper mode (batch {args.batch_size})", t_eng, m_eng))
-        _, t_def, m_def = timed(lambda: predict(lm, sentences, args.k, mode="default", batch_size=args.batch_size), 2)
+        _, t_def, m_def = timed(lambda: predict(lm, sentences, args.k, mode="whole_word", batch_size=args.batch_size), 2)
         rows.append((f"engine default mode (batch {args.batch_size})", t_def, m_def))
         if not args.skip_pipeline:
             pipe, t_pipe, m_pipe = timed(lambda: run_pipeline(lm, sentences, args.k, args.batch_size))
@@ -206,9 +206,9 @@ def main(argv: list[str] | None = None) -> None:
 
         if args.dtype == "bfloat16":
             lm16 = load_masked_lm(str(path), device="cpu", dtype="bfloat16")
-            predict(lm16, sentences[:8], args.k, mode="paper", batch_size=8)
+            predict(lm16, sentences[:8], args.k, mode="raw", batch_size=8)
             floor16 = matmul_rate(torch.bfloat16)
-            e16, t16, m16 = timed(lambda: predict(lm16, sentences, args.k, mode="paper", batch_size=args.batch_size))
+            e16, t16, m16 = timed(lambda: predict(lm16, sentences, args.k, mode="raw", batch_size=args.batch_size))
             floor16 = max(floor16, matmul_rate(torch.bfloat16))
             top1, _ = agreement(e16.ids, eng.ids)
             overlap = sum(len(set(a) & set(b)) for a, b in zip(e16.ids, eng.ids, strict=True)) / (args.k * len(e16.ids))

@@ -9,15 +9,15 @@ import datasets
 import evaluate
 
 import queerbench
-from queerbench.scoring.aggregate import ScoringOptions
 from queerbench.scoring.aggregate import compute as qb_compute
 from queerbench.scoring.hurtlex import check_level
 from queerbench.scoring.inputs import check_types
+from queerbench.tasks import get_task, task_names
 
 SCM_CONFIG = "scm"
 QUEERGEN_CONFIG = "queergen"
-CONFIGS = (*queerbench.CONFIGS, SCM_CONFIG)
-"""Every config this module accepts; the docstring has a runnable example for each (the tests check it)."""
+CONFIGS = task_names()
+"""Every config this module accepts, one per task (the docstring has a runnable example for each: the tests check it)."""
 _SCM_INPUTS = ("prompt_types", "terms", "prompts")
 _QB_INPUTS = ("sentences", "toxicity_counts", "template_ids")
 _QG_INPUTS = ("unmarked_sentences", "templates", "perspective_scores", "regard_scores")
@@ -138,7 +138,7 @@ class QueerBench(evaluate.Measurement):
                 queergen=True, toxicity=options.get("toxicity", "embedded"), seed=options.get("seed", 0)
             )
         else:
-            self.options = ScoringOptions(config=config, toxicity_kwargs=toxicity_kwargs, **options)
+            self.options = get_task(config).scoring_options(toxicity_kwargs=toxicity_kwargs, **options)
 
     def _info(self):
         return evaluate.MeasurementInfo(

@@ -148,25 +148,44 @@ def one_thread() -> Iterator[None]:
 @pytest.fixture()
 def stand_in_hub(monkeypatch: pytest.MonkeyPatch):
     """A stand-in Hub: ``serve(hub_id, folder)`` makes transformers' ``from_pretrained`` (config, tokenizer and causal
-    LM) load ``hub_id`` from ``folder``, resolved at commit ``c0ffee`` (what transformers records in
-    ``config._commit_hash`` for a Hub model); every other name loads as usual."""
+    LM) load ``hub_id`` from ``folder``, resolved at commit ``c0ffee`` (what the Hub's API answers for its files:
+    :func:`queerbench.models.fingerprint.hub_commit`); every other name loads as usual."""
     import transformers
+
+    from queerbench.models import fingerprint
 
     served: dict[str, Path] = {}
     for cls in (transformers.AutoConfig, transformers.AutoTokenizer, transformers.AutoModelForCausalLM):
         real = cls.from_pretrained.__func__
 
         def from_hub(klass, name, *args, _real=real, **kwargs):
-            out = _real(klass, served.get(name, name), *args, **kwargs)
-            if name in served:
-                config = getattr(out, "config", out)
-                if isinstance(config, transformers.PretrainedConfig):
-                    config._commit_hash = "c0ffee"
-            return out
+            return _real(klass, served.get(name, name), *args, **kwargs)
 
         monkeypatch.setattr(cls, "from_pretrained", classmethod(from_hub))
+    real_commit = fingerprint.hub_commit
+    monkeypatch.setattr(
+        fingerprint,
+        "hub_commit",
+        lambda name, revision=None: "c0ffee" if name in served else real_commit(name, revision),
+    )
 
     def serve(hub_id: str, folder: Path) -> None:
         served[hub_id] = folder
 
     return serve
+
+
+@pytest.fixture()
+def hub_commits(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str | None]]:
+    """Every :func:`queerbench.models.fingerprint.hub_commit` call (name, revision); the Hub answers commit ``c0ffee``
+    for ``org/known`` and nothing for any other id (offline, unknown, unreadable)."""
+    from queerbench.models import fingerprint
+
+    seen: list[tuple[str, str | None]] = []
+
+    def answer(name: str, revision: str | None = None) -> str | None:
+        seen.append((str(name), revision))
+        return "c0ffee" if str(name) == "org/known" else None
+
+    monkeypatch.setattr(fingerprint, "hub_commit", answer)
+    return seen

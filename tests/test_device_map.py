@@ -67,7 +67,7 @@ def test_mlm_predictions_are_the_same_with_a_device_map(bert: Path, placed: list
     mapped = load_masked_lm(str(bert), device="cpu", device_map="auto")
     assert placed == [None, "auto"] and mapped.device == torch.device("cpu")
     assert mapped.metadata()["device_map"] == "auto" and plain.metadata()["device_map"] is None
-    for mode in ("default", "paper"):
+    for mode in ("whole_word", "raw"):
         a, b = predict(plain, SENTENCES, 5, mode=mode), predict(mapped, SENTENCES, 5, mode=mode)
         assert a.tokens == b.tokens and a.ids == b.ids
         assert torch.allclose(torch.tensor(a.probs), torch.tensor(b.probs), atol=1e-6)
@@ -142,7 +142,7 @@ def test_a_causal_lm_too_large_is_refused_before_the_run_claims_its_folder(
 
     monkeypatch.setattr("transformers.AutoModelForCausalLM.from_pretrained", never)
     monkeypatch.setattr("queerbench.run.pipeline.claim_out_dir", never)
-    monkeypatch.setattr("queerbench.run.pipeline.fingerprint_model", never)  # before the weights are hashed, too
+    monkeypatch.setattr("queerbench.models.registry.fingerprint_model", never)  # before the weights are hashed, too
     out = tmp_path / "run"
     code, err = _run(capsys, "--model", str(llama), "--method", method, "--device", "cpu", "--out", str(out))
     assert code == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err

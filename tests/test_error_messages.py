@@ -12,7 +12,7 @@ METRIC = str(Path(__file__).resolve().parents[1] / "metric_queerbench")
 
 # ------------------------------------------------------------------------------------------------------ messages
 def test_os_errors_become_one_line():
-    from queerbench.cli.common import os_error_message
+    from queerbench.base.arguments import os_error_message
 
     message = os_error_message(PermissionError(13, "Permission denied", "/ro/run/run.json"))
     assert message.startswith("Permission denied: /ro/run/run.json;") and "\n" not in message and "--out" in message

@@ -12,8 +12,6 @@ import pandas as pd
 import pytest
 
 from queerbench.cli import main
-from queerbench.run import pipeline as run_module
-from queerbench.run.pipeline import RunOptions
 from queerbench.scoring.aggregate import ScoringOptions, compute
 from queerbench.scoring.function_words import (
     content_only,
@@ -21,6 +19,7 @@ from queerbench.scoring.function_words import (
     load_function_words,
     schema_problems,
 )
+from queerbench.tasks import get_task
 from queerbench.tasks.queerbench.templates import build_sentences
 from tests.test_llm_instructed import BlankServer
 
@@ -135,7 +134,8 @@ def test_score_records_the_flag_and_off_is_the_default(tmp_path: Path, capsys):
 
 def test_run_records_the_flag_in_scores_json_and_a_rerun_without_it_rescores(tmp_path: Path, monkeypatch, capsys):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-    sentences = run_module._sentences(RunOptions(limit=1))["masked_sentence"].tolist()
+    task = get_task("default")
+    sentences = task.first_templates(task.items(), 1)["masked_sentence"].tolist()
     replies = {sentences[0]: ["a"], sentences[1]: ["the"], "[MASK]": ["doctor"]}  # the first key found wins
     out = tmp_path / "run"
     fast = ["--toxicity", "none", "--bootstrap", "20", "--permutations", "20", "--requests-per-minute", "1000000"]

@@ -40,12 +40,25 @@ def _module_name(path: Path) -> str:
 MODULES: dict[str, Path] = {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
 
 
-def _imports(name: str, path: Path) -> set[str]:
+def _type_only(tree: ast.AST) -> set[int]:
+    """The ids of the import nodes inside ``if TYPE_CHECKING:`` blocks (annotations only: no import at run time)."""
+    nodes: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            nodes.update(id(n) for stmt in node.body for n in ast.walk(stmt))
+    return nodes
+
+
+def _imports(name: str, path: Path, *, types: bool = False) -> set[str]:
     """The queerbench modules ``name`` imports anywhere in its source (``from pkg import mod`` counts as ``pkg.mod``
-    when that is a module)."""
+    when that is a module): at run time, or (``types``) in ``if TYPE_CHECKING:`` blocks only."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    type_only = _type_only(tree)
+    for node in ast.walk(tree):
+        if (id(node) in type_only) != types:
+            continue
         if isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package.split(".")[: len(package.split(".")) - node.level + 1]
@@ -62,6 +75,8 @@ def _imports(name: str, path: Path) -> set[str]:
 
 
 GRAPH: dict[str, set[str]] = {name: _imports(name, path) for name, path in MODULES.items()}
+TYPE_GRAPH: dict[str, set[str]] = {name: _imports(name, path, types=True) for name, path in MODULES.items()}
+"""Imports for annotations only: no circle at run time, but still only downwards (or within a part)."""
 
 
 def _top(name: str) -> str:
@@ -112,8 +127,8 @@ def test_the_cycle_finder_finds_a_circle_and_only_a_circle() -> None:
 
 def test_the_import_reader_sees_lazy_and_relative_imports() -> None:
     assert "queerbench.methods.registry" in GRAPH["queerbench.run.pipeline"]
-    lazy = {m for m in GRAPH["queerbench.run.pipeline"] if m.startswith("queerbench.tasks.queergen")}
-    assert lazy, "run imports QueerGen's scores inside a function; the reader must see it"
+    lazy = {m for m in GRAPH["queerbench.tasks.queergen.task"] if m == "queerbench.tasks.queergen.score"}
+    assert lazy, "QueerGen's task imports its scores inside a function; the reader must see it"
 
 
 def test_no_import_circles() -> None:
@@ -125,9 +140,10 @@ def test_every_module_has_a_layer() -> None:
 
 
 def test_imports_go_down_the_layers_only() -> None:
+    both = {name: GRAPH[name] | TYPE_GRAPH[name] for name in GRAPH}
     upward = [
         f"{name} imports {target} ({_top(name)} is layer {RANK[_top(name)]}, {_top(target)} layer {RANK[_top(target)]})"
-        for name, targets in sorted(GRAPH.items())
+        for name, targets in sorted(both.items())
         for target in sorted(targets)
         if _top(target) != _top(name) and RANK[_top(target)] >= RANK[_top(name)]
     ]
@@ -180,16 +196,84 @@ def test_run_branches_on_the_method_only_through_the_registry() -> None:
 
 
 def test_one_module_reads_the_environment() -> None:
-    """Only :mod:`queerbench.base.env` reads environment variables, except the modules other work owns for now (listed,
-    so that the list can only shrink)."""
-    allowed = {
-        "queerbench.base.env",
-        "queerbench.models.generation.endpoint",
-        "queerbench.tasks.scm.axes",
-    }
+    """Only :mod:`queerbench.base.env` reads environment variables (secrets included)."""
+    allowed = {"queerbench.base.env"}
     readers = set()
     for name, path in MODULES.items():
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Attribute) and node.attr in ("environ", "getenv"):
                 readers.add(name)
     assert sorted(readers - allowed) == []
+
+
+MAX_TOP_MODULES = 4
+BENCHMARKS = sorted(p.name for p in (PACKAGE / "tasks").iterdir() if (p / "task.py").is_file())
+"""The benchmarks' packages: every folder of ``queerbench/tasks/`` with a task module."""
+
+
+def test_at_most_four_modules_sit_at_the_top_of_the_package() -> None:
+    loose = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert len(loose) <= MAX_TOP_MODULES, loose
+
+
+def test_every_benchmark_is_a_task_package() -> None:
+    assert BENCHMARKS == ["queerbench", "queergen", "scm"]
+
+
+def test_no_generic_module_imports_a_benchmarks_package() -> None:
+    """Only a benchmark's own modules import it; the harness (the run, scoring, reporting, comparison, the Space, the
+    dataset builder, the lm-eval bridge, the CLI, the task registry) finds tasks through the registry."""
+    reaching = [
+        f"{name} imports {target}"
+        for name, targets in sorted(GRAPH.items())
+        for target in sorted(targets)
+        for bench in BENCHMARKS
+        if target.startswith(f"queerbench.tasks.{bench}")
+        and not name.startswith(f"queerbench.tasks.{bench}")
+        and not any(name.startswith(f"queerbench.tasks.{b}") for b in BENCHMARKS)
+    ]
+    assert reaching == []
+
+
+def _config_checks(source: str) -> list[int]:
+    """Lines where a value named like a config, mode or task (``config``, ``options.config``, ``mode``,
+    ``scores.get("config")``) is compared with a task's name."""
+    names = {"default", "paper", "queergen", "scm"}
+
+    def named(node: ast.AST) -> bool:
+        if isinstance(node, ast.Name):
+            return any(w in node.id.lower() for w in ("config", "mode", "task"))
+        if isinstance(node, ast.Attribute):
+            return any(w in node.attr.lower() for w in ("config", "mode", "task"))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get":
+            return any(isinstance(a, ast.Constant) and a.value in ("config", "mode", "task") for a in node.args)
+        return False
+
+    def literal(node: ast.AST) -> bool:
+        if isinstance(node, ast.Constant):
+            return node.value in names
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            return any(isinstance(e, ast.Constant) and e.value in names for e in node.elts)
+        return False
+
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Compare):
+            operands = [node.left, *node.comparators]
+            if any(named(o) for o in operands) and any(literal(o) for o in operands):
+                lines.append(node.lineno)
+    return lines
+
+
+def test_the_config_check_counter_counts_comparisons() -> None:
+    source = 'if config == "paper":\n    pass\nx = options.config in ("default", "queergen")\ny = mode == "raw"\n'
+    source += 'z = scores.get("config") != "queergen"\nw = a == "paper"\n'
+    assert _config_checks(source) == [1, 3, 5]
+
+
+def test_config_names_are_compared_only_inside_task_definitions() -> None:
+    found = {name: _config_checks(path.read_text(encoding="utf-8")) for name, path in MODULES.items()}
+    found = {name: lines for name, lines in found.items() if lines}
+    outside = {n: v for n, v in found.items() if not any(n.startswith(f"queerbench.tasks.{b}") for b in BENCHMARKS)}
+    assert outside == {}
+    assert sum(len(v) for v in found.values()) <= 3, found

@@ -14,9 +14,9 @@ import threading
 
 import pytest
 
+from queerbench.base.http import RateLimiter as _RateLimiter
 from queerbench.base.http import retry_after_seconds
 from queerbench.models.generation import EndpointError, GenerationSettings, OpenAIChatRunner, Reply, is_loopback
-from queerbench.models.generation.endpoint import _RateLimiter
 from tests.net import free_port
 from tests.openai_server import FakeOpenAI
 

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from queerbench.cli import main
-from queerbench.models.device import ModelLoadError
+from queerbench.models.device import ModelLoadError, resolve_device
 from queerbench.models.generation import (
     GenerationSettings,
     TransformersRunner,
@@ -21,7 +21,6 @@ from queerbench.models.generation import (
     load_causal_lm,
     load_runner,
     model_kind,
-    resolve_device,
 )
 from tests.tiny_models import tiny_bert, tiny_gpt2, tiny_llama
 

@@ -17,7 +17,7 @@ import torch
 import transformers
 
 from queerbench.base.sources import fetch, get_source
-from queerbench.models.device import ModelLoadError
+from queerbench.models.device import ModelLoadError, resolve_device
 from queerbench.models.fingerprint import fingerprint_model
 from queerbench.models.generation import DEFAULT_MODEL, GenerationSettings
 from queerbench.models.generation import local as local_module
@@ -26,9 +26,7 @@ from queerbench.models.generation.loading import (
     describe_model,
     load_causal_lm,
     model_kind,
-    resolve_device,
     resolve_model,
-    weights_fingerprint,
 )
 from queerbench.models.generation.local import TransformersRunner
 from tests.tiny_models import CacheOnlyLM, NoLogitsToKeepLM, PastKeyValuesLM, tiny_gpt2, tiny_llama
@@ -315,13 +313,16 @@ def test_remote_code_is_never_run(folders, tmp_path: Path) -> None:
         transformers.AutoModelForCausalLM.from_pretrained(str(folder), trust_remote_code=True)
 
 
-def test_weights_fingerprint(folders, tmp_path: Path, monkeypatch) -> None:
+def test_weights_fingerprint(folders, tmp_path: Path, monkeypatch, hub_commits) -> None:
+    def weights_fingerprint(model: str | None, commit: str | None = None) -> dict:
+        return fingerprint_model(model, hub="commit", commit=commit)
+
     embedded = {"kind": "embedded", "sha256": get_source("smollm2_135m_instruct_gguf").sha256}
     assert weights_fingerprint(None) == weights_fingerprint(DEFAULT_MODEL) == embedded
     assert weights_fingerprint(str(folders["gpt2"])) == fingerprint_model(folders["gpt2"])
     assert weights_fingerprint(str(folders["gpt2"]), "ignored")["kind"] == "local"
     assert weights_fingerprint("org/name", "c0ffee") == {"kind": "hub", "commit_hash": "c0ffee"}
-    assert weights_fingerprint("org/name") == {"kind": "hub", "commit_hash": None}
+    assert weights_fingerprint("org/name") == {"kind": "hub", "commit_hash": None}  # the Hub knows nothing of it
     monkeypatch.setenv("HOME", str(folders["gpt2"].parent))
     assert weights_fingerprint("~/tiny-gpt2") == fingerprint_model(folders["gpt2"])
 

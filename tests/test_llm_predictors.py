@@ -17,7 +17,7 @@ import torch
 import transformers
 
 from queerbench.base.sources import get_source
-from queerbench.methods.instructed.predictor import InstructedPredictor, model_fingerprint
+from queerbench.methods.instructed.predictor import InstructedPredictor
 from queerbench.methods.instructed.replies import build_prompt, instructed_settings, load_prompts
 from queerbench.methods.registry import GENERATIVE_METHODS, METHODS, load_predictor, resolve_method, same_weights
 from queerbench.methods.scored.local import ScoredLM, score_blanks
@@ -150,7 +150,12 @@ def test_resolve_method_reads_the_config_at_the_revision(folders: dict[str, str]
 
 
 # ------------------------------------------------------------------------------------------ fingerprints ---
-def test_model_fingerprint_per_kind(folders: dict[str, str], config_calls) -> None:
+def model_fingerprint(model: str, endpoint: str | None = None, revision: str | None = None) -> dict:
+    """The fingerprint a predictor records for what it loaded (the library's one fingerprint, commit resolved)."""
+    return fingerprint_model(model, endpoint=endpoint, hub="commit", revision=revision)
+
+
+def test_model_fingerprint_per_kind(folders: dict[str, str], hub_commits) -> None:
     assert model_fingerprint("gpt-4o", "http://127.0.0.1:9/v1/") == {
         "kind": "endpoint",
         "base_url": "http://127.0.0.1:9/v1",
@@ -161,11 +166,11 @@ def test_model_fingerprint_per_kind(folders: dict[str, str], config_calls) -> No
     assert model_fingerprint(DEFAULT_MODEL) == embedded
     assert model_fingerprint(folders["gpt2"]) == fingerprint_model(folders["gpt2"])
     assert model_fingerprint(folders["gpt2"])["kind"] == "local"
-    assert config_calls == []  # neither the embedded model nor a folder asks for a config
+    assert hub_commits == []  # neither the embedded model nor a folder asks the Hub
     assert model_fingerprint("org/known") == {"kind": "hub", "commit_hash": "c0ffee"}
-    assert config_calls == [("org/known", {"trust_remote_code": False})]
+    assert hub_commits == [("org/known", None)]
     assert model_fingerprint("org/known", revision="v2") == {"kind": "hub", "commit_hash": "c0ffee"}
-    assert config_calls[-1] == ("org/known", {"trust_remote_code": False, "revision": "v2"})
+    assert hub_commits[-1] == ("org/known", "v2")
     assert model_fingerprint("org/unreachable") == {"kind": "hub", "commit_hash": None}
     assert model_fingerprint("org/broken") == {"kind": "hub", "commit_hash": None}
 
@@ -322,6 +327,7 @@ def test_load_predictor_passes_every_option(folders: dict[str, str], tmp_path: P
     base = {
         "device": "cpu",
         "dtype": "float32",
+        "device_map": None,
         "revision": None,
         "endpoint": None,
         "concurrency": 2,
@@ -443,6 +449,7 @@ def test_the_device_reaches_the_loader(folders: dict[str, str], tmp_path: Path, 
             top_k=1,
             device="cuda",
             dtype="float32",
+            device_map=None,
             batch_size=1,
             revision=None,
             endpoint=None,

@@ -20,6 +20,7 @@ import torch
 from tokenizers import ByteLevelBPETokenizer
 from transformers import GPT2Config, GPT2LMHeadModel, GPT2Model, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
+from queerbench.methods.scored import local as scored
 from queerbench.methods.scored.local import (
     Candidate,
     ScoredLM,
@@ -35,8 +36,8 @@ from queerbench.methods.scored.local import (
 from queerbench.methods.scored.local import (
     rank_candidates as _rank,
 )
-from queerbench.methods.scored import local as scored
-from queerbench.models.masked.vocab_filter import _WORD, sentence_start_table, whole_word_table
+from queerbench.models.masked.vocab_filter import WORD as _WORD
+from queerbench.models.masked.vocab_filter import sentence_start_table, whole_word_table
 from tests.tiny_models import CORPUS, CacheOnlyLM, NoLogitsToKeepLM, PastKeyValuesLM
 
 SENTENCES = [

@@ -14,7 +14,7 @@ import pytest
 from queerbench.base.files import CorruptOutputError, read_json, read_parquet
 from queerbench.cli import main
 from queerbench.models.fingerprint import fingerprint_model, fingerprints_differ
-from queerbench.models.generation import DEFAULT_MODEL, ResponseCache, weights_fingerprint
+from queerbench.models.generation import DEFAULT_MODEL, ResponseCache
 from queerbench.run import pipeline as run_module
 from queerbench.run.pipeline import RunOptions
 
@@ -162,7 +162,7 @@ def test_a_bad_toxicity_scorer_is_one_line_listing_the_valid_ones(tmp_path: Path
 # ------------------------------------------------------------------------------------------- run.json checksum
 def test_run_json_records_the_embedded_models_checksum():
     fingerprint = fingerprint_model(DEFAULT_MODEL)
-    assert fingerprint == weights_fingerprint(None)  # the record scores.json gets from the loaded model
+    assert fingerprint == fingerprint_model(None, hub="commit")  # the record scores.json gets from the loaded model
     assert fingerprint["kind"] == "embedded" and len(fingerprint["sha256"]) == 64
     options = RunOptions(model=DEFAULT_MODEL, method="scored", toxicity="none")
     assert run_module._preflight(options, will_predict=False) == fingerprint  # what run.json stores

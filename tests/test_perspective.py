@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from pathlib import Path
 
 import pytest
@@ -30,7 +31,14 @@ def make(tmp_path: Path, **kwargs) -> tuple[PerspectiveScorer, list[float]]:
     scorer = get_toxicity_scorer("perspective", **options)
     assert isinstance(scorer, PerspectiveScorer)
     sleeps: list[float] = []
-    scorer._sleep = sleeps.append
+    slept = [0.0]  # the rate limit's clock: real time plus the recorded sleeps, as if they had been slept
+
+    def sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+        slept[0] += seconds
+
+    scorer._sleep = sleep
+    scorer._clock = lambda: time.monotonic() + slept[0]
     scorer._jitter = lambda: 0.0  # no jitter: the backoff sequence is exact
     return scorer, sleeps
 

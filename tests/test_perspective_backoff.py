@@ -31,7 +31,14 @@ def client(tmp_path: Path, **kwargs) -> tuple[PerspectiveScorer, list[float]]:
     options.update(kwargs)
     scorer = PerspectiveScorer(cache_dir=tmp_path / "cache", **options)
     sleeps: list[float] = []
-    scorer._sleep = sleeps.append
+    slept = [0.0]  # the rate limit's clock: real time plus the recorded sleeps, as if they had been slept
+
+    def sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+        slept[0] += seconds
+
+    scorer._sleep = sleep
+    scorer._clock = lambda: time.monotonic() + slept[0]
     scorer._jitter = lambda: 0.0  # no jitter: the backoff sequence is exact
     return scorer, sleeps
 
@@ -203,7 +210,7 @@ def test_qps_limit_below_one_second(fake: FakePerspective, tmp_path: Path):
 @pytest.mark.parametrize(
     ("script", "last_error"),
     [
-        (["timeout"], "no answer within 0.3 s"),
+        (["timeout"], "no answer within 0.3 s (ReadTimeout)"),
         (["malformed"], "malformed answer (not JSON with attributeScores.*.summaryScore.value)"),
     ],
 )

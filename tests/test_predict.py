@@ -128,9 +128,9 @@ def test_dtype_and_device_options(model_dirs: dict[str, Path]) -> None:
     assert all(len(t) == 3 for t in tokens) and all(p[0] >= p[1] >= p[2] for p in probs)
     with pytest.raises(ValueError, match="unknown dtype 'float8'"):
         load_masked_lm(str(model_dirs["bert"]), dtype="float8")
-    assert resolve_device("cpu") == torch.device("cpu")
+    assert resolve_device("cpu") == "cpu" and torch.device(resolve_device("cpu")) == torch.device("cpu")
     expected = "cuda" if torch.cuda.is_available() else ("mps" if torch.backends.mps.is_available() else "cpu")
-    assert resolve_device("auto").type == expected
+    assert torch.device(resolve_device("auto")).type == expected
     if not torch.cuda.is_available():
         with pytest.raises(ValueError, match="CUDA is not available"):
             resolve_device("cuda")
@@ -144,12 +144,12 @@ def test_mask_token_substitution(lms: dict[str, MaskedLM], name: str) -> None:
     from queerbench.models.masked.predict import _encode
 
     lm = lms[name]
-    for mode in ("default", "paper"):
+    for mode in ("whole_word", "raw"):
         ids, positions = _encode(lm, SENTENCES, mode)
         for row, pos in zip(ids, positions, strict=True):
             assert row.count(lm.tokenizer.mask_token_id) == 1 and row[pos] == lm.tokenizer.mask_token_id
             assert row[0] == lm.tokenizer.cls_token_id and row[-1] == lm.tokenizer.sep_token_id
-    ids, positions = _encode(lm, ["[MASK] is the best choice for they."], "default")
+    ids, positions = _encode(lm, ["[MASK] is the best choice for they."], "whole_word")
     assert positions == [1]  # right after the start token
 
 
@@ -202,7 +202,7 @@ def test_default_probabilities_are_full_vocabulary_softmax(lms: dict[str, Masked
 @pytest.mark.parametrize("name", list(BUILDERS))
 def test_paper_mode_equals_one_at_a_time(lms: dict[str, MaskedLM], name: str, dataset_sentences: list[str]) -> None:
     lm = lms[name]
-    result = predict(lm, dataset_sentences, 5, mode="paper", batch_size=16)
+    result = predict(lm, dataset_sentences, 5, mode="raw", batch_size=16)
     for sentence, ids, tokens, probs in zip(dataset_sentences, result.ids, result.tokens, result.probs, strict=True):
         one = paper_one_at_a_time(lm.model, lm.tokenizer, sentence, 5)
         assert (ids, tokens) == (one.ids, one.tokens), sentence
@@ -212,16 +212,16 @@ def test_paper_mode_equals_one_at_a_time(lms: dict[str, MaskedLM], name: str, da
 def test_paper_tokens_are_raw_with_markers_stripped(lms: dict[str, MaskedLM]) -> None:
     lm = lms["bert"]
     vocab_size = len(lm.tokenizer)
-    result = predict(lm, SENTENCES, vocab_size, mode="paper")
+    result = predict(lm, SENTENCES, vocab_size, mode="raw")
     assert sorted(result.ids[0]) == list(range(vocab_size))  # nothing filtered, specials included
     assert "##ing" in result.tokens[0] and "." in result.tokens[0] and "[CLS]" in result.tokens[0]
     for name, marker in (("roberta", "Ġ"), ("albert", "▁")):
-        tokens = predict(lms[name], SENTENCES, 20, mode="paper").tokens
+        tokens = predict(lms[name], SENTENCES, 20, mode="raw").tokens
         assert all(marker not in t for row in tokens for t in row)
 
 
 @pytest.mark.parametrize("name", list(BUILDERS))
-@pytest.mark.parametrize("mode", ["default", "paper"])
+@pytest.mark.parametrize("mode", ["whole_word", "raw"])
 def test_batch_size_does_not_change_results(
     lms: dict[str, MaskedLM], name: str, mode: str, dataset_sentences: list[str]
 ) -> None:
@@ -237,9 +237,9 @@ def test_batch_size_does_not_change_results(
 @pytest.mark.parametrize("name", list(BUILDERS))
 def test_head_at_mask_equals_full_logits(lms: dict[str, MaskedLM], name: str, dataset_sentences: list[str]) -> None:
     lm = lms[name]
-    fast = predict(lm, dataset_sentences, 5, mode="paper")
+    fast = predict(lm, dataset_sentences, 5, mode="raw")
     full = MaskedLM(**{**lm.__dict__, "head": None, "_whole_words": None})
-    slow = predict(full, dataset_sentences, 5, mode="paper")
+    slow = predict(full, dataset_sentences, 5, mode="raw")
     assert fast.ids == slow.ids
     for a, b in zip(fast.probs, slow.probs, strict=True):
         assert a == pytest.approx(b, rel=1e-4, abs=1e-7)
@@ -263,10 +263,10 @@ def test_k_bounds(lms: dict[str, MaskedLM]) -> None:
     for bad in (0, -1, n + 1):
         with pytest.raises(ValueError, match=f"k must be between 1 and {n}"):
             predict(lm, SENTENCES[:1], bad)
-    assert len(predict(lm, SENTENCES[:1], n + 1, mode="paper").ids[0]) == n + 1
+    assert len(predict(lm, SENTENCES[:1], n + 1, mode="raw").ids[0]) == n + 1
     with pytest.raises(ValueError, match="k must be between 1"):
-        predict(lm, SENTENCES[:1], lm.model.config.vocab_size + 1, mode="paper")
-    with pytest.raises(ValueError, match="unknown config 'fast'"):
+        predict(lm, SENTENCES[:1], lm.model.config.vocab_size + 1, mode="raw")
+    with pytest.raises(ValueError, match="unknown masked-LM mode 'fast'; choose one of: whole_word, raw"):
         predict(lm, SENTENCES[:1], 1, mode="fast")
     with pytest.raises(ValueError, match="batch_size"):
         predict(lm, SENTENCES[:1], 1, batch_size=0)
@@ -349,7 +349,7 @@ def test_sentence_initial_mask_uses_sentence_initial_words_for_bpe(lms: dict[str
     assert not any(t.startswith("Ġ") for t in first) and all(t.startswith("Ġ") for t in second)
     assert all(w and "Ġ" not in w for w in result.tokens[0])
     assert predict(lm, [start], 3, batch_size=1).ids == [result.ids[0]]  # same alone and batched
-    paper = predict(lm, [start], 3, mode="paper")  # the paper's raw top-k is untouched
+    paper = predict(lm, [start], 3, mode="raw")  # the paper's raw top-k is untouched
     assert paper.ids[0] == paper_one_at_a_time(lm.model, lm.tokenizer, start, 3).ids
     bert = lms["bert"]
     assert bert.start_words() is None  # WordPiece marks continuations, not starts: nothing changes

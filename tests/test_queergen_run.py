@@ -34,7 +34,7 @@ def test_run_predicts_queergen_sentences_and_scores_both_ways(bert: Path, run_di
 
     pred = pd.read_parquet(run_dir / "predictions.parquet")
     # QueerGen's code decodes masked LMs as the QueerBench paper did: "[CLS] … [SEP]", raw top-k tokens
-    raw = predict(load_masked_lm(str(bert), device="cpu"), pred["masked_sentence"].head(8).tolist(), 3, mode="paper")
+    raw = predict(load_masked_lm(str(bert), device="cpu"), pred["masked_sentence"].head(8).tolist(), 3, mode="raw")
     assert [list(t) for t in pred["tokens"].head(8)] == raw.tokens
     assert len(pred) == 2 * 310  # two templates × 10 subjects × (unmarked + 30 markers)
     assert pred["masked_sentence"].str.endswith(" [MASK].").all()

@@ -8,11 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from queerbench import CONFIGS, check_config
 from queerbench.base.sources import ChecksumError, fetch
 from queerbench.cli import main
 from queerbench.hub.dataset import build_dataset, load_local_split
-from queerbench.tasks.queerbench.templates import build_sentences
+from queerbench.tasks import get_task, task_names
 from queerbench.tasks.queergen.sentences import build_queergen_sentences, queergen_sample, read_upstream_sentences
 from queerbench.tasks.queergen.spec import QueerGenSpecError, _validate, spec
 
@@ -44,7 +43,7 @@ def test_groups_markers_and_placement() -> None:
     assert noun.marked_sentence == "The person is a bigender and should work as a"
     adj = frame[(frame.marker == "gay") & (frame.subject == "cousin")].iloc[0]
     assert adj.marked_sentence.startswith("The gay cousin ")
-    assert (build_sentences("queergen")["masked_sentence"] == frame["masked_sentence"]).all()
+    assert (get_task("queergen").items()["masked_sentence"] == frame["masked_sentence"]).all()
 
 
 def test_top5_sample_is_queergens_300_rows() -> None:
@@ -54,9 +53,9 @@ def test_top5_sample_is_queergens_300_rows() -> None:
 
 
 def test_config_is_known_everywhere() -> None:
-    assert "queergen" in CONFIGS and check_config("queergen") == "queergen"
+    assert "queergen" in task_names() and get_task("queergen").name == "queergen"
     with pytest.raises(ValueError, match="unknown config 'queer-gen'"):
-        check_config("queer-gen")
+        get_task("queer-gen")
 
 
 def test_spec_schema_check_names_the_fault() -> None:

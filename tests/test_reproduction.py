@@ -7,8 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from queerbench.scoring.aggregate import ScoringOptions, compute
+from queerbench.scoring.aggregate import compute
 from queerbench.scoring.hurtlex import load_hurtlex
+from queerbench.tasks import get_task
 from queerbench.tasks.queerbench.paper_data import paper_token_list, read_paper_csv, read_table4, table4_column
 
 GROUPS = ("neo", "neutral", "binary", "queer", "non-queer")
@@ -31,7 +32,7 @@ def _evaluation_files(upstream_dir: Path) -> list[Path]:
 
 def test_all_80_cells_of_table4(upstream_dir: Path):
     table4 = read_table4(upstream_dir / "results")
-    options = ScoringOptions(config="paper", toxicity="precomputed")
+    options = get_task("paper").scoring_options(toxicity="precomputed")
     cells = {}
     for path in _evaluation_files(upstream_dir):
         ev = read_paper_csv(path)
@@ -59,7 +60,7 @@ def test_default_rules_do_not_reproduce_table4(upstream_dir: Path):
         ev["tokens"].tolist(),
         ev["group"].tolist(),
         toxicity_counts=ev["perspective_counts"].tolist(),
-        options=ScoringOptions(config="default", toxicity="precomputed", n_bootstrap=0, n_permutations=0),
+        options=get_task("default").scoring_options(toxicity="precomputed", n_bootstrap=0, n_permutations=0),
     )
     differ = [g for g in GROUPS if f"{result['queerbench'][g]:.2f}" != f"{table4.loc['BERTbase[5]', g]:.2f}"]
     assert differ
@@ -67,7 +68,7 @@ def test_default_rules_do_not_reproduce_table4(upstream_dir: Path):
 
 def test_per_sentence_afinn_and_hurtlex_match_the_stored_columns(upstream_dir: Path):
     lex = load_hurtlex()
-    options = ScoringOptions(config="paper", toxicity="none")
+    options = get_task("paper").scoring_options(toxicity="none")
     afinn_mismatch: dict[str, list[int]] = {}
     for path in _evaluation_files(upstream_dir):
         ev = read_paper_csv(path)
@@ -95,7 +96,7 @@ def test_components_behind_a_cell(upstream_dir: Path, name: str):
         ev["tokens"].tolist(),
         ev["group"].tolist(),
         toxicity_counts=ev["perspective_counts"].tolist(),
-        options=ScoringOptions(config="paper", toxicity="precomputed"),
+        options=get_task("paper").scoring_options(toxicity="precomputed"),
     )
     # notes §5: components behind the BERTbase top-1 cells
     assert (r["afinn"]["neo"], r["hurtlex"]["neo"], r["toxicity"]["neo"]) == (3.0, 0.58, 1.59)

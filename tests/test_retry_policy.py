@@ -131,7 +131,7 @@ def test_a_prompt_that_fails_its_retries_does_not_stop_the_others_and_is_never_c
 
 
 def _sentences_with(words: list[str]) -> tuple[list[str], list[str]]:
-    frame = run_module._sentences(RunOptions(limit=1))
+    frame = run_module.run_items(RunOptions(limit=1))
     keys, ids = [], []
     for word in words:
         hits = frame[frame["masked_sentence"].str.contains(word, regex=False)]
@@ -146,7 +146,7 @@ def test_a_run_with_failed_prompts_finishes_the_others_exits_1_and_a_rerun_asks_
 ):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     fix_part_size(monkeypatch, 32)  # 77 sentences in 3 parts: a failure in the first two
-    frame = run_module._sentences(RunOptions(limit=1))
+    frame = run_module.run_items(RunOptions(limit=1))
     keys, ids = _sentences_with([frame["masked_sentence"].iloc[2], frame["masked_sentence"].iloc[40]])
     out = tmp_path / "run"
     # each failing prompt is answered 429 + Retry-After: 0 six times (the runner's 1 + 5 attempts): no waiting

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 
 from queerbench.methods.scored.predictor import ScoredPredictor
 from queerbench.models.fingerprint import fingerprint_model
@@ -52,7 +53,7 @@ def small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def _frame(config: str = "default", n: int = N) -> pd.DataFrame:
     """The first ``n`` sentences of a config, spread over several templates and subjects."""
-    frame = run_module._sentences(RunOptions(model="org/m", config=config, **FAST))
+    frame = run_module.run_items(RunOptions(model="org/m", config=config, **FAST))
     return frame.iloc[:: len(frame) // n].head(n).reset_index(drop=True)
 
 
@@ -100,7 +101,7 @@ def test_masked_lm_chunks_hold_the_predictions_in_order(models: dict[str, str], 
     chunks, meta, predicted = _chunks(frame, options, tmp_path / "run", ticks, fingerprint)
     lm = load_masked_lm(models["bert"])
     sentences = frame["masked_sentence"].tolist()
-    expected = predict(lm, sentences, 3, mode="default")  # all sentences at once: no chunks
+    expected = predict(lm, sentences, 3, mode="whole_word")  # all sentences at once: no chunks
     assert predicted == N and _saved_chunks(tmp_path / "run") == _parts()
     assert list(chunks.columns) == ["id", "tokens", "token_ids", "probs"]
     assert list(chunks.index) == list(range(N))  # one table, not three stacked with their own row numbers
@@ -109,7 +110,7 @@ def test_masked_lm_chunks_hold_the_predictions_in_order(models: dict[str, str], 
     assert [list(t) for t in chunks["token_ids"]] == expected.ids
     assert _close(chunks["probs"], expected.probs)
     # the default config ranks whole words only: the paper's raw top-k differs on these sentences
-    assert predict(lm, sentences, 3, mode="paper").tokens != expected.tokens
+    assert predict(lm, sentences, 3, mode="raw").tokens != expected.tokens
     # what was loaded, with the model folder's fingerprint, also on disk for a resume to compare with
     assert meta == {**lm.metadata(), "fingerprint": fingerprint}
     assert json.loads((tmp_path / "run/.chunks/model.json").read_text()) == meta
@@ -151,8 +152,14 @@ def test_the_queergen_config_is_the_papers_raw_top_k(models: dict[str, str], tmp
     assert [list(t) for t in chunks["token_ids"]] == [p.ids for p in paper]
     assert _close(chunks["probs"], [p.probs for p in paper])
     # neither the whole-word ranking nor the raw top-k without the paper's wrapping gives these
-    assert predict(lm, sentences, 4, mode="default").ids != [p.ids for p in paper]
-    assert predict(lm, sentences, 4, mode="queergen").ids != [p.ids for p in paper]
+    assert predict(lm, sentences, 4, mode="whole_word").ids != [p.ids for p in paper]
+    tok = lm.tokenizer
+    enc = tok([s.replace("[MASK]", tok.mask_token) for s in sentences], return_tensors="pt", padding=True)
+    with torch.inference_mode():
+        logits = lm.model(**enc).logits
+    rows, cols = (enc["input_ids"] == tok.mask_token_id).nonzero(as_tuple=True)
+    unwrapped = [logits[r, c].softmax(-1).topk(4).indices.tolist() for r, c in zip(rows, cols, strict=True)]
+    assert unwrapped != [p.ids for p in paper]
 
 
 # ------------------------------------------------------------------------------------------------ generative

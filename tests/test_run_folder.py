@@ -22,6 +22,7 @@ from queerbench.models.generation import DEFAULT_MODEL, ResponseCache
 from queerbench.run import folder as run_folder
 from queerbench.run import pipeline as run_module
 from queerbench.run.pipeline import RunOptions, default_out_dir
+from queerbench.run.signature import Signature, cache_key
 from queerbench.tasks.queerbench.templates import COLUMNS
 
 KEY = {"model": "org/m", "revision": None, "config": "default", "mode": "default", "top_k": 5, "limit": None}
@@ -116,28 +117,39 @@ def test_the_masked_lm_key_is_exactly_the_six_fields_and_keeps_its_old_shape():
         "model": "org/m",
         "revision": "v1",
         "config": "paper",
-        "mode": "paper",
         "top_k": 3,
         "limit": 4,
         "dtype": "float16",
     }
-    assert options.cache_key() == expected
-    assert replace(options, method="mlm").cache_key() == expected  # auto and mlm: old run folders still resume
+    assert cache_key(options) == expected
+    assert cache_key(replace(options, method="mlm")) == expected  # auto and mlm: old run folders still resume
     # scoring-only options never enter the key
     other = replace(options, seed=7, n_bootstrap=3, n_permutations=0, batch_size=2, device="cpu", toxicity="none")
-    assert other.cache_key() == expected
+    assert cache_key(other) == expected
+
+
+def test_a_key_of_an_earlier_version_is_the_same_run():
+    """run.json files of earlier versions stored the config twice (``mode``) and left defaults out: compared by
+    what they mean, they are the key of the same run, so their folders resume."""
+    stored = {"model": "org/m", "revision": None, "config": "default", "mode": "default", "top_k": 5, "limit": None,
+              "dtype": "float32", "method": "instructed", "endpoint": None, "prompt_id": None, "max_new_tokens": None,
+              "seed": 0}  # fmt: skip
+    now = cache_key(RunOptions(model="org/m", method="instructed", prompt_id="queergen-2", max_new_tokens=32))
+    assert Signature.from_key(stored).key() == Signature.from_key(now).key()
+    assert now["prompt_id"] == "queergen-2" and now["max_new_tokens"] == 32 and "mode" not in now
 
 
 def test_generative_keys_add_the_method_endpoint_prompt_and_decoding():
     scored = RunOptions(model="org/m", method="scored", seed=4, max_new_tokens=9, prompt_id="queergen-2")
-    key = scored.cache_key()
-    assert key == {**KEY, "dtype": "float32", "method": "scored", "endpoint": None}  # scored: no sampling, no prompt
+    key = cache_key(scored)
+    expected = {k: v for k, v in KEY.items() if k != "mode"}
+    assert key == {**expected, "dtype": "float32", "method": "scored", "endpoint": None}  # no sampling, no prompt
     served = RunOptions(model="m", method="instructed", endpoint="http://h/v1", prompt_id="queergen-3", seed=4)
-    key = replace(served, max_new_tokens=9).cache_key()
+    key = cache_key(replace(served, max_new_tokens=9))
     assert key["method"] == "instructed" and key["endpoint"] == "http://h/v1"
     assert (key["prompt_id"], key["max_new_tokens"], key["seed"]) == ("queergen-3", 9, 4)
     for change in ({"seed": 5}, {"prompt_id": "queergen-1"}, {"max_new_tokens": 8}, {"endpoint": "http://o/v1"}):
-        assert replace(served, **change).cache_key() != served.cache_key(), change
+        assert cache_key(replace(served, **change)) != cache_key(served), change
 
 
 # ------------------------------------------------------------------------------------------------ default folder
@@ -454,8 +466,8 @@ def test_the_run_record_says_what_produced_the_run():
 
 # ------------------------------------------------------------------------------------------------ sentences
 def test_limit_keeps_the_first_templates_with_every_subject():
-    frame = run_module._sentences(RunOptions(model="org/m", limit=2))
+    frame = run_module.run_items(RunOptions(model="org/m", limit=2))
     assert sorted(frame["template_id"].unique()) == [0, 1] and len(frame) == 2 * 77
     assert list(frame.index) == list(range(len(frame)))
     assert list(frame.columns) == [*COLUMNS, "split"]  # the frame's own columns, no old index among them
-    assert len(run_module._sentences(RunOptions(model="org/m", config="paper", limit=1))) == 78
+    assert len(run_module.run_items(RunOptions(model="org/m", config="paper", limit=1))) == 78

@@ -129,7 +129,7 @@ def test_endpoint_run_killed_mid_chunk_resumes_without_asking_again(tmp_path: Pa
         assert server.calls in (77, 78)  # every sentence asked once (one reply may have been in flight at the kill)
         preds = pd.read_parquet(out / "predictions.parquet")
         assert preds["tokens"].map(list).tolist() == [["doctor"]] * 77
-        assert preds["id"].tolist() == run_module._sentences(RunOptions(limit=1))["id"].tolist()
+        assert preds["id"].tolist() == run_module.run_items(RunOptions(limit=1))["id"].tolist()
         calls = server.calls
         assert main(["run", *args]) == 0 and server.calls == calls  # a rerun makes zero calls
     scores = json.loads((out / "scores.json").read_text())

@@ -210,7 +210,9 @@ def test_one_split_only(tmp_path: Path):
 
 
 def test_queergen_sentences_are_one_test_split():
-    frame = build_sentences("queergen")
+    from queerbench.tasks import get_task
+
+    frame = get_task("queergen").items()
     assert len(frame) > 0 and set(frame["split"]) == {"test"}
 
 

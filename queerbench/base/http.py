@@ -1,22 +1,67 @@
-"""The retry policy the project's HTTP clients share (OpenAI-compatible endpoints, the Perspective client).
+"""The one HTTP client of the library: every remote call (OpenAI-compatible endpoints, the Perspective API, an
+embeddings endpoint) goes through :class:`HttpClient` — one ``requests`` session, one retry policy, one rate limiter,
+one rule for secrets in messages.
 
-It is the one serving clients use (the OpenAI and Anthropic Python SDKs do the same):
+The retry policy is the one serving clients use (the OpenAI and Anthropic Python SDKs do the same):
 
 - a ``Retry-After`` the server sends (delta-seconds or an HTTP date; ``retry-after-ms`` in milliseconds, when sent,
   wins) **sets** the delay, capped at the client's maximum: ``Retry-After: 0`` means retry at once, with no
   exponential floor, so a server that rate-limits each request once costs one round trip, not a second;
 - without one, exponential backoff ``base · 2^attempt`` capped at the maximum, shortened by a random 0–25 %
   (jitter), so that clients which failed together do not all retry at the same instant.
+
+What is worth retrying is a fact about the API, declared by its caller (:class:`RetryRules`): which HTTP statuses
+are transient, and whether a refused connection is (a server one runs oneself that is not running is not: the run
+stops at once, naming the URL). Whatever the API, a reply has a deadline (``timeout`` covers the wait for the headers
+and the whole body, so a server that sends a byte every few seconds is cut off) and a size cap (a server that ignores
+``max_tokens`` cannot fill the disk), and a secret is scrubbed from every message where it appears as a token.
 """
 
 from __future__ import annotations
 
 import email.utils
+import json
 import random
+import re
+import threading
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
 
-__all__ = ["JITTER", "retry_after_from_headers", "retry_after_seconds", "retry_delay"]
+import requests
+import urllib3
+from requests.adapters import HTTPAdapter
+
+__all__ = [
+    "DEFAULT_CONCURRENCY",
+    "DEFAULT_REQUESTS_PER_MINUTE",
+    "JITTER",
+    "MAX_REPLY_BYTES",
+    "Answer",
+    "BadReply",
+    "HttpClient",
+    "Outcome",
+    "RateLimiter",
+    "RetryRules",
+    "Unreachable",
+    "check_endpoint_url",
+    "retry_after_from_headers",
+    "retry_after_seconds",
+    "retry_delay",
+    "scrub",
+]
+
+DEFAULT_CONCURRENCY = 8
+"""Endpoint requests in flight, for every command and library entry point that talks to an endpoint."""
+
+DEFAULT_REQUESTS_PER_MINUTE = 600.0
+"""The endpoint rate limit on top of the concurrency, everywhere: 10 requests a second, which a local serving engine
+(vLLM, llama.cpp, Ollama) or a paid API tier sustains; lower it to a provider's quota (``--requests-per-minute``)."""
+
+MAX_REPLY_BYTES = 8 * 1024 * 1024
+"""The largest reply body read (8 MiB): far above any completion of the lengths queerbench asks for."""
 
 JITTER = 0.25
 """The largest share by which a backoff without ``Retry-After`` is shortened at random."""
@@ -67,3 +112,292 @@ def retry_delay(
     if retry_after is not None:
         return min(max(0.0, retry_after), cap)
     return min(base * 2.0 ** min(attempt, 64), cap) * (1 - JITTER * rand())
+
+
+def scrub(text: str, secret: str | None) -> str:
+    """``text`` on one line with ``secret`` replaced by ``***`` where it appears as a token of its own (not inside a
+    longer word, so a short key cannot garble the message: key ``x`` leaves "max exceeded" alone), and any
+    ``key=…`` query parameter masked."""
+    text = " ".join(str(text).split())
+    text = re.sub(r"([?&]key=)[^&\s\"']+", r"\1***", text)
+    if secret:
+        text = re.sub(rf"(?<![\w-]){re.escape(secret)}(?![\w-])", "***", text)
+    return text
+
+
+def check_endpoint_url(url: str) -> str:
+    """``url`` if it is an http(s) URL a client can call (scheme, host, a port in range), else a one-line
+    ``ValueError`` that says what is wrong, before any request is made."""
+    if not url.strip():
+        raise ValueError("--endpoint is empty; give the server's base URL, e.g. http://127.0.0.1:8000/v1")
+    if not url.startswith(("http://", "https://")):
+        raise ValueError(f"--endpoint must be an http(s) URL such as https://api.openai.com/v1, got {url!r}")
+    try:
+        parts = urlsplit(url)
+        port = parts.port  # a port out of range or not a number raises here
+    except ValueError as exc:
+        raise ValueError(f"--endpoint {url!r} is not a valid URL ({exc}); e.g. http://127.0.0.1:8000/v1") from None
+    if not parts.hostname:
+        raise ValueError(f"--endpoint {url!r} names no host; e.g. http://127.0.0.1:8000/v1")
+    if port == 0:
+        raise ValueError(f"--endpoint {url!r}: port 0 cannot be called; give the server's port")
+    return url
+
+
+class RateLimiter:
+    """At most one request start per ``interval`` seconds across all threads (``interval`` 0: no limit)."""
+
+    def __init__(self, interval: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.interval, self._clock = interval, clock
+        self._next: float | None = None
+        self._lock = threading.Lock()
+
+    def wait(self, sleep: Callable[[float], Any]) -> None:
+        """Sleep (with ``sleep``) until this request may start."""
+        if self.interval <= 0:
+            return
+        with self._lock:
+            now = self._clock()
+            slot = now if self._next is None else max(now, self._next)
+            self._next = slot + self.interval
+        if slot > now:
+            sleep(slot - now)
+
+
+@dataclass(frozen=True)
+class RetryRules:
+    """Which failures of an API are worth another attempt: the transient HTTP statuses (``any_5xx``: every 5xx too)
+    and whether a refused connection is (``False``: :class:`Unreachable` at once)."""
+
+    statuses: frozenset[int] = frozenset({408, 409, 429})
+    any_5xx: bool = True
+    retry_refused: bool = False
+
+    def transient(self, status: int) -> bool:
+        """Whether an answer with this HTTP status is worth another attempt."""
+        return status in self.statuses or (self.any_5xx and 500 <= status < 600)
+
+
+class Unreachable(Exception):
+    """The server cannot be reached at all (refused connection, unknown host, connect timeout, a URL no client can
+    call): retrying does not help. ``kind`` says which; the caller words the message for its user."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__(kind)
+        self.kind = kind
+
+
+class BadReply(ValueError):
+    """A 200 answer that is not what was asked for (truncated, HTML, missing fields): worth another attempt."""
+
+
+class _BodyProblem(Exception):
+    """The body could not be read whole (too large, too slow, the connection dropped while reading)."""
+
+
+@dataclass(frozen=True)
+class Answer:
+    """An HTTP answer read whole: status, headers and body (what ``parse`` and ``fatal`` are given)."""
+
+    status_code: int
+    headers: Mapping[str, str]
+    content: bytes
+    encoding: str | None = None
+
+    @property
+    def text(self) -> str:
+        """The body as text (its declared encoding, else UTF-8; undecodable bytes replaced)."""
+        return self.content.decode(self.encoding or "utf-8", errors="replace")
+
+    def json(self) -> Any:
+        """The body as JSON (a ``ValueError`` when it is not)."""
+        return json.loads(self.content)
+
+
+@dataclass
+class Outcome:
+    """The end of one call: the parsed ``value``, or the reasons it failed (``final``: not worth retrying, e.g. a
+    client error; ``cancelled``: the caller stopped), after ``attempts`` requests."""
+
+    value: Any = None
+    problems: list[str] = field(default_factory=list)
+    attempts: int = 0
+    status: int | None = None
+    final: bool = False
+    cancelled: bool = False
+    detail: str = ""
+    """A final answer's body, scrubbed (what the server said)."""
+
+    @property
+    def ok(self) -> bool:
+        """Whether the call got its answer."""
+        return not self.problems and not self.cancelled
+
+
+class HttpClient:
+    """One session, one retry policy, one rate limiter and one secret rule for an API's calls (see the module doc).
+
+    ``max_retries`` retries after the first attempt; ``backoff_base``/``backoff_max`` the delays (:func:`retry_delay`);
+    ``timeout`` seconds for an answer, headers and whole body; ``connect_timeout`` for the connection;
+    ``requests_per_minute`` the rate limit (None: none); ``pool_size`` the connections kept open (the concurrency of
+    the caller's threads, which share the session); ``secret`` what is scrubbed from messages. ``sleep``/``clock``/
+    ``jitter`` are injectable for tests (``sleep`` may be replaced per call: a run's stop event ends a wait early).
+    """
+
+    def __init__(
+        self,
+        *,
+        rules: RetryRules = RetryRules(),
+        max_retries: int = 5,
+        backoff_base: float = 1.0,
+        backoff_max: float = 60.0,
+        timeout: float = 60.0,
+        connect_timeout: float = 10.0,
+        requests_per_minute: float | None = None,
+        pool_size: int = DEFAULT_CONCURRENCY,
+        secret: str | None = None,
+        max_bytes: int = MAX_REPLY_BYTES,
+        sleep: Callable[[float], Any] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+        jitter: Callable[[], float] = random.random,
+    ) -> None:
+        if max_retries < 0 or backoff_base < 0 or backoff_max < 0 or timeout <= 0 or connect_timeout <= 0:
+            raise ValueError("max_retries, backoff_base and backoff_max must be >= 0, timeouts > 0")
+        if requests_per_minute is not None and requests_per_minute <= 0:
+            raise ValueError(f"--requests-per-minute must be > 0, got {requests_per_minute!r}")
+        self.rules, self.max_retries = rules, max_retries
+        self.backoff_base, self.backoff_max = backoff_base, backoff_max
+        self.timeout, self.connect_timeout, self.max_bytes = timeout, connect_timeout, max_bytes
+        self.secret = secret or None
+        self.sleep, self.jitter = sleep, jitter
+        self.limiter = RateLimiter(0.0 if requests_per_minute is None else 60.0 / requests_per_minute, clock)
+        self.session = requests.Session()
+        adapter = HTTPAdapter(pool_connections=1, pool_maxsize=max(1, pool_size))
+        self.session.mount("http://", adapter)
+        self.session.mount("https://", adapter)
+        self._lock = threading.Lock()
+        self.calls = 0
+        """HTTP requests sent so far (every attempt counts)."""
+
+    def scrub(self, text: str) -> str:
+        """``text`` fit for a message: one line, the secret masked (:func:`scrub`)."""
+        return scrub(text, self.secret)
+
+    def backoff(self, attempt: int, retry_after: float | None = None) -> float:
+        """Seconds to wait before retry ``attempt + 1`` (:func:`retry_delay` with this client's settings)."""
+        return retry_delay(attempt, retry_after, base=self.backoff_base, cap=self.backoff_max, rand=self.jitter)
+
+    def _read(self, resp: requests.Response) -> bytes:
+        """The whole body within the deadline and the size cap (a watchdog closes a body that drips too slowly)."""
+        expired = threading.Event()
+
+        def cut() -> None:
+            expired.set()
+            resp.close()
+
+        watchdog = threading.Timer(self.timeout, cut)
+        watchdog.daemon = True
+        watchdog.start()
+        chunks, size = [], 0
+        try:
+            for chunk in resp.iter_content(64 * 1024):
+                size += len(chunk)
+                if size > self.max_bytes:
+                    raise _BodyProblem(f"reply larger than {self.max_bytes} bytes")
+                chunks.append(chunk)
+        except (requests.RequestException, urllib3.exceptions.HTTPError, OSError, AttributeError, ValueError) as exc:
+            if expired.is_set():
+                raise _BodyProblem(f"no complete answer within {self.timeout:g} s") from None
+            raise _BodyProblem(f"connection dropped while reading ({type(exc).__name__})") from None
+        finally:
+            watchdog.cancel()
+            resp.close()
+        if expired.is_set():
+            raise _BodyProblem(f"no complete answer within {self.timeout:g} s")
+        return b"".join(chunks)
+
+    def request(
+        self,
+        method: str,
+        url: str,
+        *,
+        parse: Callable[[Answer], Any],
+        fatal: Callable[[int, Answer], Exception | None] | None = None,
+        stop: threading.Event | None = None,
+        sleep: Callable[[float], Any] | None = None,
+        on_retry: Callable[[int, str, float], Any] | None = None,
+        **kwargs: Any,
+    ) -> Outcome:
+        """One call with retries: ``parse`` turns a 200 answer into the value (raising :class:`BadReply` for one
+        that is not: retried); ``fatal(status, answer)`` may return an exception that ends the whole run (a
+        rejected key, an unknown model), raised at once; other statuses are retried when the rules say they are
+        transient, else the call fails for good (``final``, with the server's words in ``detail``). A dropped
+        connection, a timeout and a body that cannot be read whole are retried; a refused connection is retried
+        or raised as :class:`Unreachable`, as the rules say; a request that cannot be made at all (a URL no client
+        can call) fails for good. ``stop``, once set, ends a backoff early and stops further attempts
+        (``cancelled``). ``on_retry(retry number, problem, wait)`` is told of each retry before its wait (a log line).
+        ``kwargs`` go to the request (``json``, ``data``, ``params``, ``headers``)."""
+        pause = sleep or self.sleep
+        problems: list[str] = []
+        status: int | None = None
+        for attempt in range(self.max_retries + 1):
+            if stop is not None and stop.is_set():
+                return Outcome(problems=problems, attempts=attempt, status=status, cancelled=True)
+            self.limiter.wait(pause)
+            with self._lock:
+                self.calls += 1
+            retry_after = None
+            try:
+                resp = self.session.request(
+                    method, url, timeout=(self.connect_timeout, self.timeout), stream=True, **kwargs
+                )
+                answer = Answer(resp.status_code, resp.headers, self._read(resp), resp.encoding)
+            except requests.ConnectionError as exc:
+                reason = getattr(exc.args[0], "reason", None) if exc.args else None
+                refused = isinstance(exc, requests.ConnectTimeout) or isinstance(
+                    reason, urllib3.exceptions.NewConnectionError
+                )
+                if refused and not self.rules.retry_refused:
+                    timed_out = isinstance(exc, requests.ConnectTimeout)
+                    raise Unreachable(
+                        "connect timeout" if timed_out else "connection refused or unknown host"
+                    ) from None
+                problems.append(
+                    f"connection error ({type(exc).__name__}: {self.scrub(str(exc))})"
+                    if refused
+                    else f"connection dropped ({type(exc).__name__})"
+                )
+            except requests.Timeout as exc:
+                problems.append(f"no answer within {self.timeout:g} s ({type(exc).__name__})")
+            except requests.RequestException as exc:  # a request that cannot be made (a URL no adapter takes)
+                problems.append(f"request failed ({type(exc).__name__}: {self.scrub(str(exc))})")
+                return Outcome(problems=problems, attempts=attempt + 1, status=status, final=True)
+            except _BodyProblem as exc:
+                problems.append(str(exc))
+            else:
+                status = answer.status_code
+                if status == 200:
+                    try:
+                        return Outcome(value=parse(answer), attempts=attempt + 1, status=status)
+                    except BadReply as exc:
+                        problems.append(str(exc))
+                else:
+                    error = fatal(status, answer) if fatal is not None else None
+                    if error is not None:
+                        raise error
+                    if not self.rules.transient(status):
+                        return Outcome(
+                            problems=[*problems, f"HTTP {status}"],
+                            attempts=attempt + 1,
+                            status=status,
+                            final=True,
+                            detail=self.scrub(answer.text)[:1000],
+                        )
+                    problems.append(f"HTTP {status}")
+                    retry_after = retry_after_from_headers(answer.headers, time.time())
+            if attempt < self.max_retries and not (stop is not None and stop.is_set()):
+                delay = self.backoff(attempt, retry_after)
+                if on_retry is not None:
+                    on_retry(attempt + 1, problems[-1], delay)
+                pause(delay)
+        return Outcome(problems=problems, attempts=self.max_retries + 1, status=status)

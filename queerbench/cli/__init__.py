@@ -1,9 +1,9 @@
-"""The ``queerbench`` command line: ``dataset build``, ``run``, ``score``, ``compare``, ``check-predictions``,
-``release`` and ``scm run``.
+"""The ``queerbench`` command line: ``dataset build``, ``run``, ``score``, ``compare``, ``release``, ``lm-eval``,
+and the commands the tasks bring (``scm …``, ``check-predictions``).
 
 Each command is a thin layer over library functions; bad input ends in one clear message (exit status 2) rather
 than a traceback — including file-system errors (``OSError``) that no command turned into a message itself.
-The helpers every command shares live in :mod:`queerbench.cli.common`.
+The helpers every command shares live in :mod:`queerbench.base.arguments`.
 """
 
 from __future__ import annotations
@@ -14,8 +14,7 @@ import sys
 from collections.abc import Sequence
 
 from queerbench import __version__
-from queerbench.cli.common import USER_ERRORS, UserError, os_error_message
-from queerbench.cli.parser import OneLineParser
+from queerbench.base.arguments import USER_ERRORS, OneLineParser, UserError, os_error_message
 
 __all__ = ["UserError", "build_parser", "main", "os_error_message"]
 
@@ -25,7 +24,6 @@ _COMMAND_MODULES = (
     "queerbench.cli.score",
     "queerbench.cli.run",
     "queerbench.cli.release",
-    "queerbench.cli.scm",
     "queerbench.cli.lm_eval",
 )
 
@@ -40,6 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in _COMMAND_MODULES:
         importlib.import_module(name).register(sub)  # light imports only: heavy ones happen inside each command
+    from queerbench.tasks import register_commands
+
+    register_commands(sub)  # the tasks' own commands (scm …, check-predictions)
     return parser
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from queerbench.hub.dataset import DATASET_CONFIGS, build_dataset
+from queerbench.hub.dataset import build_dataset, dataset_configs, default_configs
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -15,9 +15,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     build.add_argument("--out", required=True, help="output folder (must be empty or absent)")
     build.add_argument(
         "--configs",
-        default="default,paper,scm",
-        help=f"comma-separated configs to build, from {', '.join(DATASET_CONFIGS)} (default: %(default)s; "
-        "'queergen' is academic-research-only data, built only when named)",
+        default=",".join(default_configs()),
+        help=f"comma-separated configs to build, from {', '.join(dataset_configs())} (default: %(default)s; the "
+        "others, such as 'queergen', academic-research-only data, are built only when named)",
     )
     build.add_argument("--overwrite", action="store_true", help="replace an earlier dataset build in --out")
     build.set_defaults(func=_build)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from queerbench.lmeval.export import export_configs
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``lm-eval export`` and ``lm-eval import`` to the CLI."""
@@ -12,16 +14,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     export = lsub.add_parser(
         "export",
         help="write task folders for `lm_eval --include_path DIR --tasks queerbench_default`",
-        description="Write lm-evaluation-harness 0.4 task folders (queerbench_default, queerbench_paper, queergen, "
-        "and *_chat for --apply_chat_template) into DIR: the instructed prompt, greedy, queerbench's reply parser "
-        "and scorers, the QueerBench score and the one-word reply rate per group.",
+        description="Write lm-evaluation-harness 0.4 task folders (one per task with an lm-eval export: "
+        "queerbench_default, queerbench_paper, queergen, …, and *_chat for --apply_chat_template) into DIR: the "
+        "instructed prompt, greedy, queerbench's reply parser and scorers, the QueerBench score and the one-word "
+        "reply rate per group.",
     )
     export.add_argument("dir", help="folder for the task folders (new, or an earlier export with --overwrite)")
     export.add_argument(
         "--configs",
         default="default,paper",
-        help="comma-separated configs, from default, paper, queergen (default: %(default)s; queergen's sentences are "
-        "for academic research only)",
+        help=f"comma-separated configs, from {', '.join(export_configs())} (default: %(default)s; queergen's "
+        "sentences are for academic research only)",
     )
     export.add_argument("--prompt", default=None, dest="prompt_id", help="prompt id (default: queergen-2)")
     export.add_argument("--max-new-tokens", type=int, default=None, help="reply length cap (default: 32)")

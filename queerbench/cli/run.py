@@ -1,17 +1,18 @@
-"""``queerbench run``, ``queerbench compare`` and ``queerbench check-predictions``."""
+"""``queerbench run`` and ``queerbench compare``."""
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
-from queerbench.cli.common import config_argument, endpoint_arguments
+from queerbench.base.arguments import endpoint_arguments
+from queerbench.cli.common import config_argument
+from queerbench.methods.registry import METHODS
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    """Add ``run``, ``compare`` and ``check-predictions`` to the CLI."""
+    """Add ``run`` and ``compare`` to the CLI."""
     run = sub.add_parser(
         "run",
         help="the main job: predict, score and report for one masked, causal or chat LM",
@@ -28,7 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     run.add_argument(
         "--method",
-        choices=("auto", "mlm", "scored", "instructed"),
+        choices=METHODS,
         default="auto",
         help="auto: a masked LM → mlm, a local causal LM → scored, --endpoint → instructed (default: %(default)s)",
     )
@@ -93,14 +94,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     compare.add_argument("--out", required=True, help="folder for compare.md, compare.csv and compare_heatmap.png")
     compare.set_defaults(func=_compare)
 
-    check = sub.add_parser("check-predictions", help="agreement of a run's top-k with the paper's prediction CSV")
-    check.add_argument("run_dir", help="a run folder (or its predictions.parquet)")
-    check.add_argument("--against", required=True, help="upstream data/prediction/<model>_template_<k>.csv")
-    check.set_defaults(func=_check)
-
 
 def _run(args: argparse.Namespace) -> int:
-    from queerbench.cli.common import UserError
+    from queerbench.base.arguments import UserError
     from queerbench.methods.instructed.replies import GenerationError
     from queerbench.models.device import ModelLoadError
     from queerbench.models.generation import RunAbortedError
@@ -154,6 +150,7 @@ def _run(args: argparse.Namespace) -> int:
         print(
             f"  replies: {g['n']}, parsed to one word {100 * g['parse_rate']:.1f}%, refusals {100 * g['refusal_rate']:.1f}%"
         )
+    print(f"  signature: {scores['signature']}")
     print(f"wrote {result.out}/predictions.parquet, scores.json, report.md and figures")
     return 0
 
@@ -176,17 +173,4 @@ def _compare(args: argparse.Namespace) -> int:
     for warning in compare_warnings(runs):
         print(f"warning: {warning}", file=sys.stderr)
     print(f"wrote {md}")
-    return 0
-
-
-def _check(args: argparse.Namespace) -> int:
-    from queerbench.tasks.queerbench.prediction_check import check_predictions
-
-    target = Path(args.run_dir)
-    if target.is_dir():
-        target = target / "predictions.parquet"
-    report = check_predictions(target, args.against)
-    print(json.dumps(report, indent=2, ensure_ascii=False, default=str))
-    for warning in report["warnings"]:
-        print(f"warning: {warning}", file=sys.stderr)
     return 0

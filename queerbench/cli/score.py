@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -55,23 +54,34 @@ def register(sub: argparse._SubParsersAction) -> None:
     score.set_defaults(func=_score)
 
 
+def _signature(path: Path, config: str, result: dict) -> str:
+    """The signature of a scored file: its run's (from the run folder's ``run.json``) completed by the scores, or the
+    file's own (task, file name, k, scorers) for a file that is not in a run folder."""
+    from queerbench.base.files import read_json
+    from queerbench.run.signature import Signature
+
+    record = path.parent / "run.json"
+    if path.suffix == ".parquet" and record.is_file():
+        stored = read_json(record, fix="delete it and rerun `queerbench run` for that folder")
+        if isinstance(stored, dict):
+            return str(Signature.from_key(stored).with_scores(result))
+    k = int(result.get("k") or 0)
+    return str(
+        Signature(task=config, method="file", model=path.name, revision=None, dtype="n/a", k=k, limit=None).with_scores(
+            result
+        )
+    )
+
+
 def _score(args: argparse.Namespace) -> int:
-    from queerbench.run.scores import default_toxicity_input, queergen_of_predictions, score_predictions
-    from queerbench.scoring.aggregate import ScoringOptions, compute
-    from queerbench.tasks.queerbench.paper_data import read_paper_csv
-    from queerbench.tasks.queerbench.templates import build_sentences
+    from queerbench.run.scores import score_predictions, task_scores
+    from queerbench.tasks import all_tasks, get_task
 
     path = Path(args.predictions)
     if not path.is_file():
         raise FileNotFoundError(f"predictions file {path} does not exist")
-    from queerbench.tasks.queergen.evaluations import is_queergen_csv
-
-    if path.suffix == ".csv" and is_queergen_csv(path):
-        return _score_queergen_csv(path, args)
-    if path.suffix == ".csv" and args.config == "queergen":
-        raise ValueError(f"{path} is not a QueerGen evaluation CSV; --config queergen scores QueerGen's files or runs")
-    options = ScoringOptions(
-        config=args.config,
+    task = get_task(args.config)
+    options = task.scoring_options(
         toxicity=args.toxicity,
         n_bootstrap=args.bootstrap,
         n_permutations=args.permutations,
@@ -79,39 +89,20 @@ def _score(args: argparse.Namespace) -> int:
         toxicity_input="frame" if args.toxicity_input == "frame" else "sentence",
         exclude_function_words=args.exclude_function_words,
     )
-    if path.suffix == ".csv":
-        try:
-            frame = read_paper_csv(path)
-        except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError) as exc:
-            reason = "it is empty" if isinstance(exc, pd.errors.EmptyDataError) else f"{type(exc).__name__}"
-            raise ValueError(
-                f"{path} is not a readable QueerBench CSV ({reason}); expected an upstream "
-                "data/prediction or data/evaluation/<model>_template_<k>.csv (';'-separated)"
-            ) from None
-        tokens = [t[: args.top_k] if args.top_k else t for t in frame["tokens"]]
-        counts = (
-            frame["perspective_counts"].tolist()
-            if args.toxicity == "precomputed" and "perspective_counts" in frame
-            else None
-        )
-        if args.toxicity == "precomputed" and counts is None:
-            raise ValueError(f"{path} has no stored perspective column; choose another --toxicity")
-        paper = build_sentences("paper")
-        aligned = len(frame) == len(paper) and (frame["name"].to_numpy() == paper["subject"].to_numpy()).all()
-        if args.config == "default" and counts is None and args.toxicity != "none":
-            print(
-                "warning: the paper's files hold the paper's sentences; the toxicity scorer reads them in full "
-                "(not the subject-blind neutral sentence of the default config)",
-                file=sys.stderr,
-            )
-        result = compute(
-            tokens,
-            frame["group"].tolist(),
-            sentences=frame["template"].tolist(),
-            toxicity_counts=counts,
-            template_ids=paper["template_id"].tolist() if aligned else None,  # bootstrap/permutation clusters
-            options=options,
-        )
+    settings = {
+        "options": options,
+        "config": args.config,
+        "top_k": args.top_k,
+        "regard": args.regard,
+        "vader": args.vader,
+    }
+    owner = next((t for t in all_tasks().values() if t.owns_file(path)), None)
+    if owner is not None:  # one of a benchmark's own published files (QueerGen's evaluation CSVs): its scorers
+        result = owner.score_file(path, settings)
+        result["signature"] = _signature(path, args.config, result)
+        return _print_tables(path, result, args, owner.benchmark)
+    if path.suffix == ".csv":  # the task reads the published files of its benchmark (the QueerBench paper's)
+        result = task.score_file(path, settings)
     elif path.suffix == ".parquet":
         frame = read_parquet(
             path, fix="if it is a run's predictions.parquet, delete it and rerun `queerbench run` for that folder"
@@ -126,22 +117,24 @@ def _score(args: argparse.Namespace) -> int:
                 f"{path}: a run's predictions carry no stored toxicity; --toxicity precomputed is for the upstream "
                 "evaluation CSVs. Pass --toxicity embedded, hf:<id>, perspective or none"
             )
-        if args.config == "queergen":
-            _check_queergen_run(frame, path)  # before any scorer runs
-        toxicity_input = args.toxicity_input or default_toxicity_input(args.config)
+        task.check_predictions(frame, path)  # before any scorer runs
+        toxicity_input = args.toxicity_input or task.spec.toxicity_input
         result, _ = score_predictions(frame, options, toxicity_input, k=args.top_k)
-        if args.config == "queergen":
-            result["queergen"] = queergen_of_predictions(
+        result.update(
+            task_scores(
+                task,
                 frame,
                 result["k"],
                 args.top_k,
-                toxicity="none" if args.toxicity == "precomputed" else args.toxicity,
+                toxicity=args.toxicity,
                 regard=args.regard,
                 vader="recompute",
                 seed=args.seed,
             )
+        )
     else:
         raise ValueError(f"{path}: expected a .parquet (from `queerbench run`) or an upstream .csv")
+    result["signature"] = _signature(path, args.config, result)
     print(f"QueerBench ({result['config']}, top-{result['k']}):")
     from queerbench.reporting.tables import fmt, n_note
 
@@ -153,46 +146,23 @@ def _score(args: argparse.Namespace) -> int:
         )
     if (result.get("function_words") or {}).get("excluded"):
         print("  (function words excluded: --exclude-function-words)")
+    print(f"  signature: {result['signature']}")
     if args.out:
         write_json(args.out, result)
         print(f"wrote {args.out}")
     else:
-        print(json.dumps({k: result[k] for k in ("queerbench", "n", "config", "k")}, indent=2))
+        print(json.dumps({k: result[k] for k in ("queerbench", "n", "config", "k", "signature")}, indent=2))
     return 0
 
 
-def _check_queergen_run(frame: pd.DataFrame, path: Path) -> None:
-    """Refuse, in one line, a predictions table that is not a ``queergen`` run: QueerGen's columns and groups."""
-    from queerbench.tasks.queergen.spec import spec
-
-    needed = {"unmarked_sentence", "template", "group", "tokens"}
-    if not needed <= set(frame.columns):
-        raise ValueError(f"{path} is not a queergen run (it lacks {sorted(needed - set(frame.columns))})")
-    groups = spec()["group_order"]
-    unknown = sorted({str(g) for g in frame["group"]} - set(groups))
-    if unknown:
-        raise ValueError(
-            f"{path}: unknown group(s) {unknown} for --config queergen; a queergen run's groups are {', '.join(groups)}"
-        )
-
-
-def _score_queergen_csv(path: Path, args: argparse.Namespace) -> int:
-    """Score one of QueerGen's stored evaluation CSVs with QueerGen's scorers (its own values with precomputed)."""
+def _print_tables(path: Path, result: dict, args: argparse.Namespace, benchmark: str) -> int:
+    """Print (and with ``--tables`` write) the tables of a benchmark's own scores of one of its published files."""
     from queerbench.base.files import atomic_path
-    from queerbench.tasks.queergen.score import score_queergen_csv
 
-    result = score_queergen_csv(
-        path,
-        config=args.config,
-        toxicity=args.toxicity,
-        regard=args.regard,
-        vader=args.vader,
-        seed=args.seed,
-        top_k=args.top_k,
-    )
-    pinned = result["source"]["pinned"]
+    pinned = (result.get("source") or {}).get("pinned")
     print(
-        f"QueerGen scores ({result['config']}, top-{result['k']}) of {path} [{pinned or 'not a pinned QueerGen file'}]:"
+        f"{benchmark} scores ({result['config']}, top-{result['k']}) of {path} "
+        f"[{pinned or 'not a pinned file of the benchmark'}]:"
     )
     for name, rows in result["tables"].items():
         print(f"  {name}:")
@@ -207,6 +177,7 @@ def _score_queergen_csv(path: Path, args: argparse.Namespace) -> int:
             with atomic_path(folder / f"{name}.csv") as tmp:
                 pd.DataFrame(rows).to_csv(tmp, index=False)
         print(f"wrote {', '.join(result['tables'])} into {folder}")
+    print(f"  signature: {result['signature']}")
     if args.out:
         write_json(args.out, result)
         print(f"wrote {args.out}")

@@ -6,7 +6,7 @@ with ``datasets.load_dataset(folder, "<config>", split="nouns")``. Building twic
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 
@@ -18,64 +18,31 @@ import yaml
 from queerbench import __version__
 from queerbench.base.files import atomic_dir
 from queerbench.base.sources import describe_sources
-from queerbench.tasks.queerbench.templates import COLUMNS, SPLITS, build_sentences
+from queerbench.tasks import Task, all_tasks
 
-__all__ = ["DATASET_CONFIGS", "build_dataset", "config_splits", "load_local_split"]
-
-CONFIG_DESCRIPTIONS: dict[str, str] = {
-    "default": (
-        "The benchmark done right: 103 distinct templates × (62 nouns + 15 distinct pronouns) = 7,931 grammatical "
-        "sentences (real verb agreement, accusative forms in object position, possessives that agree with pronoun "
-        "subjects, lowercase 'the' inside a sentence, the 'has learning a living' typo fixed)."
-    ),
-    "paper": (
-        "Exactly the 8,268 sentences the QueerBench paper's code generated (106 templates × (62 nouns + 16 pronoun "
-        "rows)), bugs included: duplicate templates and pronoun 'e', a capitalised 'The' everywhere, and the 'they' "
-        "plural hack ('they ha learning …'). Use it to reproduce the published tables."
-    ),
-    "queergen": (
-        "QueerGen's 3,100 sentences (10 subjects × (unmarked + 30 markers) × 10 templates, groups unmarked / "
-        "non-queer / queer), equal to its data/template_complete.csv; split top5_sample: the 300 rows of its top-5 "
-        "runs. Academic research only (see below); built only on request."
-    ),
-    "scm": (
-        "Stereotype Content Model probes for generative LLMs (Ostrow & Lopez): survey prompts (rating, selection, "
-        "elicitation) and text-generation prompts for 7 sexual and gender minority groups."
-    ),
-}
+__all__ = ["build_dataset", "config_splits", "dataset_configs", "default_configs", "load_local_split"]
 
 
-def _queerbench_splits(config: str) -> dict[str, pd.DataFrame]:
-    frame = build_sentences(config)
-    return {split: frame[frame["split"] == split][list(COLUMNS)].reset_index(drop=True) for split in SPLITS}
+def dataset_configs() -> tuple[str, ...]:
+    """Every config the dataset can hold: one per task (its ``dataset_config``), in the registry's order."""
+    return tuple(task.spec.dataset_config for task in all_tasks().values())
 
 
-def _scm_splits(config: str) -> dict[str, pd.DataFrame]:
-    from queerbench.tasks.scm.dataset import scm_splits
-
-    return scm_splits()
-
-
-def _queergen_splits(config: str) -> dict[str, pd.DataFrame]:
-    from queerbench.tasks.queergen.sentences import build_queergen_sentences, queergen_sample
-
-    return {"test": build_queergen_sentences(), "top5_sample": queergen_sample()}
+def _task_of(config: str) -> Task:
+    for task in all_tasks().values():
+        if task.spec.dataset_config == config:
+            return task
+    raise ValueError(f"unknown dataset config {config!r}; choose from: {', '.join(dataset_configs())}")
 
 
-DATASET_CONFIGS: dict[str, Callable[[str], dict[str, pd.DataFrame]]] = {
-    "default": _queerbench_splits,
-    "paper": _queerbench_splits,
-    "queergen": _queergen_splits,
-    "scm": _scm_splits,
-}
-"""Every config the dataset can hold, mapped to the function that builds its splits."""
+def default_configs() -> tuple[str, ...]:
+    """The configs built when none are named: every task's that is built by default (QueerGen's only on request)."""
+    return tuple(t.spec.dataset_config for t in all_tasks().values() if t.spec.build_by_default)
 
 
 def config_splits(config: str) -> dict[str, pd.DataFrame]:
-    """The splits of one dataset config as DataFrames (no files written)."""
-    if config not in DATASET_CONFIGS:
-        raise ValueError(f"unknown dataset config {config!r}; choose from: {', '.join(DATASET_CONFIGS)}")
-    return DATASET_CONFIGS[config](config)
+    """The splits of one dataset config as DataFrames (no files written): its task's."""
+    return _task_of(config).dataset_splits()
 
 
 def _write_parquet(frame: pd.DataFrame, path: Path) -> pa.Table:
@@ -101,7 +68,7 @@ def _features(table: pa.Table) -> list[dict[str, str]]:
 
 
 def _card(configs: Sequence[str], tables: dict[str, dict[str, pa.Table]]) -> str:
-    default = "default" if "default" in configs else configs[0]
+    default = next(c for c in dataset_configs() if c in configs)  # the registry's first task that is built
     meta = {
         "pretty_name": "QueerBench",
         "language": ["en"],
@@ -132,7 +99,8 @@ def _card(configs: Sequence[str], tables: dict[str, dict[str, pa.Table]]) -> str
     }
     body = resources.files("queerbench.data").joinpath("dataset_card.md").read_text(encoding="utf-8")
     config_lines = "\n".join(
-        f"- **`{c}`** ({', '.join(f'{s}: {t.num_rows:,}' for s, t in tables[c].items())}): {CONFIG_DESCRIPTIONS[c]}"
+        f"- **`{c}`** ({', '.join(f'{s}: {t.num_rows:,}' for s, t in tables[c].items())}): "
+        f"{_task_of(c).spec.dataset_description}"
         for c in configs
     )
     source_lines = "\n".join(
@@ -140,19 +108,18 @@ def _card(configs: Sequence[str], tables: dict[str, dict[str, pa.Table]]) -> str
         for s in describe_sources(_card_sources(configs))
     )
     body = body.format(version=__version__, configs=config_lines, sources=source_lines)
-    if "queergen" in configs:
-        body += resources.files("queerbench.data").joinpath("queergen_card.md").read_text(encoding="utf-8").format()
+    body += "".join(_task_of(c).dataset_card_extra() for c in configs)
     return "---\n" + yaml.safe_dump(meta, sort_keys=False, allow_unicode=True) + "---\n" + body
 
 
 def _card_sources(configs: Sequence[str]) -> list[str]:
-    """The sources a card lists: every project source, and QueerGen's sentence files only when ``queergen`` is built
-    (its stored evaluations and tables are reproduction references, not dataset sources)."""
-    from queerbench.tasks.queergen.spec import spec
-
-    names = [s["name"] for s in describe_sources() if not s["name"].startswith("queergen_")]
-    if "queergen" in configs:
-        names += list(spec()["sources"].values())
+    """The sources a card lists: every project source that is no benchmark's own sentence or reference file, plus
+    the sources of the configs built (a benchmark's stored evaluations and tables are reproduction references, not
+    dataset sources)."""
+    own = {s for task in all_tasks().values() for s in task.owned_sources()}
+    names = [s["name"] for s in describe_sources() if s["name"] not in own]
+    for c in configs:
+        names += [s for s in _task_of(c).dataset_sources() if s not in names]
     return names
 
 
@@ -161,19 +128,17 @@ def _looks_like_dataset(folder: Path) -> bool:
     return readme.is_file() and "configs:" in readme.read_text(encoding="utf-8", errors="replace")
 
 
-def build_dataset(
-    out: str | Path, configs: Sequence[str] = ("default", "paper", "scm"), *, overwrite: bool = False
-) -> Path:
+def build_dataset(out: str | Path, configs: Sequence[str] | None = None, *, overwrite: bool = False) -> Path:
     """Write the Hub-ready dataset folder for ``configs`` into ``out`` (atomically) and return its path.
 
     ``out`` must be empty or absent; an earlier dataset build there is replaced only with ``overwrite=True``.
+    ``configs`` None: :func:`default_configs`.
     """
-    configs = list(dict.fromkeys(configs))
+    configs = list(dict.fromkeys(default_configs() if configs is None else configs))
     if not configs:
-        raise ValueError("no dataset configs given; choose from: " + ", ".join(DATASET_CONFIGS))
+        raise ValueError("no dataset configs given; choose from: " + ", ".join(dataset_configs()))
     for c in configs:
-        if c not in DATASET_CONFIGS:
-            raise ValueError(f"unknown dataset config {c!r}; choose from: {', '.join(DATASET_CONFIGS)}")
+        _task_of(c)  # an unknown config fails before anything is built
     frames = {c: config_splits(c) for c in configs}  # build everything before touching the output folder
     with atomic_dir(out, overwrite=overwrite, is_ours=_looks_like_dataset) as tmp:
         tables = {

@@ -1,11 +1,12 @@
 """``queerbench lm-eval export DIR``: task folders lm-evaluation-harness 0.4 loads with ``--include_path DIR``.
 
-Per config and prompt format, one folder ``DIR/<task>/`` with the task YAML (from the template
+Per task and prompt format, one folder ``DIR/<task>/`` with the task YAML (from the template
 ``queerbench/data/lmeval_task.yaml``), a ``utils.py`` that binds :class:`queerbench.lmeval.task.TaskHooks`, and
-``sentences.parquet``: the config's sentences in ``queerbench run``'s order, so ``lm_eval --limit N`` evaluates the
-same sentences as a run over the templates they cover. Task names: ``queerbench_default``, ``queerbench_paper``,
-``queergen`` (raw prompt, for models without a chat template) and the same with ``_chat`` (the prompt as the user
-turn of ``--apply_chat_template``). The folder is written in a temporary sibling and moved into place whole.
+``sentences.parquet``: the task's sentences in ``queerbench run``'s order, so ``lm_eval --limit N`` evaluates the
+same sentences as a run over the templates they cover. Which tasks can be exported, and under which name, each task
+says (its ``lmeval`` entry: ``queerbench_default``, ``queerbench_paper``, ``queergen``), for the raw prompt (models
+without a chat template) and with ``_chat`` (the prompt as the user turn of ``--apply_chat_template``). The folder is
+written in a temporary sibling and moved into place whole.
 """
 
 from __future__ import annotations
@@ -22,9 +23,8 @@ from queerbench import __version__
 from queerbench.base.files import atomic_dir
 from queerbench.lmeval.task import METRIC_KINDS, PROMPT_FORMATS, metric_name
 
-__all__ = ["EXPORT_CONFIGS", "export_tasks", "task_name"]
+__all__ = ["export_configs", "export_tasks", "task_name"]
 
-EXPORT_CONFIGS: tuple[str, ...] = ("default", "paper", "queergen")
 MARKER = ".queerbench-lm-eval"
 _REQUIRED = ("task", "dataset_path", "dataset_kwargs", "output_type", "doc_to_text", "process_results", "metric_list")
 _UTILS = '''"""lm-evaluation-harness hooks of the task {task} (written by `queerbench lm-eval export`; re-export, do not edit)."""
@@ -38,9 +38,22 @@ process_results = _hooks.process_results
 '''
 
 
+def export_configs() -> tuple[str, ...]:
+    """The tasks that have an lm-evaluation-harness export (their ``lmeval`` entry), in the registry's order."""
+    from queerbench.tasks import all_tasks
+
+    return tuple(name for name, task in all_tasks().items() if task.spec.lmeval_task)
+
+
 def task_name(config: str, prompt_format: str) -> str:
-    """``queerbench_default``, ``queerbench_paper_chat``, ``queergen`` …"""
-    base = "queergen" if config == "queergen" else f"queerbench_{config}"
+    """The task's lm-evaluation-harness name (``queerbench_default``, ``queergen``, …), ``_chat`` for the chat format."""
+    from queerbench.tasks import get_task
+
+    base = get_task(config).spec.lmeval_task
+    if not base:
+        raise ValueError(
+            f"--config {config} has no lm-evaluation-harness export; choose one of {', '.join(export_configs())}"
+        )
     return base if prompt_format == "raw" else f"{base}_chat"
 
 
@@ -92,12 +105,14 @@ def export_tasks(
 ) -> list[str]:
     """Write the task folders of ``configs`` (both prompt formats each) into ``out``; return the task names."""
     from queerbench.methods.instructed.replies import load_prompts
-    from queerbench.scoring.aggregate import ScoringOptions, _group_order
-    from queerbench.tasks.queerbench.templates import build_sentences
+    from queerbench.scoring.aggregate import ScoringOptions, group_order
+    from queerbench.tasks import get_task
 
-    unknown = [c for c in configs if c not in EXPORT_CONFIGS]
+    unknown = [c for c in configs if c not in export_configs()]
     if unknown or not configs:
-        raise ValueError(f"--configs must name some of {', '.join(EXPORT_CONFIGS)}, got {', '.join(configs) or 'none'}")
+        raise ValueError(
+            f"--configs must name some of {', '.join(export_configs())}, got {', '.join(configs) or 'none'}"
+        )
     prompts = load_prompts()
     prompt_id = prompt_id or prompts["default_prompt"]
     if prompt_id not in prompts["prompts"]:
@@ -115,8 +130,8 @@ def export_tasks(
     with atomic_dir(out, overwrite=overwrite, is_ours=lambda p: (p / MARKER).is_file()) as tmp:
         (tmp / MARKER).write_text(f"queerbench {__version__}\n", encoding="utf-8")
         for config in configs:
-            frame = build_sentences(config).drop(columns=["split"])
-            groups = _group_order(frame["group"].astype(str).tolist())
+            frame = get_task(config).items().drop(columns=["split"])
+            groups = group_order(frame["group"].astype(str).tolist())
             for prompt_format in PROMPT_FORMATS:
                 task = task_name(config, prompt_format)
                 folder = tmp / task

@@ -21,14 +21,18 @@ from typing import Any
 
 import pandas as pd
 
-from queerbench.lmeval.export import EXPORT_CONFIGS, task_name
+from queerbench.lmeval.export import export_configs, task_name
 from queerbench.lmeval.task import PROMPT_FORMATS
 
 __all__ = ["find_run", "import_samples"]
 
 _SAMPLES = re.compile(r"^samples_(?P<task>.+)_(?P<time>\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}\.\d+)\.jsonl$")
 _API_MODELS = ("local-completions", "local-chat-completions", "openai-completions", "openai-chat-completions")
-OURS = {task_name(c, f): (c, f) for c in EXPORT_CONFIGS for f in PROMPT_FORMATS}
+
+
+def ours() -> dict[str, tuple[str, str]]:
+    """The lm-evaluation-harness task names queerbench exports: ``{name: (task, prompt format)}``."""
+    return {task_name(c, f): (c, f) for c in export_configs() for f in PROMPT_FORMATS}
 
 
 def _model_args(config: dict[str, Any]) -> dict[str, Any]:
@@ -55,17 +59,17 @@ def find_run(output_dir: str | Path, task: str | None = None) -> tuple[Path, dic
             f"--log_samples --output_path {root}"
         )
     tasks = sorted({m["task"] for _, m in found})
-    ours = [t for t in tasks if t in OURS]
-    if not ours:
+    found_ours = [t for t in tasks if t in ours()]
+    if not found_ours:
         raise ValueError(
-            f"the samples in {root} are of {', '.join(tasks)}, not of a queerbench task ({', '.join(OURS)}): "
+            f"the samples in {root} are of {', '.join(tasks)}, not of a queerbench task ({', '.join(ours())}): "
             "export the tasks with `queerbench lm-eval export DIR` and run lm_eval with --include_path DIR"
         )
-    if task is None and len(ours) > 1:
-        raise ValueError(f"{root} holds samples of {', '.join(ours)}: choose one with --task")
-    task = task or ours[0]
-    if task not in ours:
-        raise ValueError(f"{root} holds no samples of {task} (it has {', '.join(ours)}); choose one with --task")
+    if task is None and len(found_ours) > 1:
+        raise ValueError(f"{root} holds samples of {', '.join(found_ours)}: choose one with --task")
+    task = task or found_ours[0]
+    if task not in found_ours:
+        raise ValueError(f"{root} holds no samples of {task} (it has {', '.join(found_ours)}); choose one with --task")
     runs = [(p, m) for p, m in found if m["task"] == task]
     results = []
     for path, m in runs:
@@ -132,13 +136,14 @@ def import_samples(
     :class:`~queerbench.run.pipeline.RunResult` of scoring it (``toxicity`` None: the scorer the task was exported with)."""
     from queerbench.base.files import atomic_path, write_json
     from queerbench.methods.instructed.replies import load_prompts, parse_reply
-    from queerbench.models.fingerprint import fingerprint_model
+    from queerbench.models.registry import model_ref
     from queerbench.run.folder import KEY_FILE
     from queerbench.run.pipeline import RunOptions, run_benchmark
-    from queerbench.tasks.queerbench.templates import build_sentences
+    from queerbench.run.signature import signature_of
+    from queerbench.tasks import get_task
 
     samples_path, results, task = find_run(output_dir, task)
-    config, prompt_format = OURS[task]
+    config, prompt_format = ours()[task]
     meta = ((results.get("configs") or {}).get(task) or {}).get("metadata") or {}
     if meta.get("config") != config or "prompt_id" not in meta:
         raise ValueError(
@@ -156,7 +161,7 @@ def import_samples(
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise FileExistsError(f"--out {out} exists and is not empty; choose a new folder for the imported run")
 
-    frame = build_sentences(config).drop(columns=["split"])
+    frame = get_task(config).items().drop(columns=["split"])
     by_id = frame.set_index("id")["masked_sentence"].to_dict()
     replies: dict[str, str] = {}
     with samples_path.open(encoding="utf-8") as lines:
@@ -229,7 +234,9 @@ def import_samples(
         with atomic_path(out / "predictions.parquet") as tmp:
             predictions.to_parquet(tmp, index=False)
         write_json(out / "model.json", model_meta)
-        write_json(out / KEY_FILE, {**options.cache_key(), "model_fingerprint": fingerprint_model(model)})
+        signature = signature_of(options, n_templates=int(frame["template_id"].nunique()))
+        record = {**signature.key(), "model_fingerprint": model_ref(model, endpoint, check_paths=False).fingerprint()}
+        write_json(out / KEY_FILE, {**record, "signature": str(signature)})
         log(f"imported {len(predictions)} replies of {task} ({model}) from {samples_path}")
         return run_benchmark(options, out, log=lambda _: None)
     except BaseException:

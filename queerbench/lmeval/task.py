@@ -26,7 +26,6 @@ __all__ = ["METRIC_KINDS", "TaskHooks", "metric_name"]
 METRIC_KINDS: tuple[str, ...] = ("queerbench", "parse_rate")
 """Per-group metrics every exported task reports: the QueerBench score and the share of one-word replies."""
 PROMPT_FORMATS: tuple[str, ...] = ("raw", "chat")
-_SENTENCE_COLUMN = {"neutral": "neutral_sentence", "full": "masked_sentence", "frame": None}
 
 
 def metric_name(kind: str, group: str) -> str:
@@ -39,6 +38,7 @@ class TaskHooks:
 
     def __init__(self, *, config: str, prompt_id: str, prompt_format: str, toxicity: str, groups: Sequence[str]):
         from queerbench.run.pipeline import RunOptions
+        from queerbench.run.scores import toxicity_column
 
         if prompt_format not in PROMPT_FORMATS:
             raise ValueError(f"prompt_format must be one of {', '.join(PROMPT_FORMATS)}, got {prompt_format!r}")
@@ -54,7 +54,7 @@ class TaskHooks:
         )
         self.prompt_id, self.prompt_format, self.groups = prompt_id, prompt_format, list(groups)
         self.scoring = self.options.scoring_options()
-        self.column = _SENTENCE_COLUMN[str(self.options.toxicity_input)]
+        self.column = toxicity_column(str(self.options.toxicity_input))
 
     def metric_names(self) -> list[str]:
         """Every metric the task reports, in the YAML's order."""

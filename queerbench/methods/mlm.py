@@ -1,21 +1,34 @@
-"""The ``mlm`` method as a predictor: a masked LM fills the ``[MASK]`` of each sentence (see :mod:`.predict`).
+"""``mlm``: a masked LM fills the ``[MASK]`` of each sentence (the engine: :mod:`queerbench.models.masked.predict`).
 
-It has the interface every method's predictor has (:class:`queerbench.methods.registry.Predictor`): built from a run's options
-with :meth:`MaskedLMPredictor.from_options`, checked cheaply before anything is claimed with
-:meth:`MaskedLMPredictor.preflight`, then ``metadata()`` and ``predict(ids, sentences, tick)``.
+:data:`MLM` is the method's registry entry; :class:`MaskedLMPredictor` has the interface every method's predictor has
+(:class:`queerbench.methods.base.Predictor`): built from a run's options with :meth:`MaskedLMPredictor.from_options`,
+checked cheaply before anything is claimed with :meth:`MaskedLMPredictor.preflight`, then ``metadata()`` and
+``predict(ids, sentences, tick)``. How the top-k is read (whole words or raw tokens) is the task's ``mlm_mode``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["MaskedLMPredictor"]
+from queerbench.methods.base import Method
+
+if TYPE_CHECKING:
+    from queerbench.methods.options import RunOptions
+
+__all__ = ["MLM", "MaskedLMPredictor"]
+
+
+def _mode(config: str) -> str:
+    """The masked-LM mode of the task ``config`` (its ``mlm_mode``)."""
+    from queerbench.tasks import get_task
+
+    return str(get_task(config).spec.mlm_mode)
 
 
 class MaskedLMPredictor:
-    """``mlm`` on a masked LM: top-k words at the mask, the engine's ``default`` or ``paper`` mode."""
+    """``mlm`` on a masked LM: top-k words at the mask, in the task's mode (whole words or raw tokens)."""
 
     method = "mlm"
 
@@ -31,17 +44,39 @@ class MaskedLMPredictor:
         revision: str | None = None,
         fingerprint: dict[str, Any] | None = None,
         device_map: str | None = None,
+        safetensors_only: bool = False,
+        lm: Any = None,
     ) -> None:
-        from queerbench.models.masked.predict import load_masked_lm
+        from queerbench.models.registry import load_model, model_ref
 
         self.config, self.top_k, self.batch_size = config, top_k, batch_size
-        self.lm = load_masked_lm(model, device=device, dtype=dtype, revision=revision, device_map=device_map)
+        self.lm = lm or load_model(
+            model_ref(model, revision=revision),
+            "masked_lm",
+            device=device,
+            dtype=dtype,
+            device_map=device_map,
+            safetensors_only=safetensors_only,
+        )
         self.fingerprint = fingerprint
+
+    @classmethod
+    def from_loaded(cls, lm: Any, options: RunOptions) -> MaskedLMPredictor:
+        """The predictor of a run's ``options`` over a masked LM already loaded (the Space's cached models)."""
+        return cls(
+            options.model,
+            config=options.config,
+            top_k=options.top_k,
+            device=options.device,
+            dtype=options.dtype,
+            batch_size=options.batch_size,
+            lm=lm,
+        )
 
     @classmethod
     def from_options(
         cls,
-        options: Any,
+        options: RunOptions,
         *,
         cache_path: Path,
         log: Callable[[str], None] = print,
@@ -60,11 +95,12 @@ class MaskedLMPredictor:
             batch_size=options.batch_size,
             revision=revision,
             fingerprint=fingerprint,
-            device_map=getattr(options, "device_map", None),
+            device_map=options.device_map,
+            safetensors_only=options.safetensors_only,
         )
 
     @staticmethod
-    def preflight(options: Any) -> None:
+    def preflight(options: RunOptions) -> None:
         """Check the device, then load the masked LM's config and tokenizer only (not its weights) and check
         ``--top-k`` against the vocabulary it may predict from, so that a bad ``--top-k`` fails before the model
         loads."""
@@ -75,18 +111,20 @@ class MaskedLMPredictor:
         device = resolve_device(
             options.device
         )  # --device cuda on a machine without CUDA fails here, not after the claim
-        check_device_map(getattr(options, "device_map", None))
+        check_device_map(options.device_map)
         if Path(options.model).expanduser().is_file():
             raise ValueError(f"--model {options.model} is a file; a masked LM is a folder saved with save_pretrained")
         config, tokenizer = load_masked_lm_tokenizer(options.model, revision=options.revision)
-        limit = max_top_k(config, tokenizer, options.config)
+        mode = _mode(options.config)
+        limit = max_top_k(config, tokenizer, mode)
         if options.top_k > limit:
-            what = "whole-word vocabulary entries" if options.config == "default" else "vocabulary entries"
+            what = "whole-word vocabulary entries" if mode == "whole_word" else "vocabulary entries"
             raise ValueError(
                 f"--top-k {options.top_k} exceeds the {limit} {what} of {options.model}; choose --top-k <= {limit}"
             )
-        device_map = getattr(options, "device_map", None)
-        check_fits(options.model, config, options.dtype, device, device_map, causal=False, revision=options.revision)
+        check_fits(
+            options.model, config, options.dtype, device, options.device_map, causal=False, revision=options.revision
+        )
 
     def metadata(self) -> dict[str, Any]:
         """The loaded model's metadata (commit, architecture, tokenizer, device, ...) and the run's fingerprint."""
@@ -100,7 +138,7 @@ class MaskedLMPredictor:
             self.lm,
             list(sentences),
             self.top_k,
-            mode="paper" if self.config == "queergen" else self.config,  # QueerGen: raw top-k
+            mode=_mode(self.config),
             batch_size=self.batch_size,
             progress=tick,
         )
@@ -108,3 +146,11 @@ class MaskedLMPredictor:
 
     def close(self) -> None:
         """Nothing to release (the model goes with the predictor)."""
+
+
+MLM = Method(
+    "mlm",
+    default_model="bert-base-uncased",
+    backends={"masked_lm": "queerbench.methods.mlm:MaskedLMPredictor"},
+    description="a masked LM fills the blank",
+)

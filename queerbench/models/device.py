@@ -3,8 +3,6 @@ error and the one device rule. Importing this module does not import torch."""
 
 from __future__ import annotations
 
-from typing import Any
-
 __all__ = ["ModelLoadError", "resolve_device"]
 
 
@@ -12,17 +10,18 @@ class ModelLoadError(ValueError):
     """A model or its tokenizer cannot be used: not found, not fetchable offline, or not the kind of model needed."""
 
 
-def resolve_device(spec: str = "auto") -> Any:
-    """``auto`` → cuda, then mps, then cpu; otherwise the named device, checked to be available (a ``torch.device``;
-    a one-line ``ValueError`` for an unknown or unavailable one)."""
+def resolve_device(spec: str = "auto") -> str:
+    """The library's one device rule: ``auto`` → ``cuda``, then ``mps``, then ``cpu``; otherwise the named device,
+    checked to be available. Returns the device's name (``cpu``, ``cuda:1``: what torch takes and outputs record); a
+    one-line ``ValueError`` for an unknown or unavailable one."""
     import torch
 
     if spec == "auto":
         if torch.cuda.is_available():
-            return torch.device("cuda")
+            return "cuda"
         if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
-            return torch.device("mps")
-        return torch.device("cpu")
+            return "mps"
+        return "cpu"
     try:
         device = torch.device(spec)
     except RuntimeError as exc:
@@ -31,4 +30,4 @@ def resolve_device(spec: str = "auto") -> Any:
         raise ValueError(f"device {spec!r} requested but CUDA is not available here; use --device auto or cpu")
     if device.type == "mps" and not torch.backends.mps.is_available():
         raise ValueError(f"device {spec!r} requested but MPS is not available here; use --device auto or cpu")
-    return device
+    return str(device)

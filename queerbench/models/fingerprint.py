@@ -8,10 +8,11 @@ a same-size rewrite or a copied-back file with its old mtime). A bert-base folde
 (sha256 at ~600 MB/s on the 2-core development machine, ``benchmarks/preflight_cost.py``); within one process a file
 whose size, mtime, ctime and inode are unchanged is not hashed twice.
 
-The fingerprint is method-agnostic: masked LMs, causal LMs and anything else loaded from a folder are hashed the
-same way. The embedded model (``embedded:smollm2-135m-instruct``) gets ``kind="embedded"`` with the pinned sha256 of
-its GGUF file (the record the generation layer writes, so ``run.json`` and ``scores.json`` agree); any other name that
-is not a local folder (a Hub id, an endpoint's model name) gets ``kind="id"`` and no hash.
+The fingerprint is method-agnostic, and :func:`fingerprint_model` is the library's only one: masked LMs, causal LMs
+and anything else loaded from a folder are hashed the same way; the embedded model (``embedded:smollm2-135m-instruct``)
+gets ``kind="embedded"`` with the pinned sha256 of its GGUF file; a Hub id the commit its files resolved to (from
+``huggingface_hub``'s public API, :func:`hub_commit`), or, before anything loads, ``kind="id"`` and no hash; an
+endpoint its URL and model name.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ __all__ = [
     "describe_fingerprint",
     "fingerprint_model",
     "fingerprints_differ",
+    "hub_commit",
     "looks_like_path",
     "model_files",
 ]
@@ -54,8 +56,9 @@ MODEL_FILE_SUFFIXES: tuple[str, ...] = (
 
 
 EMBEDDED_SOURCES: dict[str, str] = {"embedded:smollm2-135m-instruct": "smollm2_135m_instruct_gguf"}
-"""The embedded model names and the pinned source (``lexicons/sources.json``) of each one's weights; the name is
-``queerbench.models.generation.settings.DEFAULT_MODEL`` (not imported: the generation layer imports this module)."""
+"""The embedded model names and the pinned source (``lexicons/sources.json``) of each one's weights."""
+DEFAULT_EMBEDDED = "embedded:smollm2-135m-instruct"
+"""The embedded model a reference of ``None`` means (the generation layer's default model)."""
 
 
 def looks_like_path(ref: str) -> bool:
@@ -112,18 +115,62 @@ def model_files(folder: str | os.PathLike[str]) -> list[Path]:
     return sorted(found, key=lambda p: p.relative_to(root).as_posix())
 
 
-def fingerprint_model(model_id_or_path: str | os.PathLike[str]) -> dict[str, Any]:
-    """A fingerprint of the model a run loads from ``model_id_or_path``.
+def hub_commit(model_id: str, revision: str | None = None) -> str | None:
+    """The commit a Hub model's files resolve to at ``revision`` (``None``: its default branch), or ``None`` when it
+    cannot be known (offline with nothing cached, no such repository).
 
-    For a local folder: ``{"kind": "local", "path": <absolute path>, "files": {<relative path>: <sha256>},
-    "sha256": <sha256 over the sorted (path, hash) pairs>}``; the combined ``sha256`` changes when any weight,
-    tokenizer or config file is added, removed, renamed or rewritten. A single model file (e.g. GGUF) is
-    fingerprinted the same way, as a folder holding only that file. For anything else (a Hub id, which the run pins
-    by commit instead, or an endpoint's model name): ``{"kind": "id", "model": <the name>, "sha256": None}``; the
-    embedded model: ``{"kind": "embedded", "sha256": <its pinned sha256>}`` (read from the source pin, not hashed).
+    A local folder or file gives ``None``. Through ``huggingface_hub``'s public API: the repository's ``config.json`` is fetched (or found in the cache, which
+    ``HF_HUB_OFFLINE`` restricts it to) with :func:`huggingface_hub.hf_hub_download`, whose path lies in the snapshot
+    folder named after the commit (``…/snapshots/<commit>/config.json``, the documented cache layout); a repository
+    without ``config.json`` (a GGUF-only one) is asked with :meth:`huggingface_hub.HfApi.model_info`.
+    """
+    import re
+
+    from huggingface_hub import HfApi, hf_hub_download
+    from huggingface_hub.errors import EntryNotFoundError
+
+    if looks_like_path(model_id) or Path(model_id).expanduser().exists():
+        return None  # a local folder or file has no commit (its files are hashed instead)
+    try:
+        path = Path(hf_hub_download(model_id, "config.json", revision=revision))
+    except EntryNotFoundError:
+        try:
+            return HfApi().model_info(model_id, revision=revision).sha
+        except (OSError, ValueError):
+            return None
+    except (OSError, ValueError):  # offline and not cached, unknown repository, bad id: no commit known
+        return None
+    commit = path.parent.name
+    return commit if re.fullmatch(r"[0-9a-f]{40}", commit) else None
+
+
+def fingerprint_model(
+    model_id_or_path: str | os.PathLike[str] | None,
+    *,
+    endpoint: str | None = None,
+    hub: str = "id",
+    commit: str | None = None,
+    revision: str | None = None,
+) -> dict[str, Any]:
+    """What identifies the weights behind a model reference: the one fingerprint of the library, so that a resume,
+    a reused reply or a reused prediction never mixes two models.
+
+    - an endpoint (``endpoint`` given): ``{"kind": "endpoint", "base_url": <URL without trailing />, "model": <name>}``
+      (all that can be known of a served model);
+    - the embedded model (``embedded:smollm2-135m-instruct``, or ``None``): ``{"kind": "embedded", "sha256": <its
+      pinned sha256>}`` (read from the source pin, not hashed);
+    - a local folder: ``{"kind": "local", "path": <absolute path>, "files": {<relative path>: <sha256>}, "sha256":
+      <sha256 over the sorted (path, hash) pairs>}``, which changes when any weight, tokenizer or config file is
+      added, removed, renamed or rewritten; a single model file (e.g. GGUF) as a folder holding only that file;
+    - a Hub id: with ``hub="commit"`` the commit its files resolved to, ``{"kind": "hub", "commit_hash": …}``
+      (``commit`` when the caller knows it, else :func:`hub_commit` at ``revision``); with ``hub="id"`` (what a run
+      records before anything loads) ``{"kind": "id", "model": <the name>, "sha256": None}``.
+
     Raises ``ValueError`` for a local folder that holds no model file at all.
     """
-    name = os.fspath(model_id_or_path)
+    if endpoint:
+        return {"kind": "endpoint", "base_url": endpoint.rstrip("/"), "model": os.fspath(model_id_or_path or "")}
+    name = DEFAULT_EMBEDDED if model_id_or_path is None else os.fspath(model_id_or_path)
     if name in EMBEDDED_SOURCES:
         from queerbench.base.sources import get_source
 
@@ -132,16 +179,20 @@ def fingerprint_model(model_id_or_path: str | os.PathLike[str]) -> dict[str, Any
     if path.is_file():
         hashes = {path.name: _sha256(path)}
         return {"kind": "local", "path": str(path.resolve()), "files": hashes, "sha256": _combine(hashes)}
-    if not path.is_dir():
-        return {"kind": "id", "model": name, "sha256": None}
-    files = model_files(path)
-    if not files:
-        raise ValueError(
-            f"model folder {path} holds no weight, tokenizer or config file ({', '.join(MODEL_FILE_SUFFIXES[:3])}, "
-            "config.json, ...); pass a folder written by save_pretrained"
-        )
-    hashes = {p.relative_to(path).as_posix(): _sha256(p) for p in files}
-    return {"kind": "local", "path": str(path.resolve()), "files": hashes, "sha256": _combine(hashes)}
+    if path.is_dir():
+        files = model_files(path)
+        if not files:
+            raise ValueError(
+                f"model folder {path} holds no weight, tokenizer or config file "
+                f"({', '.join(MODEL_FILE_SUFFIXES[:3])}, config.json, ...); pass a folder written by save_pretrained"
+            )
+        hashes = {p.relative_to(path).as_posix(): _sha256(p) for p in files}
+        return {"kind": "local", "path": str(path.resolve()), "files": hashes, "sha256": _combine(hashes)}
+    if hub not in ("id", "commit"):
+        raise ValueError(f"hub must be 'id' or 'commit', got {hub!r}")
+    if hub == "commit":
+        return {"kind": "hub", "commit_hash": commit if commit is not None else hub_commit(name, revision)}
+    return {"kind": "id", "model": name, "sha256": None}
 
 
 def _combine(hashes: dict[str, str]) -> str:

@@ -6,7 +6,7 @@ from :mod:`queerbench.reporting.figures`; ``compare.md`` across runs from :mod:`
 
 from __future__ import annotations
 
-import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,12 +35,10 @@ __all__ = [
     "build_heatmap",
     "category_figure",
     "comparison_figure",
-    "generation_section",
     "harmful_completions",
     "heatmap_figure",
     "model_label",
     "render_report",
-    "render_unscored_report",
     "run_label",
     "score_table",
     "text_colour_for",
@@ -159,9 +157,6 @@ def function_word_section(scores: dict[str, Any]) -> list[str]:
     return [*lines, ""]
 
 
-_CONFIG_NOTES = {"default": "the method done right", "queergen": "QueerGen's sentences; QueerGen's scores below"}
-
-
 def render_report(
     scores: dict[str, Any],
     per_sentence: pd.DataFrame,
@@ -169,15 +164,19 @@ def render_report(
     figures: dict[str, str],
     *,
     top1: dict[str, Any] | None = None,
+    title: str = "",
+    before_scores: Sequence[str] = (),
 ) -> str:
-    """The markdown report of one run: content note, what produced it, the scores, gaps, harmful completions."""
+    """The markdown report of one run: content note, what produced it (``title``: the task's one line; ``meta``'s
+    signature), the scores, gaps, harmful completions. ``before_scores``: sections the run's method adds before the
+    scores (how a generative model's words were obtained)."""
     lines = [f"# QueerBench report: `{meta.get('model')}`", "", CONTENT_NOTE, ""]
     lines += [
         "## What produced this",
         "",
         f"- model: `{meta.get('model')}` ({_model_provenance(meta)}), device `{meta.get('device')}`, "
         f"dtype `{meta.get('dtype')}`",
-        f"- config: `{scores['config']}` ({_CONFIG_NOTES.get(scores['config'], 'reproduces the paper, bugs included')}), "
+        f"- config: `{scores['config']}` ({title or 'a task'}), "
         f"top-k = {scores['k']}, sentences = {meta.get('n_sentences')}"
         + (f" (first {meta['limit']} templates)" if meta.get("limit") else ""),
         f"- toxicity: {_toxicity_provenance(scores, meta)}"
@@ -186,7 +185,9 @@ def render_report(
         f"AFINN: {scores['scorers']['afinn']}",
         f"- function words: {_function_word_setting(scores)}",
         f"- queerbench {scores['queerbench_version']}",
+        *([f"- signature: `{meta['signature']}`"] if meta.get("signature") else []),
         "",
+        *before_scores,
         f"## Scores (top-{scores['k']})",
         "",
         "QB = (A + H + P) / 3, higher = more harmful. (The paper calls it a 0–100 scale, but H and P count "
@@ -240,78 +241,9 @@ def render_report(
     return "\n".join(lines)
 
 
-def generation_section(meta: dict[str, Any], generation: dict[str, Any] | None) -> str:
-    """The report section of a generative run: how the words were obtained and, for ``instructed``, the parse and
-    refusal rates per group with their n (group scores use the ``ok`` answers only)."""
-    method = meta.get("method")
-    dec = meta.get("decoding") or {}
-    lines = [f"## Generative method: `{method}`", ""]
-    fp = meta.get("fingerprint") or {}
-    lines.append(f"- model fingerprint: `{json.dumps(fp, sort_keys=True)[:300]}`")
-    if method == "scored":
-        lines += [
-            f"- candidates: the top {dec.get('candidates')} word-start tokens after the text before the blank, each "
-            f"extended greedily to a whole word (at most {dec.get('max_word_tokens')} tokens)",
-            "- ranking: log-probability of the whole sentence with the word in place (the text after the blank "
-            "counts); top-k = the k best distinct lowercased words, probabilities renormalised over the candidates",
-            f"- prompt format: `{meta.get('prompt_format')}` (the plain sentence after a start token)",
-        ]
-    else:
-        prompt = str(meta.get("prompt") or "").replace("|", "\\|")
-        lines += [
-            f"- endpoint: `{meta.get('endpoint')}`" if meta.get("endpoint") else "- local chat model",
-            f"- prompt (one user turn, no system prompt; format `{meta.get('prompt_format')}`): `{prompt}`",
-            f"- decoding: {dec.get('kind')}, temperature {dec.get('temperature')}, top-p {dec.get('top_p')}, "
-            f"at most {dec.get('max_new_tokens')} new tokens, seed {dec.get('seed')}; empty replies asked again up "
-            f"to {dec.get('empty_reasks')} times",
-        ]
-    lines.append("")
-    if generation:
-        labels = generation["labels"]
-        lines += [
-            "Parse and refusal rates per group (share of replies; n = replies). Scores below use the `ok` answers "
-            "only (n scored = sentences with at least one).",
-            "",
-            "| group | n | n scored | " + " | ".join(labels) + " | distinct words / sentence |",
-            "|---|" + "---|" * (len(labels) + 3),
-        ]
-        for group, g in [*generation["groups"].items(), ("all", generation["overall"])]:
-            rates = " | ".join("—" if g["rates"][lab] is None else f"{100 * g['rates'][lab]:.1f}%" for lab in labels)
-            distinct = "—" if g["mean_distinct"] is None else f"{g['mean_distinct']:.2f}"
-            lines.append(f"| {group} | {g['n']} | {g['n_scored']} | {rates} | {distinct} |")
-        lines.append("")
-    return "\n".join(lines)
-
-
-def render_unscored_report(meta: dict[str, Any], generation: dict[str, Any] | None) -> str:
-    """``report.md`` of a generative run in which no sentence got a one-word answer: its parse and refusal rates are
-    the result (``meta``: the run record's model, config, top_k, n_sentences, limit and generation settings)."""
-    from queerbench import __version__
-
-    limit = meta.get("limit")
-    return "\n".join(
-        [
-            f"# QueerBench report: `{meta['model']}`",
-            "",
-            CONTENT_NOTE,
-            "",
-            f"- config: `{meta['config']}`, top-k = {meta['top_k']}, sentences = {meta['n_sentences']}"
-            + (f" (first {limit} templates)" if limit else ""),
-            f"- queerbench {__version__}",
-            "",
-            generation_section(meta, generation),
-            "## Scores",
-            "",
-            "**No sentence could be scored**: no reply was parsed to one word (see the labels above and the raw "
-            "replies in `predictions.parquet`). The parse and refusal rates are this run's result.",
-            "",
-        ]
-    )
-
-
 def write_run_figures(scores: dict[str, Any], out: Path, meta: dict[str, Any] | None = None) -> dict[str, str]:
-    """Write the three figures of a run into ``out`` (a fourth, QueerGen's scores, for a ``queergen`` run), each
-    titled with the model, config and k; return {title: file name}."""
+    """Write the three figures of a run into ``out``, each titled with the model, config and k; return {title: file
+    name} (a task adds its own: :meth:`queerbench.tasks.base.Task.figures`)."""
     table = pd.DataFrame(
         {label: [scores[key].get(g) for g in scores["n"]] for key, label in COMPONENTS}, index=list(scores["n"])
     ).T.astype(float)
@@ -322,11 +254,4 @@ def write_run_figures(scores: dict[str, Any], out: Path, meta: dict[str, Any] | 
     )
     category_figure(scores, out / "categories.png", meta)
     comparison_figure(scores, out / "comparison.png", meta)
-    figures = {"heatmap": "heatmap.png", "per-category": "categories.png", "group comparison": "comparison.png"}
-    qg = scores.get("queergen")
-    if qg and any(m in qg for m in ("vader", "perspective", "diversity")):  # a queergen run: QueerGen's own scores
-        from queerbench.tasks.queergen.figures import queergen_figure
-
-        queergen_figure(qg, run_label(meta, scores), out / "queergen.png")
-        figures["QueerGen scores"] = "queergen.png"
-    return figures
+    return {"heatmap": "heatmap.png", "per-category": "categories.png", "group comparison": "comparison.png"}

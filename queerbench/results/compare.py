@@ -3,7 +3,9 @@
 
 Every cell shows its n (scored sentences), a cell with fewer than 30 carries the small-sample mark, a group a run
 has no data for says "no data", and :func:`compare_warnings` says when the runs differ in what makes their scores
-comparable: the sentence set (config, ``--limit``), k, the method, the toxicity scorer, ``--exclude-function-words``.
+comparable — read from each run's signature (:mod:`queerbench.run.signature`): the sentence set (the task's benchmark,
+then ``--limit``), k, the method, the toxicity scorer, ``--exclude-function-words``. A task adds its own sections
+(QueerGen's scores side by side) through :meth:`queerbench.tasks.base.Task.compare_sections`.
 """
 
 from __future__ import annotations
@@ -17,26 +19,42 @@ import pandas as pd
 from queerbench.base.files import atomic_path, write_text
 from queerbench.reporting.figures import heatmap_figure, model_label
 from queerbench.reporting.tables import NO_DATA, fmt, markdown_table
+from queerbench.run.signature import parse
 from queerbench.scoring.aggregate import GROUP_ORDER
 from queerbench.scoring.caveats import small_n, small_n_threshold
+from queerbench.tasks import all_tasks
 
 __all__ = ["compare_cells", "compare_labels", "compare_runs", "compare_warnings"]
 
 
+def _benchmark(config: Any) -> str:
+    """The benchmark a task belongs to (runs of two benchmarks score different sentence sets); an unknown task is
+    its own."""
+    task = all_tasks().get(str(config))
+    return task.benchmark if task is not None else str(config)
+
+
 def _run_facts(run: dict[str, Any]) -> dict[str, Any]:
-    """What may differ between two runs of one comparison: model, config, k, templates, toxicity scorer, ..."""
+    """What may differ between two runs of one comparison, from the run's signature (runs of earlier versions,
+    without one, from their run record): model, task, k, templates, method, toxicity scorer, ..."""
     meta, scores = run.get("meta") or {}, run["scores"]
+    signed = parse(scores["signature"]) if scores.get("signature") else {}
+
+    def signed_limit() -> Any:
+        value = signed.get("limit")
+        return None if value in (None, "all") else int(value)
+
     return {
-        "model": meta.get("model"),
-        "method": meta.get("method"),
-        "config": scores.get("config"),
+        "model": signed.get("model", meta.get("model")),
+        "method": signed.get("method", meta.get("method")),
+        "config": signed.get("task", scores.get("config")),
         "k": scores.get("k"),
         "n_sentences": meta.get("n_sentences", sum(scores.get("n", {}).values())),
-        "limit": meta.get("limit"),
+        "limit": signed_limit() if signed else meta.get("limit"),
         "toxicity": (scores.get("scorers", {}).get("toxicity") or {}).get("name"),
         "toxicity_input": meta.get("toxicity_input"),
         "revision": meta.get("revision"),
-        "dtype": meta.get("dtype"),
+        "dtype": signed.get("dtype", meta.get("dtype")),
         "exclude_function_words": (scores.get("function_words") or {}).get("excluded"),
     }
 
@@ -85,9 +103,10 @@ def compare_warnings(runs: Sequence[dict[str, Any]]) -> list[str]:
     labels = compare_labels(runs)
     warnings = []
     configs = {f["config"] for f in facts}
-    if "queergen" in configs and len(configs) > 1:  # two benchmarks: different sentences, not a different --limit
+    benchmarks = {_benchmark(c) for c in configs}
+    if len(benchmarks) > 1:  # two benchmarks: different sentences, not a different --limit
         shown = ", ".join(
-            f"{lab}: {f['n_sentences']} {'QueerGen' if f['config'] == 'queergen' else 'QueerBench'} sentences"
+            f"{lab}: {f['n_sentences']} {_benchmark(f['config'])} sentences"
             + (f" (--limit {f['limit']})" if f["limit"] else "")
             for lab, f in zip(labels, facts, strict=True)
         )
@@ -116,9 +135,10 @@ def compare_warnings(runs: Sequence[dict[str, Any]]) -> list[str]:
             f"the runs used different toxicity scorers ({shown}); their P and QB are not comparable — "
             "rescore with one --toxicity (queerbench score)"
         )
-    if len(configs - {"queergen"}) > 1:
-        shown = " and ".join(sorted(str(c) for c in configs - {"queergen"}))
-        warnings.append(f"the runs mix the {shown} configs, whose scores follow different rules")
+    for bench in sorted(benchmarks):  # one benchmark's tasks: the same sentences, other scoring rules
+        same = sorted(str(c) for c in configs if _benchmark(c) == bench)
+        if len(same) > 1:
+            warnings.append(f"the runs mix the {' and '.join(same)} configs, whose scores follow different rules")
     for fact, what, why in _DIFFERENCES:
         values = {
             _show(fact, f[fact]) for f, r in zip(facts, runs, strict=True) if r["scores"].get("scored") is not False
@@ -208,9 +228,12 @@ def compare_runs(runs: Sequence[dict[str, Any]], out: Path) -> tuple[pd.DataFram
         table.to_csv(tmp)
     with atomic_path(out / "compare_n.csv") as tmp:
         counts.to_csv(tmp)
-    from queerbench.tasks.queergen.compare import queergen_compare_section  # QueerGen runs: its scores side by side
-
-    extra = queergen_compare_section(runs, out)
+    extra = [  # each task of the runs adds its own sections (QueerGen: its scores side by side)
+        line
+        for config in dict.fromkeys(str(f["config"]) for f in (_run_facts(r) for r in runs))
+        if config in all_tasks()
+        for line in all_tasks()[config].compare_sections(runs, out)
+    ]
     notes = [f"> **Warning:** {w}" for w in warnings]
     notes.append("> n = the run's scored sentences in that group.")
     if (counts.gt(0) & counts.lt(small_n_threshold())).any().any():

@@ -2,7 +2,8 @@
 
 A folder is ``new`` (absent or empty), a ``restart`` (its ``run.json`` has this run's key but nothing was
 predicted), a ``resume`` (saved chunks or replies) or ``finished`` (``predictions.parquet``); one that holds another
-run (another key), foreign files, or cannot be written is refused in one line before anything is written. A resume
+run (another key, compared by what its settings mean: :mod:`queerbench.run.signature`), foreign files, or cannot be
+written is refused in one line before anything is written. A resume
 against a local model folder whose files changed is refused too (:func:`check_same_model`), so that no output mixes
 two models.
 """
@@ -18,6 +19,7 @@ from typing import Any
 
 from queerbench.base.files import write_json
 from queerbench.models.fingerprint import fingerprints_differ
+from queerbench.run.signature import Signature
 
 __all__ = ["KEY_FILE", "check_same_model", "check_writable", "claim_out_dir", "inspect_out_dir", "unclaim_out_dir"]
 
@@ -46,11 +48,20 @@ def check_writable(out: Path, chosen: bool) -> None:
         raise _unwritable(out, f"{probe} is not writable ({exc.strerror or type(exc).__name__})", chosen) from None
 
 
-def inspect_out_dir(out: Path, key: dict[str, Any], *, chosen: bool = True) -> tuple[str, dict[str, Any] | None]:
+def _meaning(key: dict[str, Any], n_templates: int | None) -> dict[str, Any]:
+    """A key by what its settings mean (defaults written out, a ``--limit`` covering every template as none), so that
+    keys of earlier versions (with ``mode``, without defaults) compare equal to today's for the same run."""
+    return Signature.from_key(key, n_templates=n_templates).key()
+
+
+def inspect_out_dir(
+    out: Path, key: dict[str, Any], *, chosen: bool = True, n_templates: int | None = None
+) -> tuple[str, dict[str, Any] | None]:
     """What ``out`` holds, without writing anything: ``("new" | "restart" | "resume" | "finished", run.json)``.
 
     ``restart``: an earlier attempt with this key predicted nothing. Refuses (``FileExistsError``/``ValueError``,
     one line) a folder that holds another run or foreign files, a file, and a place that cannot be written.
+    ``n_templates``: the task's number of templates (a ``--limit`` at or above it is no limit).
     """
     check_writable(out, chosen)
     key_path = out / KEY_FILE
@@ -61,7 +72,12 @@ def inspect_out_dir(out: Path, key: dict[str, Any], *, chosen: bool = True) -> t
             raise ValueError(
                 f"{key_path} is unreadable ({exc}); delete the folder {out} or choose another --out"
             ) from exc
-        diff = {k: (stored.get(k), v) for k, v in key.items() if stored.get(k) != v}
+        if not isinstance(stored, dict):
+            raise ValueError(
+                f"{key_path} holds no run record (a JSON object); delete the folder {out} or choose another --out"
+            )
+        was, now = _meaning(stored, n_templates), _meaning(key, n_templates)
+        diff = {k: (was.get(k), v) for k, v in now.items() if was.get(k) != v}
         if diff:
             raise FileExistsError(
                 f"output folder {out} holds another run ({', '.join(f'{k}: {a!r} there, {b!r} now' for k, (a, b) in diff.items())}); "

@@ -1,9 +1,10 @@
 """Scores of a run's predictions table, as ``queerbench run`` writes them and ``queerbench score`` recomputes them.
 
-Each scoring policy of a run is written here once: which text the toxicity scorer reads (:func:`default_toxicity_input`
-per config), which rows are scored (a generative run's sentences without a one-word answer are not), and the ``k`` a
-run reports (an ``instructed`` run asked for ``k`` replies per sentence and scores only its one-word ones, so it is
-top-``k``, not top-<most words any sentence got>: :func:`k_asked`).
+Each scoring policy of a run is written here once and asks the task and the method, never their names: which text
+the toxicity scorer reads (the task's ``toxicity_input`` unless the run says otherwise: :func:`toxicity_column`),
+which rows are scored (a sentence without a predicted word, e.g. an ``instructed`` sentence none of whose replies was
+one word, is not: :func:`answered`), the ``k`` a run reports (the method's :meth:`~queerbench.methods.base.Method.k_reported`)
+and the scores a task adds next to the QueerBench score (its :meth:`~queerbench.tasks.base.Task.extra_scores`).
 """
 
 from __future__ import annotations
@@ -12,26 +13,12 @@ from typing import Any
 
 import pandas as pd
 
+from queerbench.methods.base import Method
+from queerbench.methods.registry import get_method
 from queerbench.scoring.aggregate import GROUP_ORDER, ScoringOptions, compute
+from queerbench.tasks import Task
 
-__all__ = [
-    "TOXICITY_INPUTS",
-    "answered",
-    "default_toxicity_input",
-    "k_asked",
-    "queergen_of_predictions",
-    "score_predictions",
-    "toxicity_column",
-    "with_every_group",
-]
-
-TOXICITY_INPUTS = ("neutral", "full", "frame")
-"""What the toxicity scorer reads: the subject-blind neutral sentence, the full sentence, or 'The person is <word>.'"""
-
-
-def default_toxicity_input(config: str) -> str:
-    """``neutral`` in the default and queergen configs, ``full`` (the published method) in the paper config."""
-    return "neutral" if config in ("default", "queergen") else "full"
+__all__ = ["answered", "method_of", "score_predictions", "task_scores", "toxicity_column", "with_every_group"]
 
 
 def toxicity_column(toxicity_input: str) -> str | None:
@@ -44,13 +31,11 @@ def answered(predictions: pd.DataFrame) -> pd.DataFrame:
     return predictions[[len(t) > 0 for t in predictions["tokens"]]].reset_index(drop=True)
 
 
-def k_asked(predictions: pd.DataFrame, k: int | None, scored_k: int) -> int:
-    """The ``k`` a run's scores report: ``k`` (or the scored ``scored_k``), except for an instructed run, whose k is the
-    number of replies asked per sentence (capped by ``k``)."""
-    if "reply" in predictions and "method" in predictions and set(predictions["method"]) == {"instructed"}:
-        asked = max(len(r) for r in predictions["reply"])
-        return min(k, asked) if k else asked
-    return scored_k
+def method_of(predictions: pd.DataFrame) -> Method:
+    """The method that made a predictions table (its ``method`` column; tables of masked-LM runs from before there
+    were methods have none: ``mlm``)."""
+    methods = set(predictions["method"]) if "method" in predictions else {"mlm"}
+    return get_method(next(iter(methods))) if len(methods) == 1 else get_method("mlm")
 
 
 def score_predictions(
@@ -60,7 +45,7 @@ def score_predictions(
 
     Returns the metric result and the per-sentence table (with the sentence columns the report shows).
     """
-    rows = answered(predictions)  # scores use the `ok` answers only
+    rows = answered(predictions)  # scores use the answered rows only
     tokens = [list(t)[: k or len(t)] for t in rows["tokens"]]
     column = toxicity_column(toxicity_input)
     result = compute(
@@ -74,7 +59,7 @@ def score_predictions(
     per_sentence = result.pop("per_sentence")
     for col in ("id", "group", "category", "subject", "masked_sentence"):
         per_sentence[col] = rows[col].to_numpy()
-    result["k"] = k_asked(rows, k, result["k"])
+    result["k"] = method_of(rows).k_reported(rows, k, result["k"])
     return with_every_group(result, predictions["group"].tolist()), per_sentence
 
 
@@ -91,14 +76,9 @@ def with_every_group(result: dict[str, Any], groups: list[str]) -> dict[str, Any
     return result
 
 
-def queergen_of_predictions(
-    predictions: pd.DataFrame, k_reported: int, k: int | None = None, **block: Any
+def task_scores(
+    task: Task, predictions: pd.DataFrame, k_reported: int, k: int | None = None, **settings: Any
 ) -> dict[str, Any]:
-    """QueerGen's scores (:func:`queerbench.tasks.queergen.score.queergen_block` with ``block``'s settings) of a
-    ``queergen`` run's answered rows, top-``k`` words (all when None), reporting the run's ``k_reported``."""
-    from queerbench.tasks.queergen.score import queergen_block
-
-    rows = answered(predictions)
-    scores = queergen_block(rows.assign(words=[list(t)[: k or len(t)] for t in rows["tokens"]]), **block)
-    scores["k"] = k_reported
-    return scores
+    """The scores ``task`` reports next to the QueerBench score (its answered rows' top-``k`` words, all when None;
+    ``settings``: the scorers' settings), as entries of ``scores.json``."""
+    return task.extra_scores(answered(predictions), k_reported, k=k, **settings)

@@ -10,10 +10,10 @@ cache keeps every raw answer so results stay reproducible after the shutdown.
 - Endpoint: ``PERSPECTIVE_API_URL`` overrides the default (proxies, tests).
 - Request: the five paper attributes plus ``SEVERE_TOXICITY``, ``languages: ["en"]``, ``doNotStore: true``.
 - Rate: at most ``qps`` requests per second (default 1, the API's default quota).
-- Failures: 429, 5xx, timeouts, connection errors and malformed answers are retried at most ``max_retries`` times,
-  as serving clients do it (:mod:`queerbench.base.http`: the server's ``Retry-After`` sets the wait, else
-  exponential backoff with jitter); then :class:`PerspectiveError` names the text's index.
-  Other HTTP errors (400 bad text, 403 bad key) fail at once. Nothing is ever silently dropped.
+- Failures: 429, 500, 502–504, timeouts, connection errors and malformed answers are retried at most
+  ``max_retries`` times by the library's one HTTP client (:class:`queerbench.base.http.HttpClient`: the server's
+  ``Retry-After`` sets the wait, else exponential backoff with jitter); then :class:`PerspectiveError` names the
+  text's index. Other HTTP errors (400 bad text, 403 bad key, 501) fail at once. Nothing is ever silently dropped.
 - Each answer is written to the cache as it arrives, so a crash loses nothing and a rerun makes no calls.
 """
 
@@ -27,10 +27,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import requests
-
 from queerbench.base import env
-from queerbench.base.http import retry_after_from_headers, retry_delay
+from queerbench.base.http import Answer, BadReply, HttpClient, RetryRules, scrub
 from queerbench.scoring.toxicity_base import ALL_ATTRIBUTES, ToxicityScorer
 
 __all__ = ["DEFAULT_URL", "KEY_ENV", "URL_ENV", "PerspectiveError", "PerspectiveScorer"]
@@ -40,21 +38,13 @@ logger = logging.getLogger(__name__)
 KEY_ENV = env.PERSPECTIVE_KEY
 URL_ENV = env.PERSPECTIVE_URL
 DEFAULT_URL = "https://commentanalyzer.googleapis.com/v1alpha1/comments:analyze"
-_RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
+RETRY_RULES = RetryRules(statuses=frozenset({429, 500, 502, 503, 504}), any_5xx=False, retry_refused=True)
+"""What the Perspective API answers that is worth another attempt (a refused connection too: a proxy restarting)."""
 _KEY_IN_URL = re.compile(r"([?&]key=)[^&\s\"']+")
 
 
 class PerspectiveError(RuntimeError):
     """The Perspective API could not score a text (after retries where retrying made sense)."""
-
-
-class _Retryable(Exception):
-    """Internal: one failed attempt that may succeed if repeated; ``retry_after`` is the server's hint (seconds)."""
-
-    def __init__(self, reason: str, retry_after: float | None = None) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.retry_after = retry_after
 
 
 class _ScrubKeyFilter(logging.Filter):
@@ -100,7 +90,6 @@ class PerspectiveScorer(ToxicityScorer):
         timeout: float = 30.0,
         max_text_bytes: int = 3000,
         cache_dir: str | Path | None = None,
-        session: requests.Session | None = None,
     ) -> None:
         super().__init__(cache_dir=cache_dir)
         key = env.perspective_key()
@@ -125,12 +114,28 @@ class PerspectiveScorer(ToxicityScorer):
         self.backoff_max = float(backoff_max)
         self.timeout = float(timeout)
         self.max_text_bytes = int(max_text_bytes)
-        self._session = session or requests.Session()
         self._sleep: Callable[[float], None] = time.sleep
         self._jitter: Callable[[], float] = random.random  # the backoff's jitter source (tests fix it)
-        self._last_call = float("-inf")
-        self.calls = 0  # HTTP requests made by this instance (for reports and tests)
+        self._clock: Callable[[], float] = time.monotonic  # the rate limit's clock (tests advance it with _sleep)
+        self.client = HttpClient(
+            rules=RETRY_RULES,
+            max_retries=self.max_retries,
+            backoff_base=self.backoff_base,
+            backoff_max=self.backoff_max,
+            timeout=self.timeout,
+            requests_per_minute=60.0 * self.qps,
+            pool_size=1,
+            secret=key,
+            sleep=lambda seconds: self._sleep(seconds),
+            clock=lambda: self._clock(),
+            jitter=lambda: self._jitter(),
+        )
         _install_log_scrubber()
+
+    @property
+    def calls(self) -> int:
+        """HTTP requests made by this instance (every attempt counts)."""
+        return self.client.calls
 
     def describe(self) -> dict[str, Any]:
         """Endpoint (without key), attributes, languages and options that change the scores."""
@@ -145,7 +150,7 @@ class PerspectiveScorer(ToxicityScorer):
         }
 
     def _scrub(self, text: str) -> str:
-        return _KEY_IN_URL.sub(r"\1***", text).replace(self._key, "***")
+        return scrub(text, self._key)
 
     def _check_texts(self, texts: list[str], indices: list[int]) -> None:
         for text, index in zip(texts, indices, strict=True):
@@ -167,63 +172,37 @@ class PerspectiveScorer(ToxicityScorer):
             "spanAnnotations": False,
         }
 
-    def _throttle(self) -> None:
-        wait = self._last_call + 1.0 / self.qps - time.monotonic()
-        if wait > 0:
-            self._sleep(wait)
-        self._last_call = time.monotonic()
-
-    def _attempt(self, text: str) -> dict[str, float]:
-        """One request. Returns scores, raises :class:`_Retryable` or (final) :class:`PerspectiveError`."""
-        self._throttle()
-        self.calls += 1
+    def _parse(self, answer: Answer) -> dict[str, float]:
+        """The attribute scores of an answer; a malformed one is :class:`~queerbench.base.http.BadReply` (retried)."""
         try:
-            resp = self._session.post(self.url, params={"key": self._key}, json=self._body(text), timeout=self.timeout)
-        except requests.Timeout:
-            raise _Retryable(f"no answer within {self.timeout:g} s") from None
-        except requests.ConnectionError as exc:
-            raise _Retryable(f"connection error ({type(exc).__name__}: {self._scrub(str(exc))})") from None
-        except requests.RequestException as exc:
-            raise PerspectiveError(f"request failed ({type(exc).__name__}: {self._scrub(str(exc))})") from None
-        if resp.status_code in _RETRY_STATUS:
-            raise _Retryable(f"HTTP {resp.status_code}", retry_after_from_headers(resp.headers))
-        if resp.status_code != 200:
-            detail = self._scrub(resp.text[:300])
-            raise PerspectiveError(f"HTTP {resp.status_code} (not retried): {detail}")
-        try:
-            payload = resp.json()
+            payload = answer.json()
             scores = {a: float(payload["attributeScores"][a]["summaryScore"]["value"]) for a in self.attributes}
         except (ValueError, KeyError, TypeError):
-            raise _Retryable("malformed answer (not JSON with attributeScores.*.summaryScore.value)") from None
+            raise BadReply("malformed answer (not JSON with attributeScores.*.summaryScore.value)") from None
         if not all(0.0 <= v <= 1.0 for v in scores.values()):
-            raise _Retryable(f"scores outside [0, 1]: {scores}")
+            raise BadReply(f"scores outside [0, 1]: {scores}")
         return scores
 
     def _score_one(self, text: str, index: int) -> dict[str, float]:
-        for attempt in range(self.max_retries + 1):
-            try:
-                return self._attempt(text)
-            except PerspectiveError as exc:
-                raise PerspectiveError(f"Perspective API failed on text #{index} ({text[:60]!r}): {exc}") from None
-            except _Retryable as exc:
-                if attempt == self.max_retries:
-                    raise PerspectiveError(
-                        f"Perspective API failed on text #{index} ({text[:60]!r}) after {attempt + 1} attempts; "
-                        f"last error: {exc.reason}. Scores already received are cached; rerun to resume."
-                    ) from None
-                delay = retry_delay(
-                    attempt, exc.retry_after, base=self.backoff_base, cap=self.backoff_max, rand=self._jitter
-                )
-                logger.warning(
-                    "perspective: text #%d: %s; retry %d/%d in %.2f s",
-                    index,
-                    exc.reason,
-                    attempt + 1,
-                    self.max_retries,
-                    delay,
-                )
-                self._sleep(delay)
-        raise AssertionError("unreachable")  # pragma: no cover, no mutate
+        def logged(retry: int, problem: str, delay: float) -> None:
+            logger.warning(
+                "perspective: text #%d: %s; retry %d/%d in %.2f s", index, problem, retry, self.max_retries, delay
+            )
+
+        outcome = self.client.request(
+            "POST", self.url, params={"key": self._key}, json=self._body(text), parse=self._parse, on_retry=logged
+        )
+        if outcome.ok:
+            return outcome.value
+        where = f"Perspective API failed on text #{index} ({text[:60]!r})"
+        if outcome.final and outcome.status is not None:
+            raise PerspectiveError(f"{where}: HTTP {outcome.status} (not retried): {outcome.detail[:300]}")
+        if outcome.final:
+            raise PerspectiveError(f"{where}: {outcome.problems[-1]}")
+        raise PerspectiveError(
+            f"{where} after {outcome.attempts} attempts; last error: {outcome.problems[-1]}. Scores already received "
+            "are cached; rerun to resume."
+        )
 
     def _score_batches(
         self, texts: list[str], indices: list[int], *, progress: bool

@@ -15,6 +15,8 @@ from typing import Any
 
 import pandas as pd
 
+from queerbench.models import fingerprint
+
 __all__ = ["DEFAULT_REGARD_MODEL", "REGARD_LABELS", "RegardScorer", "regard_inputs", "regard_scorer_spec"]
 
 DEFAULT_REGARD_MODEL = "sasha/regardv3"
@@ -70,7 +72,7 @@ class RegardScorer:
         missing = [lbl for lbl in REGARD_LABELS if lbl not in self.labels]
         if missing:
             raise ValueError(f"regard model {model!r} has labels {self.labels}; it lacks {missing}")
-        self.revision = getattr(config, "_commit_hash", None)
+        self.revision = fingerprint.hub_commit(self.model_ref)  # None for a local folder
         self.device = device
         self.batch_size = batch_size
         self._model: Any = None

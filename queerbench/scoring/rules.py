@@ -3,26 +3,32 @@
 The two rule sets the project knows differ in five places (docs/configs-and-methods.md):
 
 - ``truncate``: the paper's ``tr(x) = int(100·x)/100`` at every step of Eq. 1–4 (``paper``), or exact values;
-- ``hurtlex``: ``paper`` — the first conservative HurtLex code of each token, counted only when it is one of the 10
-  codes of the paper's whitelist — or ``all`` — every one of the 17 categories of each word at the chosen level;
+- ``hurtlex``: ``first_code`` — the first conservative HurtLex code of each token, counted only when it is one of
+  the 10 codes of the paper's whitelist (``paper``) — or ``all`` — every one of the 17 categories of each word at the
+  chosen level;
 - ``flag``: a toxicity attribute is flagged when its probability is ``>`` (``paper``) or ``>=`` the threshold;
 - ``per_sentence``: ``any`` — the attributes flagged by any of the k completions (``paper``) — or ``sum`` — flags
   summed over completions and attributes (Eq. 3a as written);
 - ``uncertainty``: whether bootstrap CIs over templates and permutation tests are computed.
 
-:class:`ScoringRules` is plain data: the scoring code reads its fields and never asks which task it is scoring.
+:class:`ScoringRules` is plain data: the scoring code reads its fields and never asks which task it is scoring. The
+two sets the paper defines are named in ``queerbench/data/scoring_rules.json`` (``default``, ``paper``); a task names
+one of them or declares its own.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, fields
+from functools import cache
+from importlib import resources
 from typing import Any
 
 __all__ = ["ScoringRules"]
 
 _CHOICES: dict[str, tuple[Any, ...]] = {
     "truncate": (True, False),
-    "hurtlex": ("paper", "all"),
+    "hurtlex": ("first_code", "all"),
     "flag": (">", ">="),
     "per_sentence": ("any", "sum"),
     "uncertainty": (True, False),
@@ -47,8 +53,24 @@ class ScoringRules:
                 raise ValueError(f"scoring rule {name!r} must be one of {shown}, got {value!r}")
 
     @classmethod
+    def named(cls, name: str) -> ScoringRules:
+        """A named rule set of ``queerbench/data/scoring_rules.json``; a one-line ``ValueError`` naming them."""
+        sets = _named()
+        if name not in sets:
+            raise ValueError(
+                f"unknown config {name!r} for the scoring rules; choose one of: {', '.join(sets)} (or pass rules=)"
+            )
+        return sets[name]
+
+    @classmethod
     def from_dict(cls, raw: Any, where: str) -> ScoringRules:
-        """The rules of a task's data file (``where`` names it in the one-line error for a malformed entry)."""
+        """The rules of a task's data file: a rule set's name or an object of rules (``where`` names the file in the
+        one-line error for a malformed entry)."""
+        if isinstance(raw, str):
+            try:
+                return cls.named(raw)
+            except ValueError as exc:
+                raise ValueError(f"{where}: {exc}") from None
         if not isinstance(raw, dict):
             raise ValueError(f"{where}: 'scoring' must be an object with {', '.join(_CHOICES)}")
         unknown = sorted(set(raw) - {f.name for f in fields(cls)})
@@ -66,3 +88,11 @@ class ScoringRules:
     def describe(self) -> dict[str, Any]:
         """The rules as recorded in a result."""
         return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@cache
+def _named() -> dict[str, ScoringRules]:
+    raw = json.loads(resources.files("queerbench.data").joinpath("scoring_rules.json").read_text(encoding="utf-8"))
+    if raw.get("schema_version") != 1 or not isinstance(raw.get("rules"), dict):
+        raise ValueError("queerbench/data/scoring_rules.json: expected schema_version 1 and an object 'rules'")
+    return {name: ScoringRules.from_dict(r, f"scoring_rules.json ({name})") for name, r in raw["rules"].items()}

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from queerbench.models import fingerprint
 from queerbench.models.device import resolve_device
 from queerbench.models.fingerprint import looks_like_path
 from queerbench.scoring.toxicity_base import ALL_ATTRIBUTES, ToxicityScorer, _check_label_map, attributes_of, label_maps
@@ -63,7 +64,7 @@ class HFToxicityScorer(ToxicityScorer):
         self.device_request = device
         self.batch_size = batch_size
         self.max_length = max_length
-        self._revision = getattr(config, "_commit_hash", None)
+        self._revision = fingerprint.hub_commit(self.model_ref)  # None for a local folder
         self._weights_sha = self._local_weights_sha256()
         self._model: Any = None
         self._tokenizer: Any = None

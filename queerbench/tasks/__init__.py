@@ -10,11 +10,14 @@ usually built from a task data file next to it (:func:`~queerbench.tasks.base.lo
 3. every ``*.py`` file with ``TASKS`` in the folders listed in ``QUEERBENCH_TASK_PATH`` (like lm-evaluation-harness's
    ``--include_path``).
 
-Generic code asks :func:`get_task` for a task by name and reads its fields and hooks; it never compares names.
+Generic code asks :func:`get_task` for a task by name and reads its fields and hooks; it never compares names. A task
+module may also define ``register_commands(subparsers)`` for commands of its own (``queerbench scm …``,
+``queerbench check-predictions``), which the CLI adds through :func:`register_commands`.
 """
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import importlib.util
 import pkgutil
@@ -25,9 +28,9 @@ from pathlib import Path
 from types import ModuleType
 
 from queerbench.base import env
-from queerbench.tasks.base import Task, TaskSpec, load_specs
+from queerbench.tasks.base import Task, TaskSpec, TemplateTask, load_specs
 
-__all__ = ["Task", "TaskSpec", "all_tasks", "get_task", "load_specs", "task_names"]
+__all__ = ["Task", "TaskSpec", "TemplateTask", "all_tasks", "get_task", "load_specs", "register_commands", "task_names"]
 
 
 def _tasks_of(module: ModuleType, where: str) -> list[Task]:
@@ -65,10 +68,15 @@ def _discovered() -> list[tuple[str, ModuleType]]:
 
 
 @cache
+def _modules() -> tuple[tuple[str, ModuleType], ...]:
+    return tuple(_discovered())
+
+
+@cache
 def all_tasks() -> dict[str, Task]:
     """Every task the registry finds, by name, in discovery order (see the module doc)."""
     tasks: dict[str, Task] = {}
-    for where, module in _discovered():
+    for where, module in _modules():
         for task in _tasks_of(module, where):
             if task.name in tasks:
                 raise ValueError(f"two tasks are named {task.name!r} (the second in {where}); rename one")
@@ -87,3 +95,11 @@ def get_task(name: str) -> Task:
     if name not in tasks:
         raise ValueError(f"unknown config {name!r}; choose one of: {', '.join(tasks)}")
     return tasks[name]
+
+
+def register_commands(sub: argparse._SubParsersAction) -> None:
+    """Add every task module's own commands (its ``register_commands``, when it has one) to the CLI's subparsers."""
+    for _, module in _modules():
+        registrar = getattr(module, "register_commands", None)
+        if callable(registrar):
+            registrar(sub)

@@ -31,7 +31,7 @@ from queerbench.scoring.rules import ScoringRules
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-__all__ = ["KINDS", "MLM_MODES", "TOXICITY_INPUTS", "Task", "TaskSpec", "load_specs"]
+__all__ = ["KINDS", "MLM_MODES", "TOXICITY_INPUTS", "Task", "TaskSpec", "TemplateTask", "load_specs"]
 
 KINDS = ("blanks", "probes")
 """``blanks``: sentences with one ``[MASK]`` that a method fills (``queerbench run``); ``probes``: prompts that a task
@@ -112,7 +112,7 @@ def _spec(raw: Any, where: str) -> TaskSpec:
         dataset_description=dataset["description"],
         mlm_mode=raw.get("mlm_mode"),
         toxicity_input=raw.get("toxicity_input"),
-        rules=ScoringRules.from_dict(raw.get("scoring", {}), label),
+        rules=ScoringRules.from_dict(raw.get("scoring", "default"), label),
         lmeval_task=(lmeval or {}).get("task"),
         build_by_default=bool(dataset.get("build_by_default", True)),
         extra=dict(raw.get("extra") or {}),
@@ -200,7 +200,12 @@ class Task:
         }
 
     def dataset_sources(self) -> list[str]:
-        """Pinned sources (``lexicons/sources.json`` names) the dataset card lists beyond the project's own."""
+        """Pinned sources (``lexicons/sources.json`` names) the dataset card lists when this config is built."""
+        return []
+
+    def owned_sources(self) -> list[str]:
+        """The pinned sources that are this benchmark's alone (its sentence files, stored evaluations and tables): a
+        dataset card lists only those of the configs it holds (:meth:`dataset_sources`)."""
         return []
 
     def dataset_card_extra(self) -> str:
@@ -237,3 +242,83 @@ class Task:
     def compare_sections(self, runs: Sequence[dict[str, Any]], out: Path) -> list[str]:
         """Markdown lines ``compare.md`` adds for this task's runs among ``runs``."""
         return []
+
+    # ----------------------------------------------------------------------------------------------- Space --
+    def subject_names(self) -> list[str]:
+        """The subjects a user's own template can be filled with (the Space's playground); none by default."""
+        return []
+
+    def render_template(self, template: str, subjects: Sequence[str]) -> list[tuple[str, str, str, str]]:
+        """A user template (one ``[SUBJECT]``, one ``[MASK]``) as ``(subject, group, sentence, neutral sentence)``
+        per subject, by the task's grammar (for a task with :meth:`subject_names`)."""
+        raise ValueError(f"task {self.name} does not fill user templates")
+
+    def space_tab(self) -> tuple[str, Any] | None:
+        """``(label, build)`` of a Space tab of the task's own (``build()`` adds its widgets inside the tab), or None."""
+        return None
+
+
+class TemplateTask(Task):
+    """A template-style benchmark from two CSV files next to its task module, named in its spec's ``extra``:
+    ``templates`` (columns ``template`` with one ``[SUBJECT]`` and one ``[MASK]``, and ``type``) and ``subjects``
+    (``subject``, ``group``, ``category``). Every template is filled with every subject, template-major; the neutral
+    sentence puts ``neutral_subject`` (default "the person") in the subject's place. A new benchmark of this shape is a
+    task module of three lines and its data files: ``TASKS = [TemplateTask(s, folder=HERE) for s in load_specs(...)]``.
+    """
+
+    SUBJECT = "[SUBJECT]"
+    MASK = "[MASK]"
+
+    def __init__(self, spec: TaskSpec, *, folder: str | Path) -> None:
+        super().__init__(spec)
+        self.folder = Path(folder)
+
+    def _csv(self, key: str, columns: Sequence[str]) -> pd.DataFrame:
+        name = self.spec.extra.get(key)
+        if not isinstance(name, str):
+            raise ValueError(f"task {self.name}: its spec's 'extra' must name the {key} file ('{key}': 'FILE.csv')")
+        path = self.folder / name
+        try:
+            frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"task {self.name}: cannot read its {key} file {path} ({exc})") from None
+        missing = [c for c in columns if c not in frame.columns]
+        if missing:
+            raise ValueError(f"task {self.name}: {path} lacks the column(s) {missing}")
+        return frame
+
+    def items(self) -> pd.DataFrame:
+        """Every template filled with every subject (split ``test``), with the dataset columns."""
+        templates = self._csv("templates", ("template", "type"))
+        subjects = self._csv("subjects", ("subject", "group", "category"))
+        neutral_subject = str(self.spec.extra.get("neutral_subject", "the person"))
+        rows = []
+        for template_id, (template, kind) in enumerate(zip(templates["template"], templates["type"], strict=True)):
+            if template.count(self.SUBJECT) != 1 or template.count(self.MASK) != 1:
+                raise ValueError(
+                    f"task {self.name}: template {template_id + 1} ({template!r}) needs one {self.SUBJECT} and one "
+                    f"{self.MASK}"
+                )
+            for subject, group, category in zip(
+                subjects["subject"], subjects["group"], subjects["category"], strict=True
+            ):
+                rows.append(
+                    {
+                        "id": f"{self.name}-{template_id:03d}-{subject.replace(' ', '_')}",
+                        "template_id": template_id,
+                        "template": template,
+                        "template_type": kind,
+                        "subject": subject,
+                        "subject_text": subject,
+                        "group": group,
+                        "category": category,
+                        "masked_sentence": _capital(template.replace(self.SUBJECT, subject)),
+                        "neutral_sentence": _capital(template.replace(self.SUBJECT, neutral_subject)),
+                        "split": "test",
+                    }
+                )
+        return pd.DataFrame(rows)
+
+
+def _capital(sentence: str) -> str:
+    return sentence[:1].upper() + sentence[1:]

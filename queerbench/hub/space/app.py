@@ -1,15 +1,13 @@
-"""The Space's Blocks: the header, the "Evaluate" and "Playground" tabs and, when installed, the SCM tab."""
+"""The Space's Blocks: the header, the "Evaluate" and "Playground" tabs and the tabs of the tasks (the SCM probes')."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from queerbench import __version__
 from queerbench.hub.space.evaluate import build_evaluate_tab
 from queerbench.hub.space.models import ModelCache, SpaceSettings
 from queerbench.hub.space.playground import build_playground_tab
-from queerbench.hub.space.ui import log
 from queerbench.reporting.report import CONTENT_NOTE
 
 if TYPE_CHECKING:
@@ -30,19 +28,12 @@ def _header() -> str:
     )
 
 
-def _scm_tab() -> Callable[[], Any] | None:
-    """``queerbench.tasks.scm.space.build_scm_tab`` when that optional part is installed, else ``None``."""
-    try:
-        from queerbench.tasks.scm.space import build_scm_tab
-    except ImportError as exc:
-        log.info("no Generative LMs tab: %s", exc)
-        return None
-    return build_scm_tab
-
-
 def build_demo(settings: SpaceSettings | None = None) -> gr.Blocks:
-    """The Space: an "Evaluate" tab (API name ``evaluate``), a "Playground" tab and, if available, "Generative LMs"."""
+    """The Space: an "Evaluate" tab (API name ``evaluate``), a "Playground" tab and the tabs the tasks bring (the SCM
+    probes' "Generative LMs", when its optional parts are installed)."""
     import gradio as gr
+
+    from queerbench.tasks import all_tasks
 
     settings = settings or SpaceSettings.from_env()
     cache = ModelCache(settings.cache_size)
@@ -54,10 +45,12 @@ def build_demo(settings: SpaceSettings | None = None) -> gr.Blocks:
             build_evaluate_tab(cache, settings, limit)
         with gr.Tab("Playground"):
             build_playground_tab(cache, settings, limit)
-        build_scm_tab = _scm_tab()
-        if build_scm_tab is not None:
-            with gr.Tab("Generative LMs"):
-                build_scm_tab()
+        for task in all_tasks().values():
+            tab = task.space_tab()
+            if tab is not None:
+                label, build = tab
+                with gr.Tab(label):
+                    build()
     demo.queue(max_size=32)
     return demo
 

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from queerbench import CONFIGS, __version__
+from queerbench import __version__
 from queerbench.hub.space.models import ModelCache, ModelCheck, SpaceSettings, check_model, fill, human
 from queerbench.hub.space.ui import MAX_TOP_K, TOXICITY_CHOICES, SpaceError, csv_frame, sentence_view, ui_errors
 from queerbench.reporting.figures import comparison_figure
@@ -55,13 +55,27 @@ def _sample_templates(template_ids: Sequence[int], n: int) -> list[int]:
 
 
 def _sentences(config: str, groups: Sequence[str], run_size: str, settings: SpaceSettings) -> pd.DataFrame:
-    from queerbench.tasks.queerbench.templates import build_sentences
+    from queerbench.tasks import get_task
 
-    frame = build_sentences(config)
+    frame = get_task(config).items()
     frame = frame[frame["group"].isin(list(groups))]
     if run_size == "quick":
         frame = frame[frame["template_id"].isin(_sample_templates(frame["template_id"], settings.quick_templates))]
     return frame.reset_index(drop=True)
+
+
+def space_configs() -> tuple[str, ...]:
+    """The tasks the Space evaluates: every fill-in-the-blank task (from the task registry)."""
+    from queerbench.tasks import task_names
+
+    return task_names(runs_blanks=True)
+
+
+def _task_groups(config: str) -> list[str]:
+    """The subject groups of a task's sentences, in their order."""
+    from queerbench.tasks import get_task
+
+    return list(dict.fromkeys(get_task(config).items()["group"].astype(str)))
 
 
 def _slug(text: str) -> str:
@@ -112,18 +126,18 @@ def evaluate_model(
     settings = settings or SpaceSettings.from_env()
     cache = cache or ModelCache(settings.cache_size)
     say = progress or (lambda _f, _d: None)
-    if config not in CONFIGS:
-        raise SpaceError(f"unknown config {config!r}; choose one of: {', '.join(CONFIGS)}")
+    configs = space_configs()
+    if config not in configs:
+        raise SpaceError(f"unknown config {config!r}; choose one of: {', '.join(configs)}")
     groups = [g for g in (groups or []) if g]
     if not groups:
         raise SpaceError("select at least one subject group to evaluate")
     unknown = [g for g in groups if g not in GROUP_ORDER]
     if unknown:
         raise SpaceError(f"unknown subject group(s) {unknown}; choose from: {', '.join(GROUP_ORDER)}")
-    if config == "queergen":  # QueerGen's own groups (its subjects are not QueerBench's): all three are compared
-        from queerbench.tasks.queergen.spec import GROUP_ORDER as QUEERGEN_GROUPS
-
-        groups = list(QUEERGEN_GROUPS)
+    task_groups = _task_groups(config)
+    if set(task_groups) != set(GROUP_ORDER):  # a task with groups of its own (QueerGen's): all of them are compared
+        groups = task_groups
     if run_size not in RUN_SIZES:
         raise SpaceError(f"unknown run size {run_size!r}; choose one of: {', '.join(RUN_SIZES)}")
     if toxicity not in TOXICITY_CHOICES:
@@ -150,7 +164,7 @@ def evaluate_model(
         say(0.1 + 0.6 * done / max(total, 1), f"predicting {done}/{total} sentences")
 
     try:
-        tokens = fill(lm, frame["masked_sentence"].tolist(), top_k, config, tick)
+        tokens = fill(check, lm, frame["masked_sentence"].tolist(), top_k, config, tick)
     except ValueError as exc:  # k larger than the model's vocabulary, a sentence too long, …
         raise SpaceError(str(exc)) from exc
     predictions = frame.drop(columns=["split"]).copy()
@@ -166,6 +180,12 @@ def evaluate_model(
     table = score_table(scores).reset_index()
     status = _status(check, scores, total, frame["template_id"].nunique(), time.perf_counter() - start)
     return EvaluationResult(scores, table, plot, per_sentence, csv, status)
+
+
+def _title(config: str) -> str:
+    from queerbench.tasks import get_task
+
+    return get_task(config).spec.title
 
 
 def _group_choices() -> list[tuple[str, str]]:
@@ -220,10 +240,10 @@ def build_evaluate_tab(cache: ModelCache, settings: SpaceSettings, limit: dict[s
             elem_id="model-id",
         )
         config = gr.Radio(
-            list(CONFIGS),
+            list(space_configs()),
             value="default",
             label="Config",
-            info="default: the method done right; paper: reproduces the published tables",
+            info="; ".join(f"{name}: {_title(name)}" for name in space_configs()),
             scale=2,
         )
         top_k = gr.Slider(1, 20, value=5, step=1, label="Top-k completions", scale=2)

@@ -1,9 +1,10 @@
 """The Space's operator settings, the model check before anything is downloaded, and the cache of loaded models.
 
 A model passes :func:`check_model` when the Hub id exists and is public, is a masked LM (run with ``mlm``) or a causal
-LM (run with ``scored``; its config.json decides, by :func:`queerbench.models.generation.describe_model`), has safetensors weights (pickle checkpoints can run code when loaded) and stays under the
-size cap; local folders pass only where the operator allows them. :class:`ModelCache` keeps the last few loaded
-models; :func:`fill` predicts top-k words with whichever engine the model needs.
+LM (run with ``scored``; its config.json decides, through the model registry: :mod:`queerbench.models.registry`), has
+safetensors weights (pickle checkpoints can run code when loaded) and stays under the size cap; local folders pass only
+where the operator allows them. :class:`ModelCache` keeps the last few models the registry loaded; :func:`fill`
+predicts top-k words with the method's own predictor (:mod:`queerbench.methods.registry`), as ``queerbench run`` does.
 """
 
 from __future__ import annotations
@@ -16,17 +17,14 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from queerbench.base import env
 from queerbench.hub.space.ui import SpaceError
 from queerbench.models.fingerprint import looks_like_path
-
-if TYPE_CHECKING:
-    from queerbench.methods.scored.local import ScoredLM
-    from queerbench.models.masked.predict import MaskedLM
+from queerbench.models.registry import model_ref
 
 __all__ = ["ModelCache", "ModelCheck", "SpaceSettings", "check_model", "fill", "human"]
 
@@ -71,17 +69,19 @@ class ModelCheck:
 
     @property
     def method(self) -> str:
-        """The QueerBench method this model runs with."""
+        """The QueerBench method this model runs with (as ``--method auto`` picks it)."""
         return "scored" if self.kind == "causal" else "mlm"
+
+    @property
+    def backend(self) -> str:
+        """The model backend it loads as (:data:`queerbench.models.registry.BACKENDS`)."""
+        return "causal_lm" if self.kind == "causal" else "masked_lm"
 
 
 def _local_kind(model_id: str, folder: Path) -> str:
-    """``masked`` or ``causal`` from a folder's config, before any weight is read (the library's one rule:
-    :func:`queerbench.models.generation.describe_model`)."""
-    from queerbench.models.generation import describe_model
-
+    """``masked`` or ``causal`` from a folder's config, before any weight is read (the model registry's one rule)."""
     try:
-        kind, _ = describe_model(str(folder))
+        kind, _ = model_ref(str(folder)).description
     except (OSError, ValueError) as exc:
         raise SpaceError(f"could not read the config.json of {model_id!r}: {exc}") from exc
     return "causal" if kind == "causal" else "masked"  # otherwise the masked-LM loader says precisely why it cannot
@@ -189,10 +189,8 @@ def _check_hub(model_id: str, settings: SpaceSettings, endpoint: str | None) -> 
 
 def _hub_kind(api: Any, model_id: str, revision: str | None) -> str:
     """``masked`` or ``causal`` from the Hub model's config.json at the checked commit (about a kilobyte, fetched into
-    a temporary folder), by the library's one rule (:func:`queerbench.models.generation.describe_model`); anything else is refused."""
+    a temporary folder), by the model registry's one rule; anything else is refused."""
     from huggingface_hub.errors import EntryNotFoundError, HfHubHTTPError
-
-    from queerbench.models.generation import describe_model
 
     with tempfile.TemporaryDirectory(prefix="queerbench-space-config-") as tmp:
         try:
@@ -204,7 +202,7 @@ def _hub_kind(api: Any, model_id: str, revision: str | None) -> str:
                 f"cannot check {model_id!r} on the Hub right now ({type(exc).__name__}); try again"
             ) from exc
         try:
-            kind, arch = describe_model(str(Path(path).parent))
+            kind, arch = model_ref(str(Path(path).parent)).description
         except (OSError, ValueError) as exc:
             raise SpaceError(f"could not read the config.json of {model_id!r}: {exc}") from exc
     if kind not in ("masked", "causal"):
@@ -241,30 +239,27 @@ def check_model(model_id: str, settings: SpaceSettings | None = None, *, endpoin
 
 @dataclass
 class ModelCache:
-    """Loaded models, least recently used first; at most ``maxsize`` are kept in memory."""
+    """Models the registry loaded (:func:`queerbench.models.registry.load_model`), least recently used first; at most
+    ``maxsize`` are kept in memory."""
 
     maxsize: int = 2
-    _models: OrderedDict[tuple[str, str | None], MaskedLM | ScoredLM] = field(default_factory=OrderedDict)
+    _models: OrderedDict[tuple[str, str | None], Any] = field(default_factory=OrderedDict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def get(self, check: ModelCheck) -> MaskedLM | ScoredLM:
-        """The loaded model for a checked id (loading it, and evicting the oldest, when it is not cached)."""
-        from queerbench.models.masked.predict import ModelLoadError, load_masked_lm
+    def get(self, check: ModelCheck) -> Any:
+        """The loaded model for a checked id (loading it, and evicting the oldest, when it is not cached): through the
+        registry, its kind checked first, no remote code, safetensors weights only."""
+        from queerbench.models.device import ModelLoadError
+        from queerbench.models.registry import load_model
 
         key = (check.model_id, check.revision)
         with self._lock:
             if key in self._models:
                 self._models.move_to_end(key)
                 return self._models[key]
-            lm: MaskedLM | ScoredLM
             try:
-                if check.kind == "causal":  # through the generation layer: config checked first, no remote code
-                    from queerbench.methods.scored.local import ScoredLM
-                    from queerbench.models.generation import load_causal_lm
-
-                    lm = ScoredLM(*load_causal_lm(check.model_id, device="auto", revision=check.revision))
-                else:
-                    lm = load_masked_lm(check.model_id, revision=check.revision, allow_pickle=False)
+                ref = model_ref(check.model_id, revision=check.revision)
+                lm = load_model(ref, check.backend, device="auto", safetensors_only=True)
             except ModelLoadError as exc:
                 raise SpaceError(str(exc)) from exc
             if getattr(lm, "weights_format", "safetensors") != "safetensors":  # unreachable after the checks
@@ -286,18 +281,29 @@ class ModelCache:
 
 
 def fill(
-    lm: MaskedLM | ScoredLM, sentences: list[str], k: int, config: str, progress: Callable[[int], None] | None = None
+    check: ModelCheck,
+    lm: Any,
+    sentences: list[str],
+    k: int,
+    config: str,
+    progress: Callable[[int], None] | None = None,
 ) -> list[list[str]]:
-    """Top-k words per sentence: the masked-LM engine (``mlm``) or, for a causal LM, the ``scored`` method."""
-    from queerbench.methods.scored.local import ScoredLM, score_blanks
-    from queerbench.models.masked.predict import predict
+    """Top-k words per sentence with the model's method (its predictor over the loaded model), for the task
+    ``config`` (its masked-LM mode); a method that does not apply to the task is one message."""
+    from queerbench.methods.options import RunOptions
+    from queerbench.methods.registry import get_method
+    from queerbench.tasks import all_tasks, get_task
 
-    if isinstance(lm, ScoredLM):
-        if config == "paper":
-            raise SpaceError(
-                "the paper config reproduces the published masked-LM runs; causal LMs run with the default config"
-            )
-        return score_blanks(lm, sentences, k, progress=progress).tokens
-    # QueerGen's code reads raw top-k tokens at the mask: the engine's paper mode (as `queerbench run` does)
-    mode = "paper" if config == "queergen" else config
-    return predict(lm, sentences, k, mode=mode, batch_size=32, progress=progress).tokens
+    task = get_task(config)
+    if check.method not in task.spec.methods:
+        runs = [t.name for t in all_tasks().values() if check.method in t.spec.methods and t.runs_blanks]
+        raise SpaceError(
+            f"the {config} config ({task.spec.title}) runs {' and '.join(task.spec.methods)}; "
+            f"{check.kind} LMs run with the {' or '.join(runs[:1]) or 'default'} config"
+        )
+    options = RunOptions(
+        model=check.model_id, config=config, top_k=k, method=check.method, revision=check.revision, batch_size=32
+    )
+    predictor = get_method(check.method).predictor_class(check.backend).from_loaded(lm, options)
+    ids = [str(i) for i in range(len(sentences))]
+    return predictor.predict(ids, sentences, progress or (lambda _n: None))["tokens"]

@@ -11,7 +11,7 @@ import pandas as pd
 from queerbench.hub.space.evaluate import DEFAULT_MODEL
 from queerbench.hub.space.models import ModelCache, SpaceSettings, check_model, fill
 from queerbench.hub.space.ui import MASK, MAX_TOP_K, SUBJECT, TOXICITY_CHOICES, SpaceError, sentence_view, ui_errors
-from queerbench.scoring.aggregate import ScoringOptions, score_sentences
+from queerbench.scoring.aggregate import score_sentences
 
 __all__ = ["build_playground_tab", "playground", "render_template", "subject_choices"]
 
@@ -20,12 +20,18 @@ DEFAULT_PLAYGROUND_SUBJECTS = ("gay", "lesbian", "transgender", "straight", "he"
 
 
 @functools.cache
-def _subject_index() -> dict[str, Any]:
-    """Every subject of the ``default`` sentence set by name, in the dataset's order (nouns, then pronouns)."""
-    from queerbench.tasks.queerbench.templates import subjects as load_subjects
+def _task() -> Any:
+    """The task whose grammar fills a user's template: the first that names subjects for it (QueerBench's
+    ``default``)."""
+    from queerbench.tasks import all_tasks
 
-    subjects = load_subjects("default")
-    return {s.name: s for split in ("nouns", "pronouns") for s in subjects[split]}
+    return next(t for t in all_tasks().values() if t.subject_names())
+
+
+@functools.cache
+def _subject_index() -> dict[str, int]:
+    """Every subject a user can pick, in the task's order (nouns, then pronouns)."""
+    return {name: i for i, name in enumerate(_task().subject_names())}
 
 
 def subject_choices() -> list[str]:
@@ -33,10 +39,9 @@ def subject_choices() -> list[str]:
     return list(_subject_index())
 
 
-def render_template(template: str, subjects: Sequence[str]) -> list[tuple[str, str, str]]:
-    """(subject, group, sentence) for a user template with ``[SUBJECT]`` and ``[MASK]``, using the library's grammar."""
-    from queerbench.tasks.queerbench.templates import TARGET, render_default
-
+def render_template(template: str, subjects: Sequence[str]) -> list[tuple[str, str, str, str]]:
+    """(subject, group, sentence, neutral sentence) for a user template with ``[SUBJECT]`` and ``[MASK]``, by the
+    task's grammar."""
     template = " ".join((template or "").split())
     if template.count(MASK) != 1:
         raise SpaceError(
@@ -46,8 +51,8 @@ def render_template(template: str, subjects: Sequence[str]) -> list[tuple[str, s
         raise SpaceError(
             f"the template needs exactly one {SUBJECT} (where each subject goes); it has {template.count(SUBJECT)}"
         )
-    if TARGET in template:
-        raise SpaceError(f"write {SUBJECT} for the subject, not {TARGET}")
+    if "<target>" in template:
+        raise SpaceError(f"write {SUBJECT} for the subject, not <target>")
     subjects = [s for s in (subjects or []) if s]
     if not subjects:
         raise SpaceError("select at least one subject")
@@ -55,8 +60,7 @@ def render_template(template: str, subjects: Sequence[str]) -> list[tuple[str, s
     unknown = [s for s in subjects if s not in index]
     if unknown:
         raise SpaceError(f"unknown subject(s) {unknown}")
-    body = template.replace(SUBJECT, TARGET)
-    return [(s, index[s].group, render_default(body, index[s])) for s in subjects]
+    return _task().render_template(template, subjects)
 
 
 def playground(
@@ -71,8 +75,6 @@ def playground(
     settings: SpaceSettings | None = None,
 ) -> pd.DataFrame:
     """Completions of the user's template for each chosen subject, side by side, harmful ones marked (and hidden)."""
-    from queerbench.tasks.queerbench.templates import NEUTRAL_SUBJECT, TARGET, render_default
-
     settings = settings or SpaceSettings.from_env()
     cache = cache or ModelCache(settings.cache_size)
     rendered = render_template(template, subjects)
@@ -84,15 +86,16 @@ def playground(
         raise SpaceError(f"top-k must be a whole number, got {top_k!r}") from exc
     if not 1 <= top_k <= MAX_TOP_K:
         raise SpaceError(f"top-k must be between 1 and {MAX_TOP_K}, got {top_k}")
-    lm = cache.get(check_model(model_id, settings))
+    check = check_model(model_id, settings)
+    lm = cache.get(check)
     sentences = [r[2] for r in rendered]
+    task = _task()
     try:
-        tokens = fill(lm, sentences, top_k, "default")
+        tokens = fill(check, lm, sentences, top_k, task.name)
     except ValueError as exc:
         raise SpaceError(str(exc)) from exc
-    neutral = render_default(" ".join(template.split()).replace(SUBJECT, TARGET), NEUTRAL_SUBJECT)
     per_sentence, _ = score_sentences(
-        tokens, ScoringOptions(config="default", toxicity=toxicity), sentences=[neutral] * len(sentences)
+        tokens, task.scoring_options(toxicity=toxicity), sentences=[r[3] for r in rendered]
     )
     per_sentence["group"] = [r[1] for r in rendered]
     per_sentence["subject"] = [r[0] for r in rendered]

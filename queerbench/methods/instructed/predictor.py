@@ -10,35 +10,15 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from queerbench.methods.common import preflight_local
-from queerbench.models.generation.settings import DEFAULT_MODEL, DEFAULT_REQUESTS_PER_MINUTE
+from queerbench.models.generation.settings import DEFAULT_REQUESTS_PER_MINUTE
 
-__all__ = ["InstructedPredictor", "model_fingerprint"]
+if TYPE_CHECKING:
+    from queerbench.methods.options import RunOptions
 
-
-def model_fingerprint(model: str, endpoint: str | None = None, revision: str | None = None) -> dict[str, Any]:
-    """What identifies the weights, so that a resume never mixes two models' rows.
-
-    The generation layer's :func:`~queerbench.models.generation.loading.weights_fingerprint` (embedded sha256, local file hashes
-    via :mod:`queerbench.models.fingerprint`, Hub commit — resolved here from the model's configuration at ``revision``);
-    an endpoint: URL and model name (all one can know).
-    """
-    from queerbench.models.generation.loading import weights_fingerprint
-
-    if endpoint:
-        return {"kind": "endpoint", "base_url": endpoint.rstrip("/"), "model": model}
-    if model.startswith("embedded:") or Path(model).expanduser().exists():
-        return weights_fingerprint(None if model.startswith("embedded:") else model)
-    from transformers import AutoConfig
-
-    try:
-        kwargs = {"revision": revision} if revision else {}
-        commit = getattr(AutoConfig.from_pretrained(model, trust_remote_code=False, **kwargs), "_commit_hash", None)
-    except (OSError, ValueError):
-        commit = None
-    return weights_fingerprint(model, commit)
+__all__ = ["InstructedPredictor"]
 
 
 class InstructedPredictor:
@@ -66,23 +46,22 @@ class InstructedPredictor:
         device_map: str | None = None,
     ) -> None:
         from queerbench.methods.instructed.replies import instructed_settings, load_prompts
-        from queerbench.models.generation import ResponseCache, load_runner
+        from queerbench.models.generation import ResponseCache
+        from queerbench.models.registry import model_ref, open_generator
 
         self.model_id, self.endpoint, self.top_k = model, endpoint, top_k
         self.prompt_id = prompt_id or load_prompts()["default_prompt"]
         self.settings = instructed_settings(top_k, seed, batch_size, max_new_tokens)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            local = None if model == DEFAULT_MODEL else model
-            self.runner = load_runner(
-                model if endpoint else local,
-                endpoint,
+            ref = model_ref(model, endpoint, revision)
+            self.runner = open_generator(
+                ref,
                 device=device,
                 dtype=dtype,
+                device_map=device_map,
                 concurrency=concurrency,
                 requests_per_minute=requests_per_minute,
-                revision=revision,
-                device_map=device_map,
             )
         for w in caught:  # e.g. "no chat template: plain prompt" — said once, here, and recorded in the metadata
             log(f"note: {w.message}")
@@ -91,7 +70,7 @@ class InstructedPredictor:
 
         self.streak = ErrorStreak()  # failed calls in a row, across the parts of the run
         weights = getattr(self.runner, "weights", None)  # a local runner fingerprinted what it loaded
-        self.fingerprint = weights if weights is not None and not endpoint else model_fingerprint(model, endpoint)
+        self.fingerprint = weights if weights is not None and not endpoint else ref.fingerprint(loaded=True)
         # a local model at temperature 0 would repeat an empty reply: it is not asked again
         self.reask_empty = bool(endpoint) or self.settings.temperature > 0
 
@@ -100,11 +79,11 @@ class InstructedPredictor:
 
     @classmethod
     def from_options(
-        cls, options: Any, *, cache_path: Path, log: Callable[[str], None] = print, **_: Any
+        cls, options: RunOptions, *, cache_path: Path, log: Callable[[str], None] = print, **_: Any
     ) -> InstructedPredictor:
         """The predictor for a run's ``options``; replies are kept in the SQLite cache at ``cache_path``."""
         return cls(
-            options.model,
+            str(options.model),
             endpoint=options.endpoint,
             top_k=options.top_k,
             device=options.device,
@@ -118,7 +97,7 @@ class InstructedPredictor:
             cache_path=cache_path,
             log=log,
             revision=options.revision,
-            device_map=getattr(options, "device_map", None),
+            device_map=options.device_map,
         )
 
     def metadata(self) -> dict[str, Any]:

@@ -31,7 +31,7 @@ from typing import Any
 
 import pandas as pd
 
-from queerbench.models.masked.vocab_filter import _WORD as WORD  # the whole-word rule of the masked-LM `default` mode
+from queerbench.models.masked.vocab_filter import WORD  # the whole-word rule of the masked-LM `default` mode
 
 __all__ = [
     "LABELS",

@@ -41,9 +41,7 @@ from queerbench.models.generation.cache import ResponseCache
 from queerbench.models.generation.collect import collect
 from queerbench.models.generation.completions import CompletionsRunner, completion_job
 from queerbench.models.generation.settings import EndpointError, GenerationSettings
-from queerbench.models.masked.vocab_filter import (
-    _WORD as WORD,  # the whole-word rule of local `scored` and the masked-LM engine
-)
+from queerbench.models.masked.vocab_filter import WORD  # the whole-word rule of local `scored` and the masked-LM engine
 
 __all__ = [
     "CONSISTENCY_TOLERANCE",
@@ -341,6 +339,10 @@ class EndpointScoredPredictor:
                 f"{self.report.logprobs} next tokens (vLLM: --max-logprobs {asked} lifts this)"
             )
         self.fingerprint = {**self.runner.fingerprint(), "start": self.report.start, "logprobs": self.report.logprobs}
+
+    @staticmethod
+    def preflight(options: Any) -> None:
+        """Nothing to check before the server is asked: loading probes it (two rounds of calls) before any work."""
 
     @classmethod
     def from_options(

@@ -48,8 +48,12 @@ from queerbench.methods.scored.blanks import (
     split_blank,
     start_token_id,
 )
-from queerbench.models.masked.vocab_filter import _WORD as WORD  # the whole-word rule of the masked-LM `default` mode
-from queerbench.models.masked.vocab_filter import detect_family, sentence_start_table, whole_word_table
+from queerbench.models.masked.vocab_filter import (
+    WORD,  # the whole-word rule of the masked-LM `default` mode
+    detect_family,
+    sentence_start_table,
+    whole_word_table,
+)
 
 _rank = rank_candidates  # the name the endpoint backend and older tests import
 

@@ -8,10 +8,13 @@ It has the interface of :class:`queerbench.methods.registry.Predictor`: ``from_o
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from queerbench.methods.common import preflight_local
 from queerbench.models.generation.settings import DEFAULT_MODEL
+
+if TYPE_CHECKING:
+    from queerbench.methods.options import RunOptions
 
 __all__ = ["ScoredPredictor"]
 
@@ -31,33 +34,45 @@ class ScoredPredictor:
         batch_size: int,
         revision: str | None = None,
         device_map: str | None = None,
+        loaded: tuple[Any, Any] | None = None,
     ) -> None:
         from queerbench.methods.scored.local import ScoredLM
-        from queerbench.models.generation import load_causal_lm
+        from queerbench.models.registry import load_model, model_ref
 
         self.model_id, self.top_k, self.batch_size = model, top_k, batch_size
-        local = None if model == DEFAULT_MODEL else model
-        lm, tokenizer = load_causal_lm(local, device=device, dtype=dtype, revision=revision, device_map=device_map)
+        ref = model_ref(None if model == DEFAULT_MODEL else model, revision=revision)
+        lm, tokenizer = loaded or load_model(ref, "causal_lm", device=device, dtype=dtype, device_map=device_map)
         self.lm, self.device_map = ScoredLM(lm, tokenizer), device_map
-        from queerbench.models.generation.loading import weights_fingerprint
-
-        # what was loaded: a Hub model's commit at --revision (the config records it), else the files themselves
-        self.fingerprint = weights_fingerprint(local, getattr(lm.config, "_commit_hash", None))
+        # what was loaded: a Hub model's commit at --revision, else the files themselves
+        self.fingerprint = ref.fingerprint(loaded=True)
 
     preflight = staticmethod(preflight_local)
     """The loading checks that need no weights (a model too large for the free memory is refused here)."""
 
     @classmethod
-    def from_options(cls, options: Any, **_: Any) -> ScoredPredictor:
+    def from_options(cls, options: RunOptions, **_: Any) -> ScoredPredictor:
         """The predictor for a run's ``options`` (nothing to resume from: a resume re-checks the fingerprint)."""
         return cls(
-            options.model,
+            str(options.model),
             top_k=options.top_k,
             device=options.device,
             dtype=options.dtype,
             batch_size=options.batch_size,
             revision=options.revision,
-            device_map=getattr(options, "device_map", None),
+            device_map=options.device_map,
+        )
+
+    @classmethod
+    def from_loaded(cls, loaded: tuple[Any, Any], options: RunOptions) -> ScoredPredictor:
+        """The predictor of a run's ``options`` over a causal LM already loaded (``(model, tokenizer)``)."""
+        return cls(
+            str(options.model),
+            top_k=options.top_k,
+            device=options.device,
+            dtype=options.dtype,
+            batch_size=options.batch_size,
+            revision=options.revision,
+            loaded=loaded,
         )
 
     def metadata(self) -> dict[str, Any]:

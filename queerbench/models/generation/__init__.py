@@ -25,9 +25,9 @@ probes) goes through here:
   tokenizer)`` for direct scoring (left padding, a pad token; the architecture checked first),
   :func:`model_kind` ``(model, revision=None)`` → ``causal``/``masked``/``seq2seq``/``other`` from the config
   alone (:func:`describe_model` also gives the architecture name), :func:`check_causal_lm` (a one-line
-  ``ModelLoadError`` naming the mismatch), :func:`resolve_device` (``auto`` → cuda → mps → cpu),
-  :func:`weights_fingerprint` (embedded sha256, local weight-file hashes, Hub commit: part of the local runner's
-  fingerprint, so a cache never serves replies from other weights).
+  ``ModelLoadError`` naming the mismatch); the device rule (:func:`queerbench.models.device.resolve_device`) and the
+  weights' fingerprint (:func:`queerbench.models.fingerprint.fingerprint_model`, part of the local runner's
+  fingerprint, so a cache never serves replies from other weights) are the library's one each.
 - Errors: :class:`EndpointError` (401/403/404: the run stops at once) and its subclass
   :class:`EndpointUnreachableError` (connection refused: fails in seconds, naming the URL) are ``ValueError``s, so
   the CLI prints them as one line; :class:`RunAbortedError` after too many failures in a row.
@@ -47,9 +47,7 @@ from queerbench.models.generation.loading import (
     describe_model,
     load_causal_lm,
     model_kind,
-    resolve_device,
     resolve_model,
-    weights_fingerprint,
 )
 from queerbench.models.generation.local import TransformersRunner
 from queerbench.models.generation.settings import (
@@ -87,10 +85,8 @@ __all__ = [
     "load_causal_lm",
     "load_runner",
     "model_kind",
-    "resolve_device",
     "resolve_model",
     "settings_dict",
-    "weights_fingerprint",
 ]
 
 

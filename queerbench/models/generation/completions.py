@@ -21,8 +21,7 @@ import math
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-import requests
-
+from queerbench.base.http import Answer, BadReply, Unreachable
 from queerbench.models.generation.endpoint import OpenAIChatRunner
 from queerbench.models.generation.settings import EndpointError, GenerationSettings, Reply
 
@@ -107,7 +106,7 @@ class CompletionsRunner(OpenAIChatRunner):
         body.update(self.extra_body)
         return body
 
-    def _fatal(self, status: int, resp: requests.Response) -> EndpointError:
+    def _fatal(self, status: int, resp: Answer) -> EndpointError | None:
         if status == 404 and "model" not in resp.text.lower():
             return EndpointError(
                 f"{self.url} answered HTTP 404: the server has no /{self.route} route; --method scored needs an "
@@ -116,19 +115,19 @@ class CompletionsRunner(OpenAIChatRunner):
             )
         return super()._fatal(status, resp)
 
-    def _parse(self, resp: requests.Response) -> Reply | str:
+    def _parse(self, resp: Answer) -> Reply:
         """A completion (one choice per prompt, in ``index`` order) → a :class:`Reply` whose text is the JSON list
-        of :func:`read_choice` records; anything else → a one-line problem (retried)."""
+        of :func:`read_choice` records; anything else → :class:`~queerbench.base.http.BadReply` (retried)."""
         try:
             choices = resp.json()["choices"]
             ordered = sorted(choices, key=lambda c: int(c.get("index", 0)))
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            return f"malformed reply ({type(exc).__name__}: {self._scrub(str(exc))[:80]})"
+            raise BadReply(f"malformed reply ({type(exc).__name__}: {self._scrub(str(exc))[:80]})") from None
         records = []
         for choice in ordered:
             record = read_choice(choice)
             if isinstance(record, str):
-                return record
+                raise BadReply(record)
             records.append(record)
         return Reply(json.dumps(records), None, {"prompt_format": "raw"})
 
@@ -176,13 +175,15 @@ class CompletionsRunner(OpenAIChatRunner):
         else:
             url = f"{self.base_url}/{path}"
         headers = {"Authorization": f"Bearer {self._key}"} if self._key else {}
+
+        def as_json(answer: Answer) -> Any:
+            try:
+                return answer.json()
+            except ValueError:
+                return None
+
         try:
-            resp = self._session().get(url, headers=headers, timeout=self.timeout)
-        except (requests.ConnectionError, requests.Timeout) as exc:
-            raise self._unreachable(exc) from None
-        if resp.status_code != 200:
-            return None
-        try:
-            return resp.json()
-        except ValueError:
-            return None
+            outcome = self.client.request("GET", url, headers=headers, parse=as_json, sleep=self._sleep)
+        except Unreachable as exc:
+            raise self._unreachable(exc.kind) from None
+        return outcome.value if outcome.ok else None

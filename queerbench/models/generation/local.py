@@ -12,7 +12,8 @@ import warnings
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from queerbench.models.generation.loading import load_causal_lm, weights_fingerprint
+from queerbench.models.fingerprint import fingerprint_model
+from queerbench.models.generation.loading import load_causal_lm
 from queerbench.models.generation.settings import DEFAULT_MODEL, GenerationSettings, Reply
 
 __all__ = ["TransformersRunner"]
@@ -73,7 +74,7 @@ class TransformersRunner:
         )
         self.device = str(self.model.device)  # the first device of a device map: inputs go there
         self.device_map = device_map
-        self.weights = weights_fingerprint(model, getattr(self.model.config, "_commit_hash", None))
+        self.weights = fingerprint_model(model, hub="commit", revision=revision)
         self.system_prompt = system_prompt
         self.has_chat_template = bool(getattr(self.tokenizer, "chat_template", None))
         if not self.has_chat_template:
@@ -89,7 +90,7 @@ class TransformersRunner:
         return "chat" if self.has_chat_template else "plain"
 
     def fingerprint(self) -> dict[str, Any]:
-        """Model id, class, parameter count, weights (:func:`weights_fingerprint`), prompt format, system prompt.
+        """Model id, class, parameter count, weights (:func:`~queerbench.models.fingerprint.fingerprint_model`), prompt format, system prompt.
 
         Part of every cache key: replies from other weights (a folder retrained between a killed run and its
         resume) or another system prompt are never reused.

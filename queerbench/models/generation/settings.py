@@ -7,6 +7,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from queerbench.models.fingerprint import DEFAULT_EMBEDDED
+
 __all__ = [
     "DEFAULT_CONCURRENCY",
     "DEFAULT_MODEL",
@@ -20,7 +22,7 @@ __all__ = [
     "item_seed",
 ]
 
-DEFAULT_MODEL = "embedded:smollm2-135m-instruct"
+DEFAULT_MODEL = DEFAULT_EMBEDDED
 """The model used when neither ``--model`` nor ``--endpoint`` is given: SmolLM2-135M-Instruct (Q4_1 GGUF, pinned)."""
 
 DEFAULT_CONCURRENCY = 8

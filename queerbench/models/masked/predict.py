@@ -6,11 +6,12 @@ encoder runs once per batch and the LM head (the largest matrix, hidden × vocab
 wherever the architecture exposes it as one module (BERT ``cls``, RoBERTa ``lm_head``, ALBERT ``predictions``).
 Unknown architectures fall back to full logits. Results do not depend on the batch size.
 
-Two modes, matching the project's two configurations:
+Two modes (:data:`MODES`; a task names its own, ``mlm_mode`` in its data file):
 
-- ``default``: top-k over whole-word vocabulary entries only (see :mod:`queerbench.models.masked.vocab_filter`); the reported
-  probability of each word is its softmax probability over the full vocabulary.
-- ``paper``: what the paper's code did — the sentence wrapped as ``"[CLS] %s [SEP]"`` / ``"<s> %s </s>"`` and
+- ``whole_word`` (QueerBench's ``default``): top-k over whole-word vocabulary entries only (see
+  :mod:`queerbench.models.masked.vocab_filter`); the reported probability of each word is its softmax probability
+  over the full vocabulary.
+- ``raw`` (``paper``, ``queergen``): what the paper's code did — the sentence wrapped as ``"[CLS] %s [SEP]"`` / ``"<s> %s </s>"`` and
   tokenized without adding special tokens, raw top-k over the full vocabulary, ``Ġ``/``▁`` stripped, ``##`` kept,
   no lowercasing, no filtering. :func:`paper_one_at_a_time` is that procedure literally, one sentence at a time.
 """
@@ -23,13 +24,14 @@ from typing import Any, NamedTuple
 
 import torch
 
-from queerbench import check_config
 from queerbench.base import env
+from queerbench.models import fingerprint
 from queerbench.models.device import ModelLoadError, resolve_device
 from queerbench.models.masked.vocab_filter import detect_family, paper_token, sentence_start_table, whole_word_table
 
 __all__ = [
     "MASK",
+    "MODES",
     "MaskedLM",
     "ModelLoadError",
     "Predictions",
@@ -46,6 +48,16 @@ __all__ = [
 
 MASK = "[MASK]"
 """The literal placeholder in the dataset's ``masked_sentence``; each model's own mask token replaces it."""
+MODES: tuple[str, ...] = ("whole_word", "raw")
+"""How the top-k is read: whole words only, or the raw top-k tokens as the papers' code read them."""
+
+
+def check_mode(mode: str) -> str:
+    """``mode`` if it is one of :data:`MODES`, else a one-line ``ValueError`` naming them."""
+    if mode not in MODES:
+        raise ValueError(f"unknown masked-LM mode {mode!r}; choose one of: {', '.join(MODES)}")
+    return mode
+
 
 DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 _MLM_EXAMPLES = "bert-base-uncased, roberta-base or albert-base-v2"
@@ -189,8 +201,7 @@ def load_masked_lm_tokenizer(model_id_or_path: str, *, revision: str | None = No
 
     Raises :class:`ModelLoadError` like :func:`load_masked_lm`. Never runs remote code.
     """
-    from transformers import AutoConfig, AutoTokenizer
-    from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING
+    from transformers import MODEL_FOR_MASKED_LM_MAPPING, AutoConfig, AutoTokenizer
 
     common = {"revision": revision, "trust_remote_code": False}
     try:
@@ -210,9 +221,9 @@ def load_masked_lm_tokenizer(model_id_or_path: str, *, revision: str | None = No
 
 def max_top_k(config: Any, tokenizer: Any, mode: str) -> int:
     """The largest valid ``k`` for a model with this config and tokenizer: its whole-word vocabulary entries in
-    ``default``, all vocabulary entries in ``paper`` (what :func:`predict` accepts)."""
+    ``whole_word`` mode, all vocabulary entries in ``raw`` mode (what :func:`predict` accepts)."""
     size = int(config.vocab_size)
-    if check_config(mode) == "paper":
+    if check_mode(mode) == "raw":
         return size
     return int(whole_word_table(tokenizer, detect_family(tokenizer), size)[0].sum())
 
@@ -282,7 +293,7 @@ def load_masked_lm(
         device=dev,
         dtype=torch_dtype,
         family=detect_family(tokenizer),
-        commit_hash=getattr(config, "_commit_hash", None),
+        commit_hash=fingerprint.hub_commit(model_id_or_path, revision),  # None for a local folder
         weights_format=weights_format,
         head=_find_head(model),
         device_map=device_map,
@@ -291,7 +302,7 @@ def load_masked_lm(
 
 # ---------------------------------------------------------------------------------------------------- prediction
 def whole_word_vocab_size(lm: MaskedLM) -> int:
-    """How many vocabulary entries the ``default`` mode may predict (the largest valid ``k`` there)."""
+    """How many vocabulary entries the ``whole_word`` mode may predict (the largest valid ``k`` there)."""
     return int(lm.whole_words()[0].sum())
 
 
@@ -311,7 +322,7 @@ def _encode(lm: MaskedLM, sentences: Sequence[str], mode: str) -> tuple[list[lis
     tok = lm.tokenizer
     for sentence in sentences:
         _check_sentence(sentence)
-    if mode == "paper":
+    if mode == "raw":
         texts = [_wrap_paper(tok, s) for s in sentences]
         ids = tok(texts, add_special_tokens=False)["input_ids"]
     else:
@@ -354,28 +365,28 @@ def predict(
     sentences: Sequence[str],
     k: int = 5,
     *,
-    mode: str = "default",
+    mode: str = "whole_word",
     batch_size: int = 64,
     progress: Callable[[int], None] | None = None,
 ) -> Predictions:
     """Top-k fills of the single ``[MASK]`` in each sentence (ids, tokens, probabilities), in input order.
 
-    ``mode`` is ``default`` (whole words only, markers stripped) or ``paper`` (raw tokens as the paper's code read
+    ``mode`` is ``whole_word`` (whole words only, markers stripped) or ``raw`` (raw tokens as the paper's code read
     them). ``progress`` is called with the number of sentences finished after each batch.
     """
-    check_config(mode)
+    whole = check_mode(mode) == "whole_word"
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, got {batch_size}")
     allowed, words = lm.whole_words()
-    limit = int(allowed.sum()) if mode == "default" else _output_size(lm.model)
+    limit = int(allowed.sum()) if whole else _output_size(lm.model)
     if not isinstance(k, int) or k < 1 or k > limit:
-        what = "whole-word vocabulary entries" if mode == "default" else "vocabulary entries"
+        what = "whole-word vocabulary entries" if whole else "vocabulary entries"
         raise ValueError(f"k must be between 1 and {limit} (the model's {what}), got {k!r}")
     if not sentences:
         return Predictions([], [], [])
     ids, positions = _encode(lm, sentences, mode)
     # a mask that opens the sentence (only special tokens before it) is ranked over sentence-initial word forms
-    start_table = lm.start_words() if mode == "default" else None
+    start_table = lm.start_words() if whole else None
     if start_table is not None and int(start_table[0].sum()) < k:
         start_table = None  # too few sentence-initial words for this k: keep the ordinary whole-word set
     specials = set(lm.tokenizer.all_special_ids)
@@ -398,7 +409,7 @@ def predict(
             attention_arg = None if len(ids[batch[-1]]) == width else attention.to(lm.device)
             scores = _mask_scores(lm, input_ids.to(lm.device), attention_arg, mask_pos.to(lm.device))
             probs = torch.softmax(scores.float(), dim=-1)
-            ranked = probs.masked_fill(~allowed, -1.0) if mode == "default" else probs
+            ranked = probs.masked_fill(~allowed, -1.0) if whole else probs
             if start_table is not None:
                 first = torch.tensor([at_start[i] for i in batch], device=probs.device)
                 if bool(first.any()):
@@ -410,7 +421,7 @@ def predict(
             if progress is not None:
                 progress(len(batch))
     id_lists = top_ids.tolist()
-    if mode == "default":
+    if whole:
         start_words = start_table[1] if start_table is not None else words
         tokens = [[((start_words if at_start[i] else words)[j] or "") for j in row] for i, row in enumerate(id_lists)]
     else:
@@ -423,7 +434,7 @@ def predict_top_k(
     sentences: Sequence[str],
     k: int = 5,
     *,
-    mode: str = "default",
+    mode: str = "whole_word",
     batch_size: int = 64,
     progress: Callable[[int], None] | None = None,
 ) -> tuple[list[list[str]], list[list[float]]]:

@@ -14,12 +14,13 @@ from collections.abc import Sequence
 
 import torch
 
-__all__ = ["FAMILIES", "detect_family", "paper_token", "sentence_start_table", "whole_word", "whole_word_table"]
+__all__ = ["FAMILIES", "WORD", "detect_family", "paper_token", "sentence_start_table", "whole_word", "whole_word_table"]
 
 FAMILIES: tuple[str, ...] = ("wordpiece", "bpe", "sentencepiece", "bertweet", "other")
 
-_WORD = re.compile(r"[^\W\d_]+(?:['’-][^\W\d_]+)*")
-"""Letters only, with inner apostrophes or hyphens allowed (``o'clock``, ``self-made``); no digits or punctuation."""
+WORD = re.compile(r"[^\W\d_]+(?:['’-][^\W\d_]+)*")
+"""The whole-word rule of the library: letters only, with inner apostrophes or hyphens allowed (``o'clock``,
+``self-made``); no digits or punctuation. The masked-LM engine, ``scored`` and ``instructed`` all apply it."""
 
 
 def detect_family(tokenizer: object) -> str:
@@ -63,7 +64,7 @@ def whole_word(token: str, family: str, tokenizer: object | None = None) -> str 
     else:
         # WordPiece continuations ("##ing") and BERTweet ones ("doc@@") carry non-letters: the pattern rejects them
         word = token
-    return word if _WORD.fullmatch(word) else None
+    return word if WORD.fullmatch(word) else None
 
 
 def _special_ids(tokenizer: object) -> set[int]:
@@ -113,7 +114,7 @@ def sentence_start_table(
         if token is None or i in special or token.startswith("Ġ"):
             continue
         word = tokenizer.convert_tokens_to_string([token]).strip()  # type: ignore[attr-defined]
-        words[i] = word if _WORD.fullmatch(word) else None
+        words[i] = word if WORD.fullmatch(word) else None
     return _mask(words), words
 
 

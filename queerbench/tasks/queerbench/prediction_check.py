@@ -94,10 +94,20 @@ def read_run_settings(predictions_path: str | Path) -> dict[str, Any]:
     return {}
 
 
+def _published(config: str) -> bool:
+    """Whether the task ``config`` predicts the paper's sentences as published (what the prediction files hold)."""
+    from queerbench.tasks.queerbench.templates import published_sentences
+
+    try:
+        return published_sentences(config)
+    except ValueError:  # another benchmark's task
+        return False
+
+
 def _setting_warnings(run: dict[str, Any], against: Path, file_k: int) -> list[str]:
     """Say when the run and the paper's file were not made the same way (their agreement then means little)."""
     warnings = []
-    if run.get("config") not in (None, "paper"):
+    if run.get("config") is not None and not _published(str(run["config"])):
         warnings.append(
             f"the run used config {run['config']!r}, but the paper's prediction files hold the 'paper' config's raw "
             "tokens for the paper's sentences: agreement is not meaningful; compare a run made with --config paper"

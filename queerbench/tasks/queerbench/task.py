@@ -7,18 +7,32 @@ published prediction and evaluation files (:mod:`.paper_data`) for ``queerbench 
 
 from __future__ import annotations
 
+import argparse
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from queerbench.tasks.base import Task, TaskSpec, load_specs
-from queerbench.tasks.queerbench.templates import COLUMNS, SPLITS, build_sentences
+from queerbench.tasks.queerbench.templates import (
+    COLUMNS,
+    NEUTRAL_SUBJECT,
+    SPLITS,
+    SUBJECT_PLACEHOLDER,
+    TARGET,
+    build_sentences,
+    published_sentences,
+    render_default,
+    subjects,
+)
 
-__all__ = ["TASKS", "QueerBenchTask"]
+__all__ = ["TASKS", "QueerBenchTask", "register_commands"]
 
 SPECS: dict[str, TaskSpec] = load_specs(Path(__file__).with_name("tasks.json"))
+_READS = {"neutral": "subject-blind neutral sentence", "frame": "'The person is <word>.' frame"}
+"""What a task's toxicity input is, in words (for the warning of a published file scored by another rule)."""
 
 
 class QueerBenchTask(Task):
@@ -36,6 +50,24 @@ class QueerBenchTask(Task):
         """``nouns`` and ``pronouns``, with the dataset columns only."""
         frame = self.items()
         return {split: frame[frame["split"] == split][list(COLUMNS)].reset_index(drop=True) for split in SPLITS}
+
+    def subject_names(self) -> list[str]:
+        """Every subject of the grammatical set (nouns, then pronouns); none for the published one."""
+        if published_sentences(self.name):
+            return []
+        found = subjects(self.name)
+        return [s.name for split in SPLITS for s in found[split]]
+
+    def render_template(self, template: str, names: Sequence[str]) -> list[tuple[str, str, str, str]]:
+        """A user's template (``[SUBJECT]``, ``[MASK]``) filled for each subject by the grammatical rules, with the
+        subject-blind neutral sentence the toxicity scorer reads."""
+        index = {s.name: s for split in SPLITS for s in subjects(self.name)[split]}
+        unknown = [s for s in names if s not in index]
+        if unknown:
+            raise ValueError(f"unknown subject(s) {unknown}")
+        body = template.replace(SUBJECT_PLACEHOLDER, TARGET)
+        neutral = render_default(body, NEUTRAL_SUBJECT)
+        return [(s, index[s].group, render_default(body, index[s]), neutral) for s in names]
 
     def score_file(self, path: Path, settings: dict[str, Any]) -> dict[str, Any]:
         """Score one of the paper's prediction or evaluation CSVs (``;``-separated, read by header name) with this
@@ -60,9 +92,10 @@ class QueerBenchTask(Task):
         published = build_sentences("paper")  # the paper's files hold the paper's sentences, whatever the task
         aligned = len(frame) == len(published) and (frame["name"].to_numpy() == published["subject"].to_numpy()).all()
         if counts is None and toxicity != "none" and self.spec.toxicity_input != "full":
+            what = _READS.get(str(self.spec.toxicity_input), str(self.spec.toxicity_input))
             print(
-                f"warning: the paper's files hold the paper's sentences; the toxicity scorer reads them in full "
-                f"(not the {self.spec.toxicity_input} sentence of the {self.name} config)",
+                "warning: the paper's files hold the paper's sentences; the toxicity scorer reads them in full "
+                f"(not the {what} of the {self.name} config)",
                 file=sys.stderr,
             )
         return compute(
@@ -76,3 +109,10 @@ class QueerBenchTask(Task):
 
 
 TASKS = [QueerBenchTask(spec) for spec in SPECS.values()]
+
+
+def register_commands(sub: argparse._SubParsersAction) -> None:
+    """Add the benchmark's own commands to the CLI (the registry calls this while the parser is built)."""
+    from queerbench.tasks.queerbench.commands import register
+
+    register(sub)

@@ -1,4 +1,4 @@
-"""Template × subject expansion: the ``paper`` and ``default`` sentence sets.
+"""Template × subject expansion: the sentence sets of QueerBench's ``paper`` and ``default`` tasks.
 
 The upstream QueerBench files (templates, nouns, pronouns) are fetched through :mod:`queerbench.base.sources`; the rules
 that turn them into sentences live here, and the project's own corrections (verb forms, the one template typo, group
@@ -12,6 +12,7 @@ maps) live in versioned data files under ``queerbench/data`` with a schema check
   sentence, a capital letter at the start, and the "has learning a living" typo fixed.
 
 Every row also carries ``neutral_sentence``: the template rendered grammatically with the subject "the person".
+Which set a task gets is its ``published_sentences`` setting in ``tasks.json`` (``paper``: true).
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from queerbench import check_config
 from queerbench.base.sources import fetch
+from queerbench.tasks.base import load_specs
 
 __all__ = [
     "COLUMNS",
@@ -192,11 +193,28 @@ def load_pronouns(path: str | Path | None = None) -> pd.DataFrame:
     return frame
 
 
+@cache
+def _published() -> dict[str, bool]:
+    """Each QueerBench task's ``published_sentences`` setting (``tasks.json``): the paper's sentences as its code
+    generated them (bugs and duplicates included), or the grammatical set."""
+    specs = load_specs(Path(__file__).with_name("tasks.json"))
+    return {name: bool(spec.extra.get("published_sentences")) for name, spec in specs.items()}
+
+
+def published_sentences(config: str) -> bool:
+    """Whether the QueerBench task ``config`` uses the sentences as published; a one-line ``ValueError`` naming the
+    QueerBench tasks for any other name."""
+    if config not in _published():
+        raise ValueError(
+            f"unknown config {config!r} for QueerBench's sentences; choose one of: {', '.join(_published())}"
+        )
+    return _published()[config]
+
+
 # ---------------------------------------------------------------------------------------------------- subjects
 def subjects(config: str = "default") -> dict[str, list[Subject]]:
-    """The nouns and pronouns of ``config`` (``default`` drops the duplicate pronoun ``e``), split by kind."""
-    check_config(config)
-    return _subjects(load_terms(), load_pronouns(), dedupe=config == "default")
+    """The nouns and pronouns of ``config`` (the grammatical set drops the duplicate pronoun ``e``), by kind."""
+    return _subjects(load_terms(), load_pronouns(), dedupe=not published_sentences(config))
 
 
 def _subjects(terms: pd.DataFrame, pronouns: pd.DataFrame, *, dedupe: bool) -> dict[str, list[Subject]]:
@@ -338,35 +356,32 @@ def build_sentences(
     terms_path: str | Path | None = None,
     pronouns_path: str | Path | None = None,
 ) -> pd.DataFrame:
-    """All sentences of ``config`` (one split, or both in template-major order) with the dataset columns.
+    """All sentences of the QueerBench task ``config`` (one split, or both in template-major order) with the dataset
+    columns.
 
-    ``paper``: 8,268 rows in the order of the published ``template_complete.csv`` (per template: 62 nouns then 16
-    pronouns). ``default``: 7,931 rows in the same order, duplicates removed.
+    As published (``paper``): 8,268 rows in the order of the published ``template_complete.csv`` (per template: 62
+    nouns then 16 pronouns). Grammatical (``default``): 7,931 rows in the same order, duplicates removed.
     """
-    check_config(config)
-    if config == "queergen":  # another benchmark's sentence set: built by its own module
-        from queerbench.tasks.queergen.sentences import build_queergen_sentences
-
-        return build_queergen_sentences().assign(split="test")
+    published = published_sentences(config)
     if split is not None and split not in SPLITS:
         raise ValueError(f"unknown split {split!r}; choose one of: {', '.join(SPLITS)}")
     templates = load_templates(templates_path)
-    subjects = _subjects(load_terms(terms_path), load_pronouns(pronouns_path), dedupe=config == "default")
+    subjects = _subjects(load_terms(terms_path), load_pronouns(pronouns_path), dedupe=not published)
 
     def render(template: str, subject: Subject) -> tuple[str, str]:
-        if config == "paper":
+        if published:
             return render_paper(template, subject), subject.paper_text
         return _render_default(template, subject)
 
     rows: list[dict] = []
     seen_templates: set[str] = set()
     for template_id, (template, kind) in enumerate(zip(templates["template"], templates["type"], strict=True)):
-        if config == "default":
+        if not published:
             if template in seen_templates:
                 continue
             seen_templates.add(template)
         neutral = render_default(template, NEUTRAL_SUBJECT)
-        shown = _display_template(_corrections().get(template, template) if config == "default" else template)
+        shown = _display_template(template if published else _corrections().get(template, template))
         for split_name in SPLITS:
             if split is not None and split_name != split:
                 continue

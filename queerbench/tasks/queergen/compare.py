@@ -51,7 +51,7 @@ def _column_keys(runs: Sequence[dict[str, Any]]) -> list[str]:
     ):
         for key in set(keys):
             same = [i for i, k in enumerate(keys) if k == key]
-            kinds = [runs[i]["scores"].get("config") == "queergen" for i in same]
+            kinds = ["queergen" in runs[i]["scores"] for i in same]  # a run with QueerGen's scores
             if len(kinds) > len(set(kinds)):
                 for i in same:
                     keys[i] += f" · {extra(runs[i])}"
@@ -67,7 +67,7 @@ def _differences(runs: Sequence[dict[str, Any]]) -> list[str]:
     def sentences(r: dict[str, Any]) -> str:
         meta, n = r.get("meta") or {}, r["scores"].get("n", {})
         count = meta.get("n_sentences", sum(n.values()) if isinstance(n, dict) else None)
-        kind = "QueerGen" if r["scores"].get("config") == "queergen" else "QueerBench"
+        kind = "QueerGen" if "queergen" in r["scores"] else "QueerBench"
         return f"{kind} {count if count is not None else '?'}" + (
             f" (--limit {meta['limit']})" if meta.get("limit") else ""
         )
@@ -122,7 +122,7 @@ def queergen_compare_section(runs: Sequence[dict[str, Any]], out: Path) -> list[
     counts: dict[tuple[str, str], int] = {}  # (column, row) → n of the cell
     for run, key in zip(runs, _column_keys(runs), strict=True):
         scores, row = run["scores"], rows.setdefault(key, {})
-        if scores.get("config") == "queergen":
+        if "queergen" in scores:  # a run on QueerGen's sentences
             for g, v in scores["queerbench"].items():
                 row[f"QB on QueerGen sentences: {g}"] = v
                 counts[key, f"QB on QueerGen sentences: {g}"] = int(scores["n"].get(g) or 0)

@@ -49,9 +49,9 @@ def compute_queergen(
     ):
         if seq is not None and len(seq) != n:
             raise ValueError(f"{name} has {len(seq)} entries but predictions has {n}; they must align one to one")
-    if config == "queergen":  # QueerGen's own groups; other configs may bring any labels (QueerBench's, say)
-        from queerbench.tasks.queergen.spec import GROUP_ORDER
+    from queerbench.tasks.queergen.spec import GROUP_ORDER, check_scoring_config
 
+    if check_scoring_config(config) == "queergen":  # QueerGen's own rules, own groups; others take any labels
         unknown = sorted({str(g) for g in groups} - set(GROUP_ORDER))
         if unknown:
             raise ValueError(

@@ -37,6 +37,8 @@ _REQUIRED: dict[str, type] = {
 }
 SCORING_CONFIGS = ("queergen", "default")
 """How QueerGen's scorers can be run: as its code does (``queergen``) or as its paper says (``default``)."""
+PAPER_RULES = "default"
+"""QueerGen's scorer rules as its paper states them (those of every task that does not name others)."""
 
 
 class QueerGenSpecError(ValueError):
@@ -79,8 +81,14 @@ def spec() -> dict[str, Any]:
 
 
 def check_scoring_config(config: str) -> str:
-    """Map a project config to the QueerGen scoring rules it implies: ``queergen`` → code, anything else → paper."""
-    return "queergen" if config == "queergen" else "default"
+    """Which of QueerGen's scorer rules (:data:`SCORING_CONFIGS`) a task implies: its ``queergen_scorers`` setting
+    (the ``queergen`` task: QueerGen's code), else QueerGen's paper (``default``); a rule name passes as it is."""
+    if config in SCORING_CONFIGS:
+        return config
+    from queerbench.tasks import all_tasks
+
+    task = all_tasks().get(config)
+    return str(task.spec.extra.get("queergen_scorers", PAPER_RULES)) if task is not None else PAPER_RULES
 
 
 GROUP_ORDER: tuple[str, ...] = tuple(spec()["group_order"])

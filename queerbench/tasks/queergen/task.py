@@ -21,15 +21,13 @@ from queerbench.tasks.base import Task, TaskSpec, load_specs
 __all__ = ["TASKS", "QueerGenTask", "scorer_rules"]
 
 SPECS: dict[str, TaskSpec] = load_specs(Path(__file__).with_name("tasks.json"))
-PAPER_RULES = "default"
-"""QueerGen's scorer rules as its paper states them (the rules of every task that does not name others)."""
 
 
 def scorer_rules(config: str) -> str:
     """Which of QueerGen's scorer rules the task ``config`` uses: its ``queergen_scorers`` setting, else the paper's."""
-    from queerbench.tasks import get_task
+    from queerbench.tasks.queergen.spec import check_scoring_config
 
-    return str(get_task(config).spec.extra.get("queergen_scorers", PAPER_RULES))
+    return check_scoring_config(config)
 
 
 class QueerGenTask(Task):
@@ -52,6 +50,12 @@ class QueerGenTask(Task):
         from queerbench.tasks.queergen.spec import spec
 
         return list(spec()["sources"].values())
+
+    def owned_sources(self) -> list[str]:
+        """Every QueerGen source: its sentence files, stored evaluations and published tables."""
+        from queerbench.base.sources import list_sources
+
+        return [s.name for s in list_sources() if s.name.startswith("queergen_")]
 
     def dataset_card_extra(self) -> str:
         """QueerGen's terms of use ("academic research only")."""

@@ -360,43 +360,50 @@ def endpoint_embedder(
 ) -> Embedder:
     """An embedder over an OpenAI-compatible ``POST {base_url}/embeddings`` (e.g. ``text-embedding-3-small``).
 
-    The key is read from ``api_key_env`` and sent only in the ``Authorization`` header. 429 / 5xx / connection
-    errors are retried with exponential backoff; other errors raise ``RuntimeError`` naming the status (not the key).
+    The key is read from ``api_key_env`` (:func:`queerbench.base.env.secret`) and sent only in the ``Authorization``
+    header. Calls go through the library's one HTTP client (:class:`queerbench.base.http.HttpClient`): 408, 429, 5xx,
+    dropped connections and malformed answers are retried by its policy (the server's ``Retry-After``, else
+    exponential backoff with jitter); other errors raise ``RuntimeError`` naming the status (never the key).
     """
-    import os
-    import time
+    from queerbench.base import env
+    from queerbench.base.http import Answer, BadReply, HttpClient, RetryRules, Unreachable, check_endpoint_url
 
-    import requests
-
-    if not base_url.startswith(("http://", "https://")):
-        raise ValueError(f"--embedding-endpoint must be an http(s) URL, got {base_url!r}")
-    key = os.environ.get(api_key_env)
+    check_endpoint_url(base_url)
+    key = env.secret(api_key_env) or None
     url = base_url.rstrip("/") + "/embeddings"
-    session = requests.Session()
+    client = HttpClient(
+        rules=RetryRules(statuses=frozenset({408, 429})), max_retries=max_retries, timeout=timeout, secret=key
+    )
+    headers = {"Content-Type": "application/json"} | ({"Authorization": f"Bearer {key}"} if key else {})
 
     def embed(texts: list[str]) -> np.ndarray:
         rows: list[list[float]] = []
-        headers = {"Content-Type": "application/json"} | ({"Authorization": f"Bearer {key}"} if key else {})
         for start in range(0, len(texts), batch_size):
             chunk = list(texts[start : start + batch_size])
-            for attempt in range(max_retries + 1):
+
+            def parse(answer: Answer, n: int = len(chunk)) -> list[list[float]]:
                 try:
-                    resp = session.post(url, json={"model": model, "input": chunk}, headers=headers, timeout=timeout)
-                except requests.RequestException as exc:
-                    problem = f"connection failed ({type(exc).__name__})"
-                else:
-                    if resp.status_code == 200:
-                        data = sorted(resp.json()["data"], key=lambda d: d["index"])
-                        if len(data) != len(chunk):
-                            raise RuntimeError(f"{url}: {len(data)} embeddings for {len(chunk)} inputs")
-                        rows.extend(d["embedding"] for d in data)
-                        break
-                    problem = f"HTTP {resp.status_code}"
-                    if resp.status_code not in (408, 429) and resp.status_code < 500:
-                        raise RuntimeError(f"{url}: {problem}; check --embedding-model and the API key")
-                if attempt == max_retries:
-                    raise RuntimeError(f"{url}: gave up after {max_retries + 1} attempts ({problem})")
-                time.sleep(min(2**attempt, 30))
+                    data = sorted(answer.json()["data"], key=lambda d: d["index"])
+                    vectors = [list(map(float, d["embedding"])) for d in data]
+                except (ValueError, KeyError, TypeError) as exc:
+                    raise BadReply(f"malformed answer ({type(exc).__name__})") from None
+                if len(vectors) != n:
+                    raise RuntimeError(f"{url}: {len(vectors)} embeddings for {n} inputs")
+                return vectors
+
+            try:
+                outcome = client.request(
+                    "POST", url, json={"model": model, "input": chunk}, headers=headers, parse=parse
+                )
+            except Unreachable as exc:
+                raise RuntimeError(f"{url}: cannot connect ({exc.kind}); check --embedder's URL") from None
+            if outcome.final:
+                raise RuntimeError(f"{url}: {outcome.problems[-1]}; check --embedder's model and the API key")
+            if not outcome.ok:
+                raise RuntimeError(
+                    f"{url}: gave up after {outcome.attempts} attempts ({'; '.join(outcome.problems[-2:])})"
+                )
+            rows.extend(outcome.value)
         return np.asarray(rows, dtype=float)
 
     return embed

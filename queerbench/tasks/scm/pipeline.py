@@ -17,7 +17,7 @@ from typing import Any
 import pandas as pd
 
 from queerbench.base.files import atomic_path, read_json, read_parquet, write_json
-from queerbench.models.generation import GenerationSettings, ResponseCache, Runner, collect, load_runner
+from queerbench.models.generation import GenerationSettings, ResponseCache, Runner, collect
 from queerbench.models.generation.failures import describe_failures, failed_prompts
 from queerbench.models.generation.settings import DEFAULT_REQUESTS_PER_MINUTE
 from queerbench.tasks.scm.analysis import analyze, parse_frame
@@ -228,9 +228,10 @@ def run_scm(
     if runner is None:
         if not endpoint:
             log(f"loading {model or 'the embedded SmolLM2-135M-Instruct'} …")
-        runner = load_runner(
-            model,
-            endpoint,
+        from queerbench.models.registry import model_ref, open_generator
+
+        runner = open_generator(
+            model_ref(model, endpoint, check_paths=False),  # the loader says what is missing
             device=device,
             dtype=dtype,
             device_map=device_map,

@@ -1,4 +1,5 @@
-"""``queerbench scm run | calibrate | report | parser-check | compare``: the SCM probes from the command line.
+"""``queerbench scm run | calibrate | report | parser-check | compare``: the SCM task's commands, which its task module
+registers with the CLI (:func:`queerbench.tasks.register_commands`).
 
 Decoding defaults are the paper's per model family (``data/paper_defaults.json``); every flag left out takes it,
 and ``scm.json`` / ``report.md`` record which values were defaults and which were overridden.
@@ -12,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from queerbench.cli.common import endpoint_arguments
+from queerbench.base.arguments import endpoint_arguments
 
 __all__ = ["register"]
 
@@ -171,7 +172,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from queerbench.models.generation import RunAbortedError, load_runner
+    from queerbench.models.generation import RunAbortedError
+    from queerbench.models.registry import model_ref, open_generator
     from queerbench.tasks.scm.pipeline import make_mapper, resolve_settings, run_scm
 
     if args.endpoint and not args.model:
@@ -198,9 +200,8 @@ def _run(args: argparse.Namespace) -> int:
     if not args.endpoint:
         print(f"loading {args.model or 'the embedded SmolLM2-135M-Instruct'} …", file=sys.stderr)
     # checked before anything runs: the URL, the API key rule, a missing folder, a masked LM given as --model
-    runner = load_runner(
-        args.model,
-        args.endpoint,
+    runner = open_generator(
+        model_ref(args.model, args.endpoint, check_paths=False),  # the loader says what is missing
         device=args.device,
         dtype=args.dtype,
         device_map=args.device_map,

@@ -1,0 +1,125 @@
+"""The options of a run: :class:`RunOptions`, the typed input every method's predictor is built from.
+
+Every value is checked when the options are made, so a bad flag is one line before anything loads: the task (its
+``--config``), the method, the model reference and endpoint (:func:`queerbench.models.registry.model_ref`), k, the
+templates, the dtype, the device map, the prompt, the toxicity scorer and what it reads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from queerbench.methods.registry import METHODS, get_method
+from queerbench.models.generation.settings import DEFAULT_CONCURRENCY, DEFAULT_REQUESTS_PER_MINUTE
+from queerbench.models.registry import model_ref
+from queerbench.scoring.aggregate import TOXICITY_CHOICES, ScoringOptions, check_toxicity_scorer
+from queerbench.tasks import get_task, task_names
+from queerbench.tasks.base import TOXICITY_INPUTS
+
+__all__ = ["DTYPES", "TOXICITY_INPUTS", "RunOptions"]
+
+DTYPES = ("float32", "bfloat16", "float16")
+
+
+@dataclass
+class RunOptions:
+    """Everything that defines a run, checked when it is made (one line for each bad value, before anything loads).
+
+    What identifies the run (its task, method, model, k, templates, dtype and the method's own settings) is its
+    signature (:mod:`queerbench.run.signature`); the rest (device, batch size, the toxicity scorer, the uncertainty
+    settings) changes how it runs or is scored, not what is predicted."""
+
+    model: str | None = "bert-base-uncased"  # None: bert-base-uncased (mlm), the embedded SmolLM2 (generative)
+    config: str = "default"
+    top_k: int = 5
+    revision: str | None = None
+    limit: int | None = None  # use only the first N templates (every subject of each)
+    dtype: str = "float32"
+    toxicity: str = "embedded"
+    toxicity_input: str | None = None  # None: the task's (neutral in default and queergen, full in paper)
+    device: str = "auto"
+    device_map: str | None = None  # accelerate's placement of a local model (not part of the key: same results)
+    batch_size: int = 64
+    n_bootstrap: int = 1000
+    n_permutations: int = 1000
+    seed: int = 0
+    toxicity_kwargs: dict[str, Any] = field(default_factory=dict)
+    method: str = "auto"  # auto | mlm | scored | instructed (see queerbench.methods.registry.resolve_method)
+    endpoint: str | None = None  # an OpenAI-compatible base URL: instructed on the served model `model`
+    concurrency: int = DEFAULT_CONCURRENCY  # endpoint requests in flight
+    requests_per_minute: float = DEFAULT_REQUESTS_PER_MINUTE  # endpoint rate limit (not part of the key)
+    prompt_id: str | None = None  # instructed: a prompt of queerbench/data/llm_prompts.json (None: its default)
+    max_new_tokens: int | None = None  # instructed: None = the data file's default
+    exclude_function_words: bool = False  # scoring only (not in the cache key): see queerbench.scoring.function_words
+    safetensors_only: bool = False  # refuse pickle checkpoints of a masked LM (the Space); not in the key
+
+    def __post_init__(self) -> None:
+        task = get_task(self.config)
+        if not task.runs_blanks:
+            raise ValueError(
+                f"--config {self.config} is not a fill-in-the-blank task ({task.spec.title}); "
+                f"`queerbench run` runs {', '.join(task_names(runs_blanks=True))}"
+            )
+        if self.method not in METHODS:
+            raise ValueError(f"--method must be one of {', '.join(METHODS)}, got {self.method!r}")
+        if not isinstance(self.concurrency, int) or self.concurrency < 1:
+            raise ValueError(f"--concurrency must be at least 1 (requests in flight), got {self.concurrency!r}")
+        if not self.requests_per_minute > 0:
+            raise ValueError(f"--requests-per-minute must be > 0, got {self.requests_per_minute!r}")
+        if self.endpoint and self.revision:
+            raise ValueError(
+                "--revision pins a Hub model's commit; an --endpoint serves its own weights: drop --revision"
+            )
+        if self.model is None:
+            if self.endpoint:
+                raise ValueError("--endpoint needs --model NAME (the model name the endpoint serves, e.g. gpt-4o-mini)")
+            self.model = get_method(self.method).default_model
+        model_ref(self.model, self.endpoint, self.revision, check_paths=False)  # names and URLs: one line each
+        if self.prompt_id is not None:
+            from queerbench.methods.instructed.replies import load_prompts
+
+            if self.prompt_id not in load_prompts()["prompts"]:
+                known = ", ".join(load_prompts()["prompts"])
+                raise ValueError(f"unknown prompt id {self.prompt_id!r} (--prompt); choose one of {known}")
+        if self.max_new_tokens is not None and self.max_new_tokens < 1:
+            raise ValueError(f"--max-new-tokens must be at least 1, got {self.max_new_tokens}")
+        if not isinstance(self.top_k, int) or self.top_k < 1:
+            raise ValueError(f"--top-k must be a positive integer, got {self.top_k!r}")
+        if self.limit is not None and self.limit < 1:
+            raise ValueError(f"--limit must be at least 1 template (or omitted for all), got {self.limit}")
+        if self.dtype not in DTYPES:
+            raise ValueError(f"--dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
+        if self.device_map is not None and self.endpoint:
+            raise ValueError("--device-map places a local model's layers; an --endpoint serves its own: drop it")
+        from queerbench.models.memory import check_device_map
+
+        check_device_map(self.device_map)  # an unknown value or a missing accelerate fails before anything loads
+        if self.batch_size < 1:
+            raise ValueError(f"--batch-size must be at least 1, got {self.batch_size}")
+        if self.toxicity_input is None:
+            self.toxicity_input = task.spec.toxicity_input
+        if self.toxicity_input not in TOXICITY_INPUTS:
+            raise ValueError(
+                f"--toxicity-input must be one of {', '.join(TOXICITY_INPUTS)}, got {self.toxicity_input!r}"
+            )
+        if self.toxicity == "precomputed":
+            raise ValueError(
+                "--toxicity precomputed reads flags stored in a file, which a new run does not have; use "
+                "`queerbench score FILE --toxicity precomputed` for such a file, or run with --toxicity embedded, "
+                "hf:<model id or path>, perspective or none"
+            )
+        check_toxicity_scorer(self.toxicity, tuple(c for c in TOXICITY_CHOICES if c != "precomputed"))
+        self.scoring_options()  # an unknown scorer name fails here, before anything is loaded
+
+    def scoring_options(self) -> ScoringOptions:
+        """The scoring options this run implies (its task's rules)."""
+        return get_task(self.config).scoring_options(
+            toxicity=self.toxicity,
+            toxicity_input="frame" if self.toxicity_input == "frame" else "sentence",
+            n_bootstrap=self.n_bootstrap,
+            n_permutations=self.n_permutations,
+            seed=self.seed,
+            toxicity_kwargs=self.toxicity_kwargs,
+            exclude_function_words=self.exclude_function_words,
+        )

@@ -1,0 +1,236 @@
+"""A run's signature, in the manner of sacrebleu's: one short, stable string of what produced a score.
+
+``task:default|method:mlm|model:bert-base-uncased|fp:1a2b3c4d5e6f|k:5|limit:all|dtype:float32|tox:embedded@03ed4c3f|
+input:neutral|hurtlex:1.2/conservative/all|afinn:0.1|fw:included|ci:1000/1000/0|qb:0.1.0``
+
+Two parts. What decides the predictions — the task, the method and its own settings (an endpoint, a prompt, a reply
+length, a seed), the model with its revision and weights' fingerprint, k, the templates (``--limit``) and the dtype —
+is the run's identity: its cache key (``run.json``), the name of its default output folder and what two runs must
+share to be one run (a resume, a reuse of finished predictions). What decides the scores from those predictions —
+the toxicity scorer with its version and what it reads, HurtLex, AFINN, whether function words were excluded, the
+uncertainty settings and the queerbench version — completes the signature of a score; ``compare`` says in which
+fields two runs differ.
+
+Settings are compared by what they mean: a default written out (``--prompt queergen-2``) equals the default left out,
+and a ``--limit`` at or above the number of templates equals no limit.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from queerbench import __version__
+from queerbench.methods.options import RunOptions
+from queerbench.methods.registry import get_method
+from queerbench.tasks import get_task
+
+__all__ = ["Signature", "cache_key", "default_out_dir", "signature_of"]
+
+_SEP = "|"
+_PREDICTION_FIELDS = ("task", "method", "model", "revision", "dtype", "k", "limit")
+
+
+def _show(value: Any) -> str:
+    text = "none" if value is None else str(value)
+    return text.replace("%", "%25").replace(_SEP, "%7C")
+
+
+def _short(digest: Any, n: int = 12) -> str | None:
+    return str(digest)[:n] if digest else None
+
+
+def fingerprint_label(fingerprint: dict[str, Any] | None) -> str | None:
+    """The short form of a weights' fingerprint in a signature: a hash's first 12 hex digits, a Hub commit's, or
+    the endpoint and model name; None when it names no weights."""
+    if not fingerprint:
+        return None
+    kind = fingerprint.get("kind")
+    if kind in ("local", "embedded"):
+        return _short(fingerprint.get("sha256"))
+    if kind == "hub":
+        return _short(fingerprint.get("commit_hash"))
+    if kind == "endpoint":
+        return f"{fingerprint.get('base_url')}#{fingerprint.get('model')}"
+    return None
+
+
+def _scorer_part(scores: dict[str, Any], run: dict[str, Any] | None = None) -> tuple[tuple[str, str], ...]:
+    """The scoring part of a signature from a scores document (its ``scorers`` and settings)."""
+    scorers = scores.get("scorers") or {}
+    tox = scorers.get("toxicity") or {}
+    name = str(tox.get("name") or "none")
+    version = _short(tox.get("weights_sha256"), 8) or _short(tox.get("revision"), 8) or tox.get("version")
+    hurtlex = scorers.get("hurtlex") or {}
+    afinn = re.search(r"afinn ([\d.]+)", str(scorers.get("afinn") or ""))
+    fw = (scores.get("function_words") or {}).get("excluded")
+    unc = scores.get("uncertainty") or {}
+    options = (run or {}).get("options") or {}
+    read = tox.get("input")
+    toxicity_input = options.get("toxicity_input") or (None if read in (None, "as stored") else read)
+    ci = (
+        f"{unc.get('n_bootstrap')}/{unc.get('n_permutations')}/{unc.get('seed')}"
+        if unc
+        else "none"  # the task's rules compute no uncertainty, or the run set both counts to 0
+    )
+    return (
+        ("tox", f"{name}@{version}" if version else name),
+        ("input", _show(toxicity_input)),
+        ("hurtlex", f"{str(hurtlex.get('version', '')).removeprefix('HurtLex EN ')}/{hurtlex.get('level')}"),
+        ("afinn", afinn.group(1) if afinn else "none"),
+        ("fw", "excluded" if fw else "included"),
+        ("ci", ci),
+    )
+
+
+@dataclass(frozen=True)
+class Signature:
+    """What produced a run (its prediction part) and, once scored, its scores (the scoring part)."""
+
+    task: str
+    method: str
+    model: str
+    revision: str | None
+    dtype: str
+    k: int
+    limit: int | None
+    settings: tuple[tuple[str, Any], ...] = ()
+    """The method's own key settings (an endpoint, a prompt, ...), by what they mean."""
+    fingerprint: str | None = None
+    """The weights' short fingerprint (not part of the key: a resume compares the full fingerprint itself)."""
+    scorers: tuple[tuple[str, str], ...] = ()
+    version: str = field(default=__version__)
+
+    # ----------------------------------------------------------------------------------------- the identity --
+    def key(self) -> dict[str, Any]:
+        """The cache key stored in ``run.json``: what must match for stored predictions to be reused (masked-LM keys
+        keep the fields they always had, so run folders of earlier versions resume)."""
+        key: dict[str, Any] = {
+            "model": self.model,
+            "revision": self.revision,
+            "config": self.task,
+            "top_k": self.k,
+            "limit": self.limit,
+            "dtype": self.dtype,
+        }
+        if get_method(self.method).in_key:
+            key["method"] = self.method
+            key.update(dict(self.settings))
+        return key
+
+    @classmethod
+    def from_key(cls, record: dict[str, Any], *, n_templates: int | None = None) -> Signature:
+        """The prediction part of the signature a ``run.json`` (of this or an earlier version) records."""
+        method = str(record.get("method") or "mlm")
+        settings = get_method(method).key_settings(record) if get_method(method).in_key else {}
+        limit = record.get("limit")
+        if limit is not None and n_templates is not None and int(limit) >= n_templates:
+            limit = None
+        return cls(
+            task=str(record.get("config")),
+            method=method,
+            model=str(record.get("model")),
+            revision=record.get("revision"),
+            dtype=str(record.get("dtype") or "float32"),
+            k=int(record.get("top_k") or 0),
+            limit=limit,
+            settings=tuple(sorted(settings.items())),
+        )
+
+    def prediction_part(self) -> Signature:
+        """This signature without the fingerprint and the scoring part (what a run's key compares)."""
+        return replace(self, fingerprint=None, scorers=(), version=__version__)
+
+    def with_scores(self, scores: dict[str, Any], run: dict[str, Any] | None = None) -> Signature:
+        """This signature completed by the scoring part of a scores document."""
+        return replace(self, scorers=_scorer_part(scores, run))
+
+    def folder_name(self) -> str:
+        """``<model>-<task>-k<k>``, plus ``-<method>`` for methods in the key, ``-limit<N>``, ``-rev<revision>`` and
+        ``-<dtype>`` when those are set, so that runs with different keys never share a folder."""
+        name = f"{_slug(self.model)}-{self.task}-k{self.k}"
+        if get_method(self.method).in_key:
+            name += f"-{self.method}"
+        if self.limit is not None:
+            name += f"-limit{self.limit}"
+        if self.revision:
+            name += f"-rev{_slug(self.revision)}"
+        if self.dtype != "float32":
+            name += f"-{self.dtype}"
+        return name
+
+    # -------------------------------------------------------------------------------------------- the string --
+    def fields(self) -> list[tuple[str, str]]:
+        """The signature as ordered ``(name, value)`` pairs (what :meth:`__str__` joins)."""
+        pairs = [
+            ("task", self.task),
+            ("method", self.method),
+            ("model", self.model),
+            *([("rev", str(self.revision))] if self.revision else []),
+            *([("fp", self.fingerprint)] if self.fingerprint else []),
+            ("k", str(self.k)),
+            ("limit", "all" if self.limit is None else str(self.limit)),
+            ("dtype", self.dtype),
+            *((name, _show(value)) for name, value in self.settings),
+            *self.scorers,
+            ("qb", self.version),
+        ]
+        return [(name, _show(value)) for name, value in pairs]
+
+    def __str__(self) -> str:
+        return _SEP.join(f"{name}:{value}" for name, value in self.fields())
+
+    def differences(self, other: Signature) -> list[str]:
+        """The field names in which two signatures differ (the fingerprint and version included)."""
+        mine, theirs = dict(self.fields()), dict(other.fields())
+        return [name for name in dict.fromkeys([*mine, *theirs]) if mine.get(name) != theirs.get(name)]
+
+
+def parse(text: str) -> dict[str, str]:
+    """A signature string back into its ``{name: value}`` fields (for reading a score's provenance)."""
+    out = {}
+    for part in str(text).split(_SEP):
+        name, _, value = part.partition(":")
+        out[name] = value.replace("%7C", _SEP).replace("%25", "%")
+    return out
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text.strip("/")).strip("_") or "x"
+
+
+def signature_of(
+    options: RunOptions, *, n_templates: int | None = None, fingerprint: dict[str, Any] | None = None
+) -> Signature:
+    """The prediction part of a run's signature (``options.method`` resolved; ``n_templates``: the task's, so that a
+    ``--limit`` covering every template means no limit; the task is asked when not given)."""
+    method = get_method(options.method)
+    limit = options.limit
+    if limit is not None:
+        total = n_templates if n_templates is not None else get_task(options.config).n_templates()
+        if limit >= total:
+            limit = None
+    settings = method.key_settings({f.name: getattr(options, f.name) for f in fields(options)})
+    return Signature(
+        task=options.config,
+        method=method.name,
+        model=str(options.model),
+        revision=options.revision,
+        dtype=options.dtype,
+        k=options.top_k,
+        limit=limit,
+        settings=tuple(sorted(settings.items())) if method.in_key else (),
+        fingerprint=fingerprint_label(fingerprint),
+    )
+
+
+def cache_key(options: RunOptions, *, n_templates: int | None = None) -> dict[str, Any]:
+    """The cache key of a run's options (:meth:`Signature.key`)."""
+    return signature_of(options, n_templates=n_templates).key()
+
+
+def default_out_dir(options: RunOptions, *, n_templates: int | None = None) -> Path:
+    """``runs/<the signature's folder name>`` (:meth:`Signature.folder_name`)."""
+    return Path("runs") / signature_of(options, n_templates=n_templates).folder_name()

@@ -1,0 +1,172 @@
+"""Benchmarks as declared tasks: the registry, the task data files, and a fourth benchmark that plugs in with one task
+module and its data files (``tests/data/tiny_task``) and runs through the whole harness with no edit elsewhere."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from queerbench import tasks as registry
+from queerbench.cli import main
+from queerbench.scoring.aggregate import ScoringOptions
+from queerbench.scoring.rules import ScoringRules
+from queerbench.tasks import all_tasks, get_task, load_specs, task_names
+from tests.tiny_models import tiny_bert
+
+TINY = Path(__file__).parent / "data" / "tiny_task"
+
+
+@pytest.fixture()
+def fresh_registry(monkeypatch: pytest.MonkeyPatch):
+    """The task registry found afresh (and again after the test), so that ``QUEERBENCH_TASK_PATH`` counts."""
+    registry.all_tasks.cache_clear()
+    registry._modules.cache_clear()
+    yield monkeypatch
+    registry.all_tasks.cache_clear()
+    registry._modules.cache_clear()
+
+
+@pytest.fixture()
+def tiny(fresh_registry: pytest.MonkeyPatch) -> None:
+    fresh_registry.setenv("QUEERBENCH_TASK_PATH", str(TINY))
+
+
+# ------------------------------------------------------------------------------------------------ the four tasks
+def test_the_built_in_tasks_and_what_they_declare() -> None:
+    assert task_names() == ("default", "paper", "queergen", "scm")
+    assert task_names(runs_blanks=True) == ("default", "paper", "queergen")
+    default, paper, queergen, scm = (get_task(n) for n in task_names())
+    assert (default.benchmark, paper.benchmark, queergen.benchmark, scm.benchmark) == (
+        "QueerBench",
+        "QueerBench",
+        "QueerGen",
+        "SCM",
+    )
+    assert (default.spec.mlm_mode, paper.spec.mlm_mode, queergen.spec.mlm_mode) == ("whole_word", "raw", "raw")
+    assert (default.spec.toxicity_input, paper.spec.toxicity_input, queergen.spec.toxicity_input) == (
+        "neutral",
+        "full",
+        "neutral",
+    )
+    assert default.spec.rules == ScoringRules.named("default") and paper.spec.rules == ScoringRules.named("paper")
+    assert queergen.spec.rules.uncertainty is False and queergen.spec.rules.truncate is False
+    assert paper.spec.methods == ("mlm", "instructed") and scm.spec.methods == ("instructed",)
+    assert [t.spec.lmeval_task for t in (default, paper, queergen, scm)] == [
+        "queerbench_default",
+        "queerbench_paper",
+        "queergen",
+        None,
+    ]
+    assert (len(default.items()), len(paper.items()), len(queergen.items())) == (7931, 8268, 3100)
+    assert set(scm.dataset_splits()) == {"survey", "generation"}
+
+
+def test_a_task_is_asked_not_named() -> None:
+    with pytest.raises(ValueError) as info:
+        get_task("queer-gen")
+    assert str(info.value) == "unknown config 'queer-gen'; choose one of: default, paper, queergen, scm"
+    with pytest.raises(
+        ValueError, match=r"--method scored does not apply to --config paper .*runs with mlm, instructed"
+    ):
+        get_task("paper").check_method("scored")
+    options = get_task("paper").scoring_options(toxicity="none")
+    assert options.config == "paper" and options.rules.truncate and options.hurtlex_lexicon_level == "conservative"
+
+
+def test_scoring_rules_by_name_or_declared() -> None:
+    assert ScoringOptions(config="paper").rules == ScoringRules.named("paper")
+    with pytest.raises(ValueError, match="unknown config 'nope' for the scoring rules; choose one of: default, paper"):
+        ScoringOptions(config="nope")
+    with pytest.raises(ValueError, match=r"task file t.json \(task 'x'\): scoring rule 'flag' must be one of"):
+        ScoringRules.from_dict({"flag": "=="}, "task file t.json (task 'x')")
+    with pytest.raises(ValueError, match="unknown scoring rule"):
+        ScoringRules.from_dict({"rounding": True}, "t")
+    assert ScoringRules(flag=">").exceeds(0.5, 0.5) is False and ScoringRules().exceeds(0.5, 0.5) is True
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"kind": "essay"}, "'kind' must be one of blanks, probes"),
+        ({"methods": ["mlm", "vibes"]}, "'methods' must name some of mlm, scored, instructed"),
+        ({"mlm_mode": None}, "a blanks task needs 'mlm_mode'"),
+        ({"toxicity_input": "words"}, "a blanks task needs 'toxicity_input'"),
+        ({"dataset": {"config": "x"}}, "'dataset' needs a 'config' name and a 'description'"),
+        ({"colour": "red"}, "unknown field(s) ['colour']"),
+        ({"title": 3}, "'title' is required and must be a str"),
+    ],
+)
+def test_a_malformed_task_file_is_one_line_naming_it(tmp_path: Path, change: dict, message: str) -> None:
+    spec = json.loads((TINY / "tiny_tasks.json").read_text())
+    spec["tasks"][0].update(change)
+    path = tmp_path / "bad_tasks.json"
+    path.write_text(json.dumps(spec))
+    with pytest.raises(ValueError) as info:
+        load_specs(path)
+    assert str(info.value).startswith("task file bad_tasks.json (task 'tiny'): ") and message in str(info.value)
+
+
+def test_two_tasks_of_one_name_are_refused(fresh_registry: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    folder = tmp_path / "tasks"
+    folder.mkdir()
+    spec = json.loads((TINY / "tiny_tasks.json").read_text())
+    spec["tasks"][0]["name"] = "paper"
+    (folder / "dup_tasks.json").write_text(json.dumps(spec))
+    (folder / "dup.py").write_text(
+        "from pathlib import Path\nfrom queerbench.tasks import TemplateTask, load_specs\n"
+        "TASKS = [TemplateTask(s, folder=Path(__file__).parent) for s in "
+        "load_specs(Path(__file__).with_name('dup_tasks.json')).values()]\n"
+    )
+    fresh_registry.setenv("QUEERBENCH_TASK_PATH", str(folder))
+    with pytest.raises(ValueError, match=r"two tasks are named 'paper' \(the second in .*dup\.py\); rename one"):
+        all_tasks()
+
+
+# ------------------------------------------------------------------------------------------------ a fourth benchmark
+def test_a_new_benchmark_plugs_in_with_one_module_and_its_data_files(
+    tiny: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The tiny benchmark runs, scores, reports, builds into the dataset and exports to lm-evaluation-harness through
+    the same commands as the built-in ones, from its folder alone."""
+    assert "tiny" in task_names(runs_blanks=True) and get_task("tiny").benchmark == "TinyBench"
+    items = get_task("tiny").items()
+    assert len(items) == 8 and items["masked_sentence"].iloc[0] == "The gay person works as a [MASK]."
+    assert set(items["neutral_sentence"]) == {"The person works as a [MASK].", "The person is known to be [MASK]."}
+
+    bert = tiny_bert(tmp_path / "models")
+    run = tmp_path / "run"
+    code = main(
+        ["run", "--model", str(bert), "--config", "tiny", "--toxicity", "none", "--top-k", "2", "--out", str(run)]
+    )
+    out = capsys.readouterr().out
+    assert code == 0 and "signature: task:tiny|method:mlm|" in out
+    scores = json.loads((run / "scores.json").read_text())
+    assert scores["config"] == "tiny" and scores["n"] == {"queer": 4, "non-queer": 4}
+    assert scores["signature"].startswith("task:tiny|method:mlm|") and "|k:2|limit:all|" in scores["signature"]
+    assert json.loads((run / "run.json").read_text())["signature"].startswith("task:tiny|")
+    report = (run / "report.md").read_text()
+    assert "`tiny` (a two-template benchmark of the tests)" in report and "- signature: `task:tiny|" in report
+
+    code = main(["score", str(run / "predictions.parquet"), "--config", "tiny", "--toxicity", "none"])
+    assert code == 0 and '"config": "tiny"' in capsys.readouterr().out
+
+    assert main(["dataset", "build", "--configs", "tiny", "--out", str(tmp_path / "ds")]) == 0
+    split = pd.read_parquet(tmp_path / "ds" / "tiny" / "test-00000-of-00001.parquet")
+    assert len(split) == 8 and "Two templates × four subjects" in (tmp_path / "ds" / "README.md").read_text()
+
+    assert main(["lm-eval", "export", str(tmp_path / "lm"), "--configs", "tiny"]) == 0
+    assert (tmp_path / "lm" / "tinybench" / "tinybench.yaml").is_file()
+    assert (tmp_path / "lm" / "tinybench_chat" / "sentences.parquet").is_file()
+
+
+def test_a_task_without_its_data_file_says_so(fresh_registry: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    folder = tmp_path / "tasks"
+    folder.mkdir()
+    for name in ("tiny_benchmark.py", "tiny_tasks.json", "tiny_subjects.csv"):
+        (folder / name).write_text((TINY / name).read_text())
+    fresh_registry.setenv("QUEERBENCH_TASK_PATH", str(folder))
+    with pytest.raises(ValueError, match=r"task tiny: cannot read its templates file .*tiny_templates\.csv"):
+        get_task("tiny").items()
