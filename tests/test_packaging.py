@@ -127,3 +127,20 @@ def test_the_installed_wheel_runs_outside_the_checkout(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "usage: queerbench" in proc.stdout and "run" in proc.stdout
+
+
+def test_the_distribution_carries_its_licence_and_where_it_lives() -> None:
+    """PyPI shows what the wheel's metadata says: the SPDX licence with the licence file itself (in the wheel and the
+    sdist), the project URLs and the classifiers of pyproject.toml."""
+    wheel, sdist = built_dist()
+    licence = (REPO / "LICENSE").read_bytes()
+    with zipfile.ZipFile(wheel) as zf:
+        meta = email.message_from_bytes(zf.read(f"queerbench-{__version__}.dist-info/METADATA"))
+        assert zf.read(f"queerbench-{__version__}.dist-info/licenses/LICENSE") == licence
+    assert meta["License-Expression"] == "Apache-2.0" and meta.get_all("License-File") == ["LICENSE"]
+    urls = dict(u.split(", ", 1) for u in meta.get_all("Project-URL"))
+    assert urls["Repository"] == "https://github.com/queerbench/queerbench"
+    assert {"Homepage", "Documentation", "Issues", "Changelog"} <= set(urls)
+    assert "Programming Language :: Python :: 3 :: Only" in meta.get_all("Classifier")
+    with tarfile.open(sdist) as tar:
+        assert tar.extractfile(f"queerbench-{__version__}/LICENSE").read() == licence

@@ -34,10 +34,14 @@ __all__ = [
     "hf_hub_offline",
     "hf_token",
     "offline",
+    "package_index_url",
     "perspective_key",
     "perspective_url",
     "secret",
     "task_path",
+    "twine_password",
+    "twine_repository_url",
+    "twine_username",
     "whole_number",
 ]
 
@@ -120,3 +124,25 @@ def task_path() -> list[Path]:
     """Folders of extra task modules (``QUEERBENCH_TASK_PATH``, separated like ``PATH``); empty when unset."""
     value = os.environ.get(TASK_PATH, "").strip()
     return [Path(part).expanduser() for part in value.split(os.pathsep) if part.strip()]
+
+
+def twine_repository_url() -> str | None:
+    """Where ``queerbench release push`` uploads the sdist and the wheel (twine's ``TWINE_REPOSITORY_URL``), or None
+    for PyPI."""
+    return os.environ.get("TWINE_REPOSITORY_URL", "").strip() or None
+
+
+def twine_username() -> str | None:
+    """The package index user (twine's ``TWINE_USERNAME``), or None (``__token__`` is used with an API token)."""
+    return os.environ.get("TWINE_USERNAME", "").strip() or None
+
+
+def twine_password() -> str:
+    """The package index password or API token (twine's ``TWINE_PASSWORD``), stripped; empty when unset."""
+    return secret("TWINE_PASSWORD")
+
+
+def package_index_url() -> str | None:
+    """The simple index ``queerbench release push`` reads to see what the package index serves
+    (``QUEERBENCH_INDEX_URL``, e.g. ``https://pypi.org/simple/``), or None to derive it from the upload URL."""
+    return os.environ.get("QUEERBENCH_INDEX_URL", "").strip() or None

@@ -8,23 +8,32 @@
   measurement]`` and ``requirements.txt`` pinning ``queerbench==<version>``;
 - ``out/space``: the demo's ``app.py``, README front matter (``sdk: gradio``, ``sdk_version`` = the installed Gradio,
   ``python_version``) and pinned requirements;
+- ``out/dist``: this version's sdist and wheel, copied from ``python -m build``'s output (``dist=``, e.g. CI's tested
+  files, or the checkout's ``dist/``);
 
 plus ``out/release.json``, the manifest ``push`` reads. The metric and Space folders are copied from the repository
 checkout (they are not part of the installed package).
 
-``push_release(folder, yes=True)`` checks the tag on all three repos first (``list_repo_refs``) and stops before any
-upload when one already has it; then it creates the repos, uploads each folder in one commit and tags the three
-commits. Without ``yes`` it only prints the plan. The token comes from ``HF_TOKEN`` and is never printed.
-Repo ids, the tag pattern and card metadata are data: ``hub_configs/release.json`` and ``hub_configs/cards.yaml``.
+``push_release(folder, yes=True)`` first checks that the package index lacks this version and no repo has the tag;
+then it uploads the sdist and the wheel with twine (``TWINE_REPOSITORY_URL``, PyPI by default, ``TWINE_USERNAME``,
+``TWINE_PASSWORD``) and waits until the index serves them (:class:`PackageIndex`), so that the Spaces' pinned
+requirements resolve; only then does it create the repos, upload each folder in one commit and tag the three
+commits. A failure says what was published and how to finish. Without ``yes`` it only prints the plan. Secrets come
+from :mod:`queerbench.base.env` and are never printed. Repo ids, the tag pattern and card metadata are data:
+``hub_configs/release.json`` and ``hub_configs/cards.yaml``.
 """
 
 from __future__ import annotations
 
+import hashlib
+import html
+import importlib.util
 import json
 import platform
 import re
 import shutil
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
@@ -40,6 +49,7 @@ from queerbench.base.files import atomic_dir
 
 __all__ = [
     "MANIFEST",
+    "PackageIndex",
     "ReleaseConfig",
     "ReleaseError",
     "build_release",
@@ -191,6 +201,27 @@ def _space_fixed(cfg: ReleaseConfig) -> dict[str, Any]:
     }
 
 
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _of_version(name: str, version: str = __version__) -> bool:
+    """Whether ``name`` is a queerbench sdist or wheel file of ``version``."""
+    return re.fullmatch(rf"queerbench-{re.escape(version)}(\.tar\.gz|\.zip|-[^/]+\.whl)", name, re.I) is not None
+
+
+def _dist_files(folder: Path) -> list[Path]:
+    """The one sdist and the one wheel of queerbench ``__version__`` in ``folder``; ``ReleaseError`` otherwise."""
+    ours = [p for p in sorted(folder.glob("queerbench-*")) if _of_version(p.name)]
+    sdists, wheels = [p for p in ours if p.name.endswith(".tar.gz")], [p for p in ours if p.name.endswith(".whl")]
+    if len(sdists) != 1 or len(wheels) != 1:
+        raise ReleaseError(
+            f"{folder} must hold one sdist and one wheel of queerbench {__version__} (python -m build --outdir "
+            f"{folder}); found {[p.name for p in ours] or 'none'}"
+        )
+    return [*sdists, *wheels]
+
+
 def build_release(
     out: str | Path,
     *,
@@ -198,25 +229,24 @@ def build_release(
     namespace: str | None = None,
     overwrite: bool = False,
     dataset_configs: tuple[str, ...] | None = None,
+    dist: str | Path | None = None,
 ) -> Path:
-    """Write ``out/{dataset,metric,space}`` and ``out/release.json`` for this version (atomically); return ``out``."""
+    """Write ``out/{dataset,metric,space,dist}`` and ``out/release.json`` for this version (atomically); return
+    ``out``. ``dist``: the folder holding this version's sdist and wheel (default: the checkout's ``dist/``, where
+    ``python -m build`` writes them)."""
     from queerbench.hub.dataset import build_dataset
 
     root = find_checkout(checkout)
     cfg = load_release_config(namespace, root)
+    _dist_files(Path(dist) if dist is not None else root / "dist")  # before the dataset is built
     configs = dataset_configs or cfg.dataset_configs
     manifest = {
         "version": __version__,
         "tag": cfg.tag(),
         "repos": {
-            "dataset": {"repo_id": cfg.repo_id("dataset"), "repo_type": "dataset", "folder": "dataset"},
-            "metric": {
-                "repo_id": cfg.repo_id("metric"),
-                "repo_type": "space",
-                "folder": "metric",
-                "space_sdk": "gradio",
-            },
-            "space": {"repo_id": cfg.repo_id("space"), "repo_type": "space", "folder": "space", "space_sdk": "gradio"},
+            name: {"repo_id": cfg.repo_id(name), "repo_type": kind, "folder": name}
+            | ({"space_sdk": "gradio"} if sdk else {})
+            for name, kind, sdk in (("dataset", "dataset", False), ("metric", "space", True), ("space", "space", True))
         },
         "dataset_configs": list(configs),
     }
@@ -232,23 +262,87 @@ def build_release(
         metric.mkdir()
         shutil.copyfile(metric_src / "metric_queerbench.py", metric / f"{cfg.metric}.py")
         shutil.copyfile(metric_src / "app.py", metric / "app.py")
-        (metric / "README.md").write_text(
-            _card(metric_src / "README.md", cfg.cards.get("metric", {}), fixed, stamp), encoding="utf-8"
-        )
-        (metric / "requirements.txt").write_text(
-            _pinned_requirements(metric_src / "requirements.txt", cfg.requirement), encoding="utf-8"
-        )
         space_src, space = root / "space", tmp / "space"
         shutil.copytree(space_src, space, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".*"))
-        (space / "README.md").write_text(
-            _card(space_src / "README.md", cfg.cards.get("space", {}), fixed, stamp),
-            encoding="utf-8",
-        )
-        (space / "requirements.txt").write_text(
-            _pinned_requirements(space_src / "requirements.txt", cfg.requirement), encoding="utf-8"
-        )
+        for name, src, dst in (("metric", metric_src, metric), ("space", space_src, space)):
+            card = _card(src / "README.md", cfg.cards.get(name, {}), fixed, stamp)
+            (dst / "README.md").write_text(card, encoding="utf-8")
+            pinned = _pinned_requirements(src / "requirements.txt", cfg.requirement)
+            (dst / "requirements.txt").write_text(pinned, encoding="utf-8")
+        (tmp / "dist").mkdir()
+        for path in _dist_files(Path(dist) if dist is not None else root / "dist"):
+            shutil.copyfile(path, tmp / "dist" / path.name)
+        manifest["dist"] = {"folder": "dist", "files": {p.name: _sha256(p) for p in sorted((tmp / "dist").iterdir())}}
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
     return Path(out)
+
+
+# ------------------------------------------------------------------------------------------------- the index
+PYPI_UPLOAD_URL = "https://upload.pypi.org/legacy/"
+_SIMPLE = {
+    PYPI_UPLOAD_URL: "https://pypi.org/simple/",
+    "https://test.pypi.org/legacy/": "https://test.pypi.org/simple/",
+}
+_LINK = re.compile(r"<a\s[^>]*?href=\"([^\"]*)\"[^>]*>\s*([^<]+?)\s*</a>", re.I)
+
+
+@dataclass(frozen=True)
+class PackageIndex:
+    """Where twine uploads (``TWINE_REPOSITORY_URL``, PyPI when unset) and the simple index that lists what is served
+    (``QUEERBENCH_INDEX_URL``, else PyPI's or TestPyPI's, else the upload URL with ``simple/`` for ``legacy/``)."""
+
+    upload_url: str
+    simple_url: str
+
+    @classmethod
+    def from_env(cls) -> PackageIndex:
+        upload = (env.twine_repository_url() or PYPI_UPLOAD_URL).rstrip("/") + "/"
+        derived = _SIMPLE.get(upload) or re.sub(r"legacy/$", "", upload) + "simple/"
+        return cls(upload, (env.package_index_url() or derived).rstrip("/") + "/")
+
+    def files(self, version: str) -> dict[str, str | None]:
+        """``{file name: sha256 of its link, or None}``: queerbench's files of ``version`` the index lists now."""
+        import requests
+
+        url = f"{self.simple_url}queerbench/"
+        try:
+            resp = requests.get(url, headers={"Accept": "text/html", "Cache-Control": "no-cache"}, timeout=30)
+        except requests.RequestException as exc:
+            raise ReleaseError(f"could not read {url}: {type(exc).__name__}: {exc}") from exc
+        if resp.status_code not in (200, 404):  # 404: the index has no queerbench at all
+            raise ReleaseError(f"could not read {url}: HTTP {resp.status_code}")
+        found = {}
+        for href, name in _LINK.findall(resp.text) if resp.status_code == 200 else []:
+            digest = re.search(r"#sha256=([0-9a-f]{64})", href)
+            found[html.unescape(name)] = digest.group(1) if digest else None
+        return {name: digest for name, digest in found.items() if _of_version(name, version)}
+
+    def upload(self, paths: list[Path]) -> None:
+        """Upload with twine as ``TWINE_USERNAME`` (``__token__`` for a password alone), ``TWINE_PASSWORD``."""
+        from twine.commands.upload import upload
+        from twine.settings import Settings
+
+        password = env.twine_password() or None
+        user = env.twine_username() or ("__token__" if password else None)
+        options = {"username": user, "password": password, "non_interactive": True, "disable_progress_bar": True}
+        upload(Settings(repository_url=self.upload_url, **options), [str(p) for p in paths])
+
+    def wait_until_served(self, files: dict[str, str], version: str, timeout: float, poll: float = 5.0) -> None:
+        """Poll the simple index until it lists every file of ``files`` ({name: sha256}) with that digest."""
+        deadline, problem = time.monotonic() + timeout, ""
+        while True:
+            try:
+                served, problem = self.files(version), ""
+            except ReleaseError as exc:  # an index that hiccups while it publishes: keep polling until the deadline
+                served, problem = {}, f" (last: {exc})"
+            wrong = sorted(n for n in files if served.get(n) not in (None, files[n]))
+            if wrong:
+                raise ReleaseError(f"{self.simple_url} serves {', '.join(wrong)} with other contents than this release")
+            if all(n in served for n in files):
+                return
+            if time.monotonic() >= deadline:
+                raise ReleaseError(f"{self.simple_url} did not list {', '.join(files)} within {timeout:g} s{problem}")
+            time.sleep(max(0.0, min(poll, deadline - time.monotonic())))
 
 
 # ------------------------------------------------------------------------------------------------------- push
@@ -261,19 +355,26 @@ def _read_manifest(folder: Path) -> dict[str, Any]:
         entry = manifest.get("repos", {}).get(artifact)
         if not entry or not (folder / entry["folder"]).is_dir():
             raise ReleaseError(f"{folder} lacks the {artifact} folder; rebuild it with `queerbench release build`")
+    dist = manifest.get("dist") or {"folder": "dist", "files": {}}
+    for name, digest in dist["files"].items():
+        path = folder / dist["folder"] / name
+        if not path.is_file() or _sha256(path) != digest:
+            raise ReleaseError(f"{path} is missing or changed since the build; rebuild with `queerbench release build`")
+    if len(dist["files"]) != 2 or not all(_of_version(n, manifest["version"]) for n in dist["files"]):
+        raise ReleaseError(f"{folder} holds no sdist and wheel of its version; rebuild with `queerbench release build`")
     return manifest
 
 
-def _hub_failure(what: str, exc: Exception) -> ReleaseError:
+def _hub_failure(what: str, exc: Exception, then: str = "") -> ReleaseError:
     from huggingface_hub.errors import OfflineModeIsEnabled
 
     if isinstance(exc, OfflineModeIsEnabled):
-        return ReleaseError(f"{what}: HF_HUB_OFFLINE is set, so the Hub cannot be reached; unset it to push")
-    status = getattr(getattr(exc, "response", None), "status_code", None)
-    if status in (401, 403):
-        return ReleaseError(f"{what}: the Hub refused the token in HF_TOKEN (HTTP {status}); it needs write access")
-    detail = " ".join(str(exc).split())[:300]
-    return ReleaseError(f"{what}: {type(exc).__name__}: {detail}")
+        cause = "HF_HUB_OFFLINE is set, so the Hub cannot be reached; unset it to push"
+    elif getattr(getattr(exc, "response", None), "status_code", None) in (401, 403):
+        cause = f"the Hub refused the token in HF_TOKEN (HTTP {exc.response.status_code}); it needs write access"  # type: ignore[attr-defined]
+    else:
+        cause = f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+    return ReleaseError(f"{what}: {cause}{f'. {then}' if then else ''}")
 
 
 def push_release(
@@ -281,44 +382,57 @@ def push_release(
     *,
     yes: bool = False,
     endpoint: str | None = None,
+    index_published: bool = False,
+    index_timeout: float = 600.0,
     log: Callable[[str], None] = print,
 ) -> dict[str, Any]:
     """Publish a release build: dry run (print the plan) unless ``yes``; returns {artifact: {repo_id, commit, tag}}.
 
-    All tags are checked before anything is created or uploaded, and tags are only created after all three uploads
-    succeeded, so a failure never leaves a tagged, half-published release. ``HF_TOKEN`` (environment only) is required
-    with ``yes``; ``endpoint`` defaults to ``HF_ENDPOINT`` read now (not at import).
+    The index and every Hub tag are checked before anything is uploaded; the sdist and the wheel go to the package
+    index first and the Hub artifacts only once it serves them (``index_published``: uploaded already, e.g. by CI's
+    trusted publishing, so only checked); tags are only created after all three Hub uploads succeeded. ``HF_TOKEN``
+    (environment only) is required with ``yes``; ``endpoint`` defaults to ``HF_ENDPOINT`` read now (not at import).
     """
     from huggingface_hub import HfApi
     from huggingface_hub.errors import RepositoryNotFoundError
 
-    folder = Path(folder)
-    manifest = _read_manifest(folder)
-    tag, repos = manifest["tag"], manifest["repos"]
-    token = env.hf_token()
-    endpoint = endpoint or env.hf_endpoint()
-    log(f"release {tag} (queerbench {manifest['version']}) from {folder}{f' to {endpoint}' if endpoint else ''}:")
+    folder, index, token = Path(folder), PackageIndex.from_env(), env.hf_token()
+    endpoint, manifest = endpoint or env.hf_endpoint(), _read_manifest(folder)
+    tag, repos, version, dist = manifest["tag"], manifest["repos"], manifest["version"], manifest["dist"]
+    names = ", ".join(dist["files"])
+    log(f"release {tag} (queerbench {version}) from {folder}{f' to {endpoint}' if endpoint else ''}:")
+    upload = "" if index_published else f"upload {names} to {index.upload_url}, then "
+    log(f"  index: {upload}wait until {index.simple_url} serves {names}")
     for artifact, entry in repos.items():
-        files = sorted(
-            p.relative_to(folder / entry["folder"]).as_posix()
-            for p in (folder / entry["folder"]).rglob("*")
-            if p.is_file()
-        )
-        kind = entry["repo_type"] + (f" ({entry['space_sdk']})" if entry.get("space_sdk") else "")
-        log(
-            f"  {artifact}: create {kind} repo {entry['repo_id']}, upload {len(files)} files ({', '.join(files)}), tag {tag}"
-        )
+        root = folder / entry["folder"]
+        files = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
+        what = entry["repo_type"] + (f" ({entry['space_sdk']}) repo " if entry.get("space_sdk") else " repo ")
+        log(f"  {artifact}: create {what}{entry['repo_id']}, upload {len(files)} files ({', '.join(files)}), tag {tag}")
     if not yes:
         note = "" if token else " (HF_TOKEN is not set: the real push will need it)"
         log(f"dry run: nothing was created, uploaded or tagged{note}; pass --yes to publish")
         return {}
     if token is None:
         raise ReleaseError("HF_TOKEN is not set: export a Hugging Face token with write access to push a release")
-    if manifest["version"] != __version__:
-        log(f"note: this build is version {manifest['version']}; the installed queerbench is {__version__}")
+    if version != __version__:
+        log(f"note: this build is version {version}; the installed queerbench is {__version__}")
 
-    api = HfApi(endpoint=endpoint, token=token)
-    taken = []
+    # ---- every check before anything is uploaded: twine, the index, the tags of the three repos
+    if not index_published and importlib.util.find_spec("twine") is None:
+        raise ReleaseError("publishing to a package index needs twine: pip install 'queerbench[release]'")
+    served = index.files(version)
+    if index_published and any(served.get(n, "") not in (None, d) for n, d in dist["files"].items()):
+        raise ReleaseError(
+            f"--index-published, but {index.simple_url} serves {sorted(served) or 'none'} of queerbench "
+            f"{version}, not this build's {names}; nothing was uploaded"
+        )
+    if served and not index_published:
+        raise ReleaseError(
+            f"queerbench {version} is already on {index.simple_url} ({', '.join(sorted(served))}); nothing was "
+            "uploaded. A published version is never replaced: bump queerbench.__version__ and rebuild (if these are "
+            "this build's files, finish the release with --index-published)"
+        )
+    api, taken = HfApi(endpoint=endpoint, token=token), []
     for artifact, entry in repos.items():
         try:
             refs = api.list_repo_refs(entry["repo_id"], repo_type=entry["repo_type"])
@@ -334,50 +448,54 @@ def push_release(
             "rebuild the release (a published version is never replaced)."
         )
 
-    result: dict[str, Any] = {}
+    # ---- the package index first (the Spaces' requirements pin this version), then the Hub once it serves it
+    finish = f"`queerbench release push --dir {folder} --yes --index-published`"
+    try:
+        if not index_published:
+            index.upload([folder / dist["folder"] / n for n in dist["files"]])
+            log(f"uploaded {names} to {index.upload_url}")
+        index.wait_until_served(dist["files"], version, index_timeout)
+    except Exception as exc:
+        cause = exc if isinstance(exc, ReleaseError) else f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+        raise ReleaseError(
+            f"publishing {names} to {index.upload_url} failed: {cause}. Nothing was pushed to the Hub; if "
+            f"{index.simple_url} lists the files now, they are published: finish with {finish}"
+        ) from exc
+    log(f"{index.simple_url} serves queerbench {version}")
+
+    published, message, result = f"Published: queerbench {version} on {index.simple_url}", f"Release {tag}", {}
     for artifact, entry in repos.items():
         repo_id, repo_type = entry["repo_id"], entry["repo_type"]
         try:
             api.create_repo(repo_id, repo_type=repo_type, space_sdk=entry.get("space_sdk"), exist_ok=True)
             info = api.upload_folder(
-                repo_id=repo_id,
-                repo_type=repo_type,
-                folder_path=folder / entry["folder"],
-                commit_message=f"Release {tag} (queerbench {manifest['version']})",
+                repo_id=repo_id, repo_type=repo_type, folder_path=folder / entry["folder"], commit_message=message
             )
         except Exception as exc:
             done = ", ".join(r["repo_id"] for r in result.values()) or "none"
-            raise _hub_failure(
-                f"uploading {artifact} to {repo_id} failed (already uploaded, untagged: {done}; no tag was created, "
-                "so the release is not published — fix the cause and push again)",
-                exc,
-            ) from exc
+            then = f"{published}; on the Hub, uploaded without a tag: {done}. To finish, fix the cause and run {finish}"
+            raise _hub_failure(f"uploading {artifact} to {repo_id} failed", exc, then) from exc
         result[artifact] = {"repo_id": repo_id, "repo_type": repo_type, "commit": info.oid}
         log(f"uploaded {artifact} to {repo_id} ({info.oid[:10]})")
     for entry in result.values():
         try:
             api.create_tag(
-                entry["repo_id"],
-                tag=tag,
-                revision=entry["commit"],
-                repo_type=entry["repo_type"],
-                tag_message=f"queerbench {manifest['version']}",
+                entry["repo_id"], tag=tag, revision=entry["commit"], repo_type=entry["repo_type"], tag_message=message
             )
         except Exception as exc:
             tagged = ", ".join(e["repo_id"] for e in result.values() if e.get("tag")) or "none"
-            raise _hub_failure(f"tagging {entry['repo_id']} with {tag} failed (tagged so far: {tagged})", exc) from exc
+            left = ", ".join(f"{e['repo_id']} at {e['commit']}" for e in result.values() if not e.get("tag"))
+            then = f"{published} and on the Hub; tagged: {tagged}. To finish, tag {tag} on {left}"
+            raise _hub_failure(f"tagging {entry['repo_id']} with {tag} failed", exc, then) from exc
         entry["tag"] = tag
         log(f"tagged {entry['repo_id']} {tag}")
     log(f"published release {tag}")
     return result
 
 
-def push_built_or_new(
-    folder: str | Path | None, *, yes: bool, namespace: str | None = None, log: Callable[[str], None] = print
-) -> dict[str, Any]:
-    """Push ``folder``, or build a release into a temporary folder first and push that."""
+def push_built_or_new(folder: str | Path | None, *, namespace: str | None = None, **options: Any) -> dict[str, Any]:
+    """Push ``folder`` (``options``: :func:`push_release`'s), or build a release into a temporary folder first."""
     if folder is not None:
-        return push_release(folder, yes=yes, log=log)
+        return push_release(folder, **options)
     with tempfile.TemporaryDirectory(prefix="queerbench-release-") as tmp:
-        out = build_release(Path(tmp) / "release", namespace=namespace)
-        return push_release(out, yes=yes, log=log)
+        return push_release(build_release(Path(tmp) / "release", namespace=namespace), **options)
