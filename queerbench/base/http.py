@@ -269,7 +269,7 @@ class HttpClient:
         self.backoff_base, self.backoff_max = backoff_base, backoff_max
         self.timeout, self.connect_timeout, self.max_bytes = timeout, connect_timeout, max_bytes
         self.secret = secret or None
-        self.sleep, self.jitter = sleep, jitter
+        self.sleep, self.jitter, self._clock = sleep, jitter, clock
         self.limiter = RateLimiter(0.0 if requests_per_minute is None else 60.0 / requests_per_minute, clock)
         self.session = requests.Session()
         adapter = HTTPAdapter(pool_connections=1, pool_maxsize=max(1, pool_size))
@@ -287,33 +287,27 @@ class HttpClient:
         """Seconds to wait before retry ``attempt + 1`` (:func:`retry_delay` with this client's settings)."""
         return retry_delay(attempt, retry_after, base=self.backoff_base, cap=self.backoff_max, rand=self.jitter)
 
-    def _read(self, resp: requests.Response) -> bytes:
-        """The whole body within the deadline and the size cap (a watchdog closes a body that drips too slowly)."""
-        expired = threading.Event()
+    def _read(self, resp: requests.Response, started: float) -> bytes:
+        """The whole body within the deadline (``timeout`` seconds from the request's start) and the size cap.
 
-        def cut() -> None:
-            expired.set()
-            resp.close()
-
-        watchdog = threading.Timer(self.timeout, cut)
-        watchdog.daemon = True
-        watchdog.start()
+        The body is read as it arrives (urllib3's ``read1``), so a server that drips it is cut off at the deadline:
+        each read waits at most the socket's read timeout, and the deadline is checked between reads."""
         chunks, size = [], 0
         try:
-            for chunk in resp.iter_content(64 * 1024):
-                size += len(chunk)
+            while True:
+                if self._clock() - started > self.timeout:
+                    raise _BodyProblem(f"no complete answer within {self.timeout:g} s")
+                piece = resp.raw.read1(64 * 1024, decode_content=True)
+                if not piece:
+                    break
+                size += len(piece)
                 if size > self.max_bytes:
                     raise _BodyProblem(f"reply larger than {self.max_bytes} bytes")
-                chunks.append(chunk)
-        except (requests.RequestException, urllib3.exceptions.HTTPError, OSError, AttributeError, ValueError) as exc:
-            if expired.is_set():
-                raise _BodyProblem(f"no complete answer within {self.timeout:g} s") from None
+                chunks.append(piece)
+        except (requests.RequestException, urllib3.exceptions.HTTPError, OSError) as exc:
             raise _BodyProblem(f"connection dropped while reading ({type(exc).__name__})") from None
         finally:
-            watchdog.cancel()
             resp.close()
-        if expired.is_set():
-            raise _BodyProblem(f"no complete answer within {self.timeout:g} s")
         return b"".join(chunks)
 
     def request(
@@ -348,10 +342,11 @@ class HttpClient:
                 self.calls += 1
             retry_after = None
             try:
+                started = self._clock()
                 resp = self.session.request(
                     method, url, timeout=(self.connect_timeout, self.timeout), stream=True, **kwargs
                 )
-                answer = Answer(resp.status_code, resp.headers, self._read(resp), resp.encoding)
+                answer = Answer(resp.status_code, resp.headers, self._read(resp, started), resp.encoding)
             except requests.ConnectionError as exc:
                 reason = getattr(exc.args[0], "reason", None) if exc.args else None
                 refused = isinstance(exc, requests.ConnectTimeout) or isinstance(
@@ -401,3 +396,25 @@ class HttpClient:
                     on_retry(attempt + 1, problems[-1], delay)
                 pause(delay)
         return Outcome(problems=problems, attempts=self.max_retries + 1, status=status)
+
+    def stream(self, url: str, write: Callable[[bytes], Any], *, chunk: int = 1 << 20) -> Outcome:
+        """Download ``url``, handing each chunk of the body to ``write`` as it arrives (a file of any size, up to
+        ``max_bytes``): one attempt, since a body half written cannot be taken back; the outcome says what failed.
+        A server that stops sending for ``timeout`` seconds is given up on."""
+        with self._lock:
+            self.calls += 1
+        size = 0
+        try:
+            with self.session.get(url, stream=True, timeout=(self.connect_timeout, self.timeout)) as resp:
+                if resp.status_code != 200:
+                    return Outcome(
+                        problems=[f"HTTP {resp.status_code}"], attempts=1, status=resp.status_code, final=True
+                    )
+                for piece in resp.iter_content(chunk):
+                    size += len(piece)
+                    if size > self.max_bytes:
+                        return Outcome(problems=[f"larger than {self.max_bytes} bytes"], attempts=1, final=True)
+                    write(piece)
+        except (requests.RequestException, urllib3.exceptions.HTTPError) as exc:
+            return Outcome(problems=[f"{type(exc).__name__}"], attempts=1, final=True)
+        return Outcome(value=size, attempts=1, status=200)

@@ -28,11 +28,10 @@ from importlib import resources
 from pathlib import Path
 from urllib.parse import urlparse
 
-import requests
-
 from queerbench.base import env
 from queerbench.base.env import cache_dir, data_dir
 from queerbench.base.files import current_umask
+from queerbench.base.http import HttpClient
 
 __all__ = [
     "ChecksumError",
@@ -51,6 +50,7 @@ __all__ = [
 DATA_DIR_ENV = env.DATA_DIR
 CACHE_ENV = env.CACHE
 _TIMEOUT_S = 60
+_MAX_BYTES = 1 << 30  # 1 GiB: far above any pinned file
 
 
 class ChecksumError(RuntimeError):
@@ -187,23 +187,24 @@ def _download_url(src: Source, dest: Path) -> Path:
     tmp = _tmp_in(dest.parent)
     try:
         digest = hashlib.sha256()
-        with requests.get(src.url, stream=True, timeout=_TIMEOUT_S) as resp:
-            resp.raise_for_status()
-            with open(tmp, "wb") as fh:
-                for chunk in resp.iter_content(1 << 20):
-                    fh.write(chunk)
-                    digest.update(chunk)
+        with open(tmp, "wb") as fh:
+
+            def write(chunk: bytes) -> None:
+                fh.write(chunk)
+                digest.update(chunk)
+
+            outcome = HttpClient(timeout=_TIMEOUT_S, max_bytes=_MAX_BYTES, pool_size=1).stream(src.url, write)
+        if not outcome.ok:
+            host = urlparse(src.url).netloc
+            raise SourceUnavailableError(
+                _unavailable_message(src, f"the download from {host} failed ({outcome.problems[-1]})")
+            )
         if digest.hexdigest() != src.sha256:
             raise ChecksumError(
                 f"checksum mismatch for {src.name} downloaded from {src.url}: expected sha256 {src.sha256}, "
                 f"got {digest.hexdigest()}. Nothing was cached."
             )
         return _atomic_write_from(tmp, dest)
-    except requests.RequestException as exc:
-        host = urlparse(src.url).netloc
-        raise SourceUnavailableError(
-            _unavailable_message(src, f"the download from {host} failed ({type(exc).__name__})")
-        ) from exc
     finally:
         tmp.unlink(missing_ok=True)
 

@@ -26,14 +26,12 @@ from :mod:`queerbench.base.env` and are never printed. Repo ids, the tag pattern
 from __future__ import annotations
 
 import hashlib
-import html
 import importlib.util
 import json
 import platform
 import re
 import shutil
 import tempfile
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
@@ -46,6 +44,7 @@ import queerbench
 from queerbench import __version__
 from queerbench.base import env
 from queerbench.base.files import atomic_dir
+from queerbench.hub.package_index import PackageIndex, ReleaseError, of_version
 
 __all__ = [
     "MANIFEST",
@@ -62,10 +61,6 @@ MANIFEST = "release.json"
 _SPACE_FILES = ("app.py", "README.md", "requirements.txt")
 _METRIC_FILES = ("metric_queerbench.py", "app.py", "README.md", "requirements.txt")
 _REQ_NAME = re.compile(r"^\s*queerbench(\[[^\]]*\])?\s*([<>=!~].*)?$")
-
-
-class ReleaseError(ValueError):
-    """A release cannot be built or pushed; the message says why and what to do."""
 
 
 # --------------------------------------------------------------------------------------------------- settings
@@ -205,14 +200,9 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def _of_version(name: str, version: str = __version__) -> bool:
-    """Whether ``name`` is a queerbench sdist or wheel file of ``version``."""
-    return re.fullmatch(rf"queerbench-{re.escape(version)}(\.tar\.gz|\.zip|-[^/]+\.whl)", name, re.I) is not None
-
-
 def _dist_files(folder: Path) -> list[Path]:
     """The one sdist and the one wheel of queerbench ``__version__`` in ``folder``; ``ReleaseError`` otherwise."""
-    ours = [p for p in sorted(folder.glob("queerbench-*")) if _of_version(p.name)]
+    ours = [p for p in sorted(folder.glob("queerbench-*")) if of_version(p.name)]
     sdists, wheels = [p for p in ours if p.name.endswith(".tar.gz")], [p for p in ours if p.name.endswith(".whl")]
     if len(sdists) != 1 or len(wheels) != 1:
         raise ReleaseError(
@@ -277,74 +267,6 @@ def build_release(
     return Path(out)
 
 
-# ------------------------------------------------------------------------------------------------- the index
-PYPI_UPLOAD_URL = "https://upload.pypi.org/legacy/"
-_SIMPLE = {
-    PYPI_UPLOAD_URL: "https://pypi.org/simple/",
-    "https://test.pypi.org/legacy/": "https://test.pypi.org/simple/",
-}
-_LINK = re.compile(r"<a\s[^>]*?href=\"([^\"]*)\"[^>]*>\s*([^<]+?)\s*</a>", re.I)
-
-
-@dataclass(frozen=True)
-class PackageIndex:
-    """Where twine uploads (``TWINE_REPOSITORY_URL``, PyPI when unset) and the simple index that lists what is served
-    (``QUEERBENCH_INDEX_URL``, else PyPI's or TestPyPI's, else the upload URL with ``simple/`` for ``legacy/``)."""
-
-    upload_url: str
-    simple_url: str
-
-    @classmethod
-    def from_env(cls) -> PackageIndex:
-        upload = (env.twine_repository_url() or PYPI_UPLOAD_URL).rstrip("/") + "/"
-        derived = _SIMPLE.get(upload) or re.sub(r"legacy/$", "", upload) + "simple/"
-        return cls(upload, (env.package_index_url() or derived).rstrip("/") + "/")
-
-    def files(self, version: str) -> dict[str, str | None]:
-        """``{file name: sha256 of its link, or None}``: queerbench's files of ``version`` the index lists now."""
-        import requests
-
-        url = f"{self.simple_url}queerbench/"
-        try:
-            resp = requests.get(url, headers={"Accept": "text/html", "Cache-Control": "no-cache"}, timeout=30)
-        except requests.RequestException as exc:
-            raise ReleaseError(f"could not read {url}: {type(exc).__name__}: {exc}") from exc
-        if resp.status_code not in (200, 404):  # 404: the index has no queerbench at all
-            raise ReleaseError(f"could not read {url}: HTTP {resp.status_code}")
-        found = {}
-        for href, name in _LINK.findall(resp.text) if resp.status_code == 200 else []:
-            digest = re.search(r"#sha256=([0-9a-f]{64})", href)
-            found[html.unescape(name)] = digest.group(1) if digest else None
-        return {name: digest for name, digest in found.items() if _of_version(name, version)}
-
-    def upload(self, paths: list[Path]) -> None:
-        """Upload with twine as ``TWINE_USERNAME`` (``__token__`` for a password alone), ``TWINE_PASSWORD``."""
-        from twine.commands.upload import upload
-        from twine.settings import Settings
-
-        password = env.twine_password() or None
-        user = env.twine_username() or ("__token__" if password else None)
-        options = {"username": user, "password": password, "non_interactive": True, "disable_progress_bar": True}
-        upload(Settings(repository_url=self.upload_url, **options), [str(p) for p in paths])
-
-    def wait_until_served(self, files: dict[str, str], version: str, timeout: float, poll: float = 5.0) -> None:
-        """Poll the simple index until it lists every file of ``files`` ({name: sha256}) with that digest."""
-        deadline, problem = time.monotonic() + timeout, ""
-        while True:
-            try:
-                served, problem = self.files(version), ""
-            except ReleaseError as exc:  # an index that hiccups while it publishes: keep polling until the deadline
-                served, problem = {}, f" (last: {exc})"
-            wrong = sorted(n for n in files if served.get(n) not in (None, files[n]))
-            if wrong:
-                raise ReleaseError(f"{self.simple_url} serves {', '.join(wrong)} with other contents than this release")
-            if all(n in served for n in files):
-                return
-            if time.monotonic() >= deadline:
-                raise ReleaseError(f"{self.simple_url} did not list {', '.join(files)} within {timeout:g} s{problem}")
-            time.sleep(max(0.0, min(poll, deadline - time.monotonic())))
-
-
 # ------------------------------------------------------------------------------------------------------- push
 def _read_manifest(folder: Path) -> dict[str, Any]:
     path = folder / MANIFEST
@@ -360,7 +282,7 @@ def _read_manifest(folder: Path) -> dict[str, Any]:
         path = folder / dist["folder"] / name
         if not path.is_file() or _sha256(path) != digest:
             raise ReleaseError(f"{path} is missing or changed since the build; rebuild with `queerbench release build`")
-    if len(dist["files"]) != 2 or not all(_of_version(n, manifest["version"]) for n in dist["files"]):
+    if len(dist["files"]) != 2 or not all(of_version(n, manifest["version"]) for n in dist["files"]):
         raise ReleaseError(f"{folder} holds no sdist and wheel of its version; rebuild with `queerbench release build`")
     return manifest
 
