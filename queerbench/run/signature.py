@@ -23,23 +23,14 @@ from pathlib import Path
 from typing import Any
 
 from queerbench import __version__
+from queerbench.base.signature import format_signature, parse_signature, short_hash, show
 from queerbench.methods.options import RunOptions
 from queerbench.methods.registry import get_method
 from queerbench.tasks import get_task
 
 __all__ = ["Signature", "cache_key", "default_out_dir", "signature_of"]
 
-_SEP = "|"
-_PREDICTION_FIELDS = ("task", "method", "model", "revision", "dtype", "k", "limit")
-
-
-def _show(value: Any) -> str:
-    text = "none" if value is None else str(value)
-    return text.replace("%", "%25").replace(_SEP, "%7C")
-
-
-def _short(digest: Any, n: int = 12) -> str | None:
-    return str(digest)[:n] if digest else None
+_show, _short = show, short_hash
 
 
 def fingerprint_label(fingerprint: dict[str, Any] | None) -> str | None:
@@ -173,14 +164,14 @@ class Signature:
             ("k", str(self.k)),
             ("limit", "all" if self.limit is None else str(self.limit)),
             ("dtype", self.dtype),
-            *((name, _show(value)) for name, value in self.settings),
+            *((name, "none" if value is None else value) for name, value in self.settings),
             *self.scorers,
             ("qb", self.version),
         ]
-        return [(name, _show(value)) for name, value in pairs]
+        return [(name, str(value)) for name, value in pairs]
 
     def __str__(self) -> str:
-        return _SEP.join(f"{name}:{value}" for name, value in self.fields())
+        return format_signature(self.fields())
 
     def differences(self, other: Signature) -> list[str]:
         """The field names in which two signatures differ (the fingerprint and version included)."""
@@ -190,11 +181,7 @@ class Signature:
 
 def parse(text: str) -> dict[str, str]:
     """A signature string back into its ``{name: value}`` fields (for reading a score's provenance)."""
-    out = {}
-    for part in str(text).split(_SEP):
-        name, _, value = part.partition(":")
-        out[name] = value.replace("%7C", _SEP).replace("%25", "%")
-    return out
+    return parse_signature(text)
 
 
 def _slug(text: str) -> str:

@@ -306,6 +306,8 @@ def run_scm(
         "constrained": scores is not None,
         "versions": _versions(),
     }
+    meta["signature"] = scm_signature(meta, res)
+    res["signature"] = meta["signature"]
     res["run"] = meta
     store = parsed.assign(keywords=parsed["keywords"].map(list), options=parsed["options"].map(list))
     _write_parquet(store, out / "responses.parquet")
@@ -313,6 +315,38 @@ def run_scm(
     figures = write_figures(res, out)
     write_report(res, meta, figures, out)
     return res
+
+
+def scm_signature(meta: dict[str, Any], res: dict[str, Any]) -> str:
+    """The run's signature (:mod:`queerbench.base.signature`): the task, the model and its weights' fingerprint, the
+    survey and story decoding, the prompts covered, the reply rules, the axis mapping and the versions."""
+    from queerbench import __version__
+    from queerbench.base.signature import format_signature, short_hash
+
+    fp = meta.get("fingerprint") or {}
+    weights = fp.get("weights") if isinstance(fp.get("weights"), dict) else fp
+    label = short_hash(weights.get("sha256")) or short_hash(weights.get("commit_hash")) or fp.get("base_url")
+    s = meta.get("settings") or {}
+
+    def decoding(d: dict[str, Any]) -> str:
+        return f"T{d.get('temperature')}/p{d.get('top_p')}/x{d.get('samples')}/{d.get('max_new_tokens')}tok"
+
+    mapper = res.get("mapper") or {}
+    mapping = f"sadcat+{mapper.get('embedder')}@{mapper.get('threshold')}" if mapper.get("embedder") else "sadcat"
+    return format_signature(
+        [
+            ("task", "scm"),
+            ("model", meta.get("model")),
+            *([("fp", label)] if label else []),
+            ("survey", decoding(s.get("survey") or {})),
+            ("story", decoding(s.get("story") or {})),
+            ("limit", s.get("limit") or "all"),
+            ("refusal", s.get("refusal_rule")),
+            ("scoring", s.get("scoring") or "none"),
+            ("axes", mapping),
+            ("qb", __version__),
+        ]
+    )
 
 
 def _versions() -> dict[str, str | None]:
@@ -363,6 +397,7 @@ def reanalyze(
     meta = dict(old.get("run", {}))
     meta["settings"] = dict(meta.get("settings", {})) | {"refusal_rule": refusal_rule}
     meta["reanalysed"] = {"versions": _versions()}
+    meta["signature"] = res["signature"] = scm_signature(meta, res)
     res["run"] = meta
     store = parsed.assign(keywords=parsed["keywords"].map(list), options=parsed["options"].map(list))
     _write_parquet(store, run_dir / "responses.parquet")

@@ -232,6 +232,7 @@ def write_report(res: dict[str, Any], meta: dict[str, Any], figures: list[str], 
         f"- refusal rule: `{s.get('refusal_rule')}`; constrained scoring: {s.get('scoring') or 'not run'}",
         f"- responses: {res['n_responses']} ({res['n_errors']} failed calls, {meta.get('cached', 0)} from cache)",
         f"- parse rate by task: {', '.join(f'{k} {_fmt(v)}' for k, v in res['parse_rate'].items())}",
+        *([f"- signature: `{meta['signature']}`"] if meta.get("signature") else []),
         "",
     ]
     prov = meta.get("defaults") or {}
