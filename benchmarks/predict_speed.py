@@ -177,7 +177,9 @@ def main(argv: list[str] | None = None) -> None:
         eng, t_eng, m_eng = timed(lambda: predict(lm, sentences, args.k, mode="raw", batch_size=args.batch_size), 2)
         floor32 = max(floor32, matmul_rate(torch.float32))
         rows.append((f"engine paper mode (batch {args.batch_size})", t_eng, m_eng))
-        _, t_def, m_def = timed(lambda: predict(lm, sentences, args.k, mode="whole_word", batch_size=args.batch_size), 2)
+        _, t_def, m_def = timed(
+            lambda: predict(lm, sentences, args.k, mode="whole_word", batch_size=args.batch_size), 2
+        )
         rows.append((f"engine default mode (batch {args.batch_size})", t_def, m_def))
         if not args.skip_pipeline:
             pipe, t_pipe, m_pipe = timed(lambda: run_pipeline(lm, sentences, args.k, args.batch_size))

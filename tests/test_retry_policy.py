@@ -23,7 +23,6 @@ from queerbench.models.generation.failures import FailedPrompt, describe_failure
 from queerbench.run import pipeline as run_module
 from queerbench.run.pipeline import RunOptions
 from tests.openai_server import FakeOpenAI
-from tests.run_parts import fix_part_size
 from tests.test_llm_instructed import BlankServer
 
 GREEDY = GenerationSettings(temperature=0.0, top_p=None, max_new_tokens=4)
@@ -145,7 +144,6 @@ def test_a_run_with_failed_prompts_finishes_the_others_exits_1_and_a_rerun_asks_
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-    fix_part_size(monkeypatch, 32)  # 77 sentences in 3 parts: a failure in the first two
     frame = run_module.run_items(RunOptions(limit=1))
     keys, ids = _sentences_with([frame["masked_sentence"].iloc[2], frame["masked_sentence"].iloc[40]])
     out = tmp_path / "run"
@@ -166,8 +164,8 @@ def test_a_run_with_failed_prompts_finishes_the_others_exits_1_and_a_rerun_asks_
         )
         assert any(f"sentence {ids[1]}, sample 0" in line for line in lines) and "Traceback" not in err
         assert not (out / "predictions.parquet").exists()
-        chunks = sorted(p.name for p in (out / ".chunks").glob("chunk-*.parquet"))
-        assert chunks == ["chunk-000064-000077.parquet"]  # the part without failures is kept, the other two are not
+        saved = {sid for p in (out / ".chunks").glob("chunk-*.parquet") for sid in pd.read_parquet(p)["id"]}
+        assert saved == set(frame["id"]) - set(ids)  # every sentence with its replies is saved, the failed two not
         with ResponseCache(out / ".chunks" / "replies.sqlite") as cache:
             assert cache.count() == 75  # the failed calls are not stored as replies
         assert main(args) == 0  # the server answers now

@@ -201,7 +201,7 @@ def test_a_resume_never_mixes_chunks_of_other_sentences(bert: str, tmp_path: Pat
     saved = pd.read_parquet(chunk)
     saved["id"] = saved["id"].iloc[::-1].to_numpy()  # the same ids in another order: not this run's sentences
     saved.to_parquet(chunk, index=False)
-    with pytest.raises(RuntimeError, match="do not match this run's sentences"):
+    with pytest.raises(ValueError, match="do not match this run's sentences"):
         run_benchmark(options, tmp_path / "r", log=quiet)
     assert not (tmp_path / "r/predictions.parquet").exists()
 

@@ -19,7 +19,6 @@ import pandas as pd
 import pytest
 
 from queerbench.cli import main
-from queerbench.methods.instructed.predictor import InstructedPredictor
 from queerbench.methods.mlm import MaskedLMPredictor
 from queerbench.methods.scored.predictor import ScoredPredictor
 from queerbench.models.generation import ResponseCache
@@ -123,27 +122,50 @@ def test_ctrl_c_before_the_first_part_is_saved_keeps_nothing_and_says_so(
 def test_an_interrupted_endpoint_run_keeps_its_replies_and_the_rerun_asks_only_the_others(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ):
+    """An endpoint run streams every prompt through its slots; Ctrl-C arrives after 70 rows were handed out: every
+    handed-out row is saved, every reply is in the cache, and the rerun asks only the calls without a reply."""
+    from queerbench.methods.instructed import replies as replies_module
+
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     out = tmp_path / "run"
-    calls = Calls(monkeypatch, InstructedPredictor, interrupt=3)
+    handed: list[str] = []
+    real = replies_module.stream_instructed
+
+    def interrupted(*args, **kwargs):
+        for row in real(*args, **kwargs):
+            handed.append(row["id"])
+            yield row
+            if len(handed) == 70:
+                raise KeyboardInterrupt
+
+    monkeypatch.setattr(replies_module, "stream_instructed", interrupted)
     with BlankServer({"[MASK]": ["doctor"]}) as server:
         args = ["run", "--endpoint", server.url, "--model", "served", "--limit", "3", "--top-k", "1"]
-        args += ["--out", str(out), *FAST, *UNTHROTTLED]
+        args += ["--out", str(out), *FAST, *UNTHROTTLED, "--concurrency", "4"]
         assert main(args) == 130
         line = _interruption_line(capsys.readouterr().err)
         saved = _saved_rows(out)
         asked = server.calls
         with ResponseCache(out / ".chunks/replies.sqlite") as cache:
             n_replies = cache.count()
-        assert saved == calls.sentences(slice(0, 2)) and n_replies == asked == len(calls.sentences())
+        assert sorted(saved) == sorted(handed) and len(saved) == 70  # nothing handed out is lost
+        # every reply that reached the run is kept; at most the 4 calls in flight at the Ctrl-C were asked and lost
+        assert 70 <= n_replies <= asked <= n_replies + 4 < N_231
         assert line == (
             f"queerbench: interrupted: the predictions of {len(saved)} of {N_231} sentences are saved in "
             f"{out / '.chunks'}, and {n_replies} replies in {out / '.chunks/replies.sqlite'}; rerun the same command "
             f"to resume (it predicts the other {N_231 - len(saved)}, asking only the calls whose replies are not saved)"
         )
+        monkeypatch.setattr(replies_module, "stream_instructed", real)
         assert main(args) == 0
-        assert server.calls - asked == N_231 - n_replies  # the replies of the lost part came from the cache
-    assert pd.read_parquet(out / "predictions.parquet")["tokens"].map(list).tolist() == [["doctor"]] * N_231
+        assert server.calls - asked == N_231 - n_replies  # replies that came after the last save are not asked again
+    preds = pd.read_parquet(out / "predictions.parquet")
+    assert preds["tokens"].map(list).tolist() == [["doctor"]] * N_231
+    fresh = tmp_path / "fresh"
+    with BlankServer({"[MASK]": ["doctor"]}) as server:
+        fresh_args = ["run", "--endpoint", server.url, "--model", "served", "--limit", "3", "--top-k", "1"]
+        assert main([*fresh_args, "--out", str(fresh), *FAST, *UNTHROTTLED]) == 0
+    assert preds["id"].tolist() == pd.read_parquet(fresh / "predictions.parquet")["id"].tolist()  # the task's order
 
 
 def test_a_run_saved_in_512_sentence_chunks_by_an_older_version_still_resumes(
@@ -226,16 +248,46 @@ def test_a_saved_part_of_other_sentences_is_refused(tmp_path: Path):
     chunk_dir.mkdir()
     ids = [f"s{i}" for i in range(6)]
     pd.DataFrame({"id": ["s0", "s1"]}).to_parquet(chunk_dir / "chunk-000000-000002.parquet")
-    pd.DataFrame({"id": ["s3", "s2"]}).to_parquet(chunk_dir / "chunk-000002-000004.parquet")  # out of order
-    with pytest.raises(RuntimeError, match=re.escape("do not match this run's sentences (chunk-000002-000004")):
+    pd.DataFrame({"id": ["s3", "x9"]}).to_parquet(chunk_dir / "chunk-000002-000004.parquet")  # not this run's
+    with pytest.raises(ValueError, match=re.escape("do not match this run's sentences (chunk-000002-000004")):
         run_predict.saved_parts(chunk_dir, ids)
     pd.DataFrame({"id": ["s1", "s2"]}).to_parquet(chunk_dir / "chunk-000002-000004.parquet")  # overlaps the first
-    with pytest.raises(RuntimeError, match="overlap; delete that folder and rerun"):
+    with pytest.raises(ValueError, match="overlap; delete that folder and rerun"):
         run_predict.saved_parts(chunk_dir, ids)
-    pd.DataFrame({"id": ["s4", "s5"]}).to_parquet(chunk_dir / "chunk-000002-000004.parquet")  # a gap is fine
-    assert [(a, b) for a, b, _ in run_predict.saved_parts(chunk_dir, ids)] == [(0, 2), (4, 6)]
-    assert run_predict._gaps(run_predict.saved_parts(chunk_dir, ids), 6) == [(2, 4)]
-    assert json.dumps(run_predict._gaps([], 3)) == "[[0, 3]]"
+    (chunk_dir / "chunk-000002-000004.parquet").unlink()
+    # streamed rows are saved in the order they complete, each with its sentence: any order, gaps between and
+    # within files, is fine
+    sentences = [f"sentence {i}" for i in range(6)]
+    streamed = chunk_dir / "chunk-000003-000006.parquet"
+    pd.DataFrame({"id": ["s5", "s3"], "sentence": ["sentence 5", "sentence 3"]}).to_parquet(streamed)
+    assert [rows for rows, _ in run_predict.saved_parts(chunk_dir, ids, sentences)] == [[0, 1], [5, 3]]
+    assert run_predict._todo(run_predict.saved_parts(chunk_dir, ids, sentences), 6) == [2, 4]
+    assert json.dumps(run_predict._todo([], 3)) == "[0, 1, 2]"
+    # a streamed part whose id holds another sentence than this run's (the templates changed) is refused
+    pd.DataFrame({"id": ["s5", "s3"], "sentence": ["sentence 5", "another"]}).to_parquet(streamed)
+    with pytest.raises(ValueError, match=re.escape("do not match this run's sentences (chunk-000003-000006")):
+        run_predict.saved_parts(chunk_dir, ids, sentences)
+    # a part of an earlier version (no sentences) must hold a run of ids in order
+    pd.DataFrame({"id": ["s5", "s3"]}).to_parquet(streamed)
+    with pytest.raises(ValueError, match="do not match this run's sentences"):
+        run_predict.saved_parts(chunk_dir, ids, sentences)
+
+
+def test_a_saved_part_that_lost_a_column_is_named(tmp_path: Path):
+    """A part without a column the others have would leave holes in predictions.parquet: one line naming it."""
+    chunk_dir = tmp_path / ".chunks"
+    chunk_dir.mkdir()
+    pd.DataFrame({"id": ["s0"], "tokens": [["a"]], "probs": [[0.5]]}).to_parquet(
+        chunk_dir / "chunk-000000-000001.parquet"
+    )
+    pd.DataFrame({"id": ["s1"], "tokens": [["b"]]}).to_parquet(chunk_dir / "chunk-000001-000002.parquet")
+    parts = run_predict.saved_parts(chunk_dir, ["s0", "s1", "s2"])
+    with pytest.raises(ValueError) as info:
+        run_predict._check_columns(parts, chunk_dir)
+    assert str(info.value).startswith(f"{chunk_dir / 'chunk-000001-000002.parquet'} lacks the column(s) probs that")
+    pd.DataFrame({"id": ["s1"], "probs": [[0.4]]}).to_parquet(chunk_dir / "chunk-000001-000002.parquet")
+    with pytest.raises(ValueError, match=re.escape("lacks the column(s) tokens")):
+        run_predict._check_columns(run_predict.saved_parts(chunk_dir, ["s0", "s1", "s2"]), chunk_dir)
 
 
 def test_an_endpoint_run_counts_each_sentence_as_its_replies_arrive(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):

@@ -40,6 +40,7 @@ __all__ = [
     "JITTER",
     "MAX_REPLY_BYTES",
     "Answer",
+    "Attempt",
     "BadReply",
     "HttpClient",
     "Outcome",
@@ -125,22 +126,22 @@ def scrub(text: str, secret: str | None) -> str:
     return text
 
 
-def check_endpoint_url(url: str) -> str:
+def check_endpoint_url(url: str, flag: str = "--endpoint") -> str:
     """``url`` if it is an http(s) URL a client can call (scheme, host, a port in range), else a one-line
-    ``ValueError`` that says what is wrong, before any request is made."""
+    ``ValueError`` that says what is wrong, before any request is made; ``flag`` names the option it came from."""
     if not url.strip():
-        raise ValueError("--endpoint is empty; give the server's base URL, e.g. http://127.0.0.1:8000/v1")
+        raise ValueError(f"{flag} is empty; give the server's base URL, e.g. http://127.0.0.1:8000/v1")
     if not url.startswith(("http://", "https://")):
-        raise ValueError(f"--endpoint must be an http(s) URL such as https://api.openai.com/v1, got {url!r}")
+        raise ValueError(f"{flag} must be an http(s) URL such as https://api.openai.com/v1, got {url!r}")
     try:
         parts = urlsplit(url)
         port = parts.port  # a port out of range or not a number raises here
     except ValueError as exc:
-        raise ValueError(f"--endpoint {url!r} is not a valid URL ({exc}); e.g. http://127.0.0.1:8000/v1") from None
+        raise ValueError(f"{flag} {url!r} is not a valid URL ({exc}); e.g. http://127.0.0.1:8000/v1") from None
     if not parts.hostname:
-        raise ValueError(f"--endpoint {url!r} names no host; e.g. http://127.0.0.1:8000/v1")
+        raise ValueError(f"{flag} {url!r} names no host; e.g. http://127.0.0.1:8000/v1")
     if port == 0:
-        raise ValueError(f"--endpoint {url!r}: port 0 cannot be called; give the server's port")
+        raise ValueError(f"{flag} {url!r}: port 0 cannot be called; give the server's port")
     return url
 
 
@@ -212,6 +213,20 @@ class Answer:
     def json(self) -> Any:
         """The body as JSON (a ``ValueError`` when it is not)."""
         return json.loads(self.content)
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One request's result: the parsed ``value`` (``ok``), or what went wrong and whether another attempt is worth
+    it (``retry``, with the server's ``retry_after`` hint in seconds)."""
+
+    value: Any = None
+    ok: bool = False
+    problem: str = ""
+    retry: bool = False
+    retry_after: float | None = None
+    status: int | None = None
+    detail: str = ""
 
 
 @dataclass
@@ -310,6 +325,64 @@ class HttpClient:
             resp.close()
         return b"".join(chunks)
 
+    def attempt(
+        self,
+        method: str,
+        url: str,
+        *,
+        parse: Callable[[Answer], Any],
+        fatal: Callable[[int, Answer], Exception | None] | None = None,
+        **kwargs: Any,
+    ) -> Attempt:
+        """One request, no waiting: ``parse`` turns a 200 answer into the value (raising :class:`BadReply` for one
+        that is not); ``fatal(status, answer)`` may return an exception that ends the whole run (a rejected key, an
+        unknown model), raised at once. The result says whether it is worth another attempt (a transient status, a
+        dropped connection, a timeout, a body that could not be read whole) and the server's ``Retry-After``. A
+        refused connection is worth another attempt or raised as :class:`Unreachable`, as the rules say. The rate
+        limit is the caller's (:meth:`request` waits for it; a scheduler of many calls waits once per attempt)."""
+        with self._lock:
+            self.calls += 1
+        try:
+            started = self._clock()
+            resp = self.session.request(
+                method, url, timeout=(self.connect_timeout, self.timeout), stream=True, **kwargs
+            )
+            answer = Answer(resp.status_code, resp.headers, self._read(resp, started), resp.encoding)
+        except requests.ConnectionError as exc:
+            reason = getattr(exc.args[0], "reason", None) if exc.args else None
+            refused = isinstance(exc, requests.ConnectTimeout) or isinstance(
+                reason, urllib3.exceptions.NewConnectionError
+            )
+            if refused and not self.rules.retry_refused:
+                timed_out = isinstance(exc, requests.ConnectTimeout)
+                raise Unreachable("connect timeout" if timed_out else "connection refused or unknown host") from None
+            if refused:
+                return Attempt(problem=f"connection error ({type(exc).__name__}: {self.scrub(str(exc))})", retry=True)
+            return Attempt(problem=f"connection dropped ({type(exc).__name__})", retry=True)
+        except requests.Timeout as exc:
+            return Attempt(problem=f"no answer within {self.timeout:g} s ({type(exc).__name__})", retry=True)
+        except requests.RequestException as exc:  # a request that cannot be made (a URL no adapter takes)
+            return Attempt(problem=f"request failed ({type(exc).__name__}: {self.scrub(str(exc))})")
+        except _BodyProblem as exc:
+            return Attempt(problem=str(exc), retry=True)
+        status = answer.status_code
+        if status == 200:
+            try:
+                return Attempt(value=parse(answer), ok=True, status=status)
+            except BadReply as exc:
+                return Attempt(problem=str(exc), retry=True, status=status)
+        error = fatal(status, answer) if fatal is not None else None
+        if error is not None:
+            raise error
+        if not self.rules.transient(status):
+            return Attempt(problem=f"HTTP {status}", status=status, detail=self.scrub(answer.text)[:1000])
+        return Attempt(
+            problem=f"HTTP {status}",
+            retry=True,
+            status=status,
+            retry_after=retry_after_from_headers(answer.headers, time.time()),
+        )
+
     def request(
         self,
         method: str,
@@ -322,78 +395,29 @@ class HttpClient:
         on_retry: Callable[[int, str, float], Any] | None = None,
         **kwargs: Any,
     ) -> Outcome:
-        """One call with retries: ``parse`` turns a 200 answer into the value (raising :class:`BadReply` for one
-        that is not: retried); ``fatal(status, answer)`` may return an exception that ends the whole run (a
-        rejected key, an unknown model), raised at once; other statuses are retried when the rules say they are
-        transient, else the call fails for good (``final``, with the server's words in ``detail``). A dropped
-        connection, a timeout and a body that cannot be read whole are retried; a refused connection is retried
-        or raised as :class:`Unreachable`, as the rules say; a request that cannot be made at all (a URL no client
-        can call) fails for good. ``stop``, once set, ends a backoff early and stops further attempts
-        (``cancelled``). ``on_retry(retry number, problem, wait)`` is told of each retry before its wait (a log line).
-        ``kwargs`` go to the request (``json``, ``data``, ``params``, ``headers``)."""
+        """One call with retries (:meth:`attempt` until it succeeds, fails for good or ``max_retries`` retries are
+        spent, waiting :meth:`backoff` between attempts): ``final`` with the server's words in ``detail`` for an answer
+        not worth retrying. ``stop``, once set, ends a backoff early and stops further attempts (``cancelled``).
+        ``on_retry(retry number, problem, wait)`` is told of each retry before its wait (a log line). ``kwargs`` go
+        to the request (``json``, ``data``, ``params``, ``headers``)."""
         pause = sleep or self.sleep
         problems: list[str] = []
         status: int | None = None
-        for attempt in range(self.max_retries + 1):
+        for n in range(self.max_retries + 1):
             if stop is not None and stop.is_set():
-                return Outcome(problems=problems, attempts=attempt, status=status, cancelled=True)
+                return Outcome(problems=problems, attempts=n, status=status, cancelled=True)
             self.limiter.wait(pause)
-            with self._lock:
-                self.calls += 1
-            retry_after = None
-            try:
-                started = self._clock()
-                resp = self.session.request(
-                    method, url, timeout=(self.connect_timeout, self.timeout), stream=True, **kwargs
-                )
-                answer = Answer(resp.status_code, resp.headers, self._read(resp, started), resp.encoding)
-            except requests.ConnectionError as exc:
-                reason = getattr(exc.args[0], "reason", None) if exc.args else None
-                refused = isinstance(exc, requests.ConnectTimeout) or isinstance(
-                    reason, urllib3.exceptions.NewConnectionError
-                )
-                if refused and not self.rules.retry_refused:
-                    timed_out = isinstance(exc, requests.ConnectTimeout)
-                    raise Unreachable(
-                        "connect timeout" if timed_out else "connection refused or unknown host"
-                    ) from None
-                problems.append(
-                    f"connection error ({type(exc).__name__}: {self.scrub(str(exc))})"
-                    if refused
-                    else f"connection dropped ({type(exc).__name__})"
-                )
-            except requests.Timeout as exc:
-                problems.append(f"no answer within {self.timeout:g} s ({type(exc).__name__})")
-            except requests.RequestException as exc:  # a request that cannot be made (a URL no adapter takes)
-                problems.append(f"request failed ({type(exc).__name__}: {self.scrub(str(exc))})")
-                return Outcome(problems=problems, attempts=attempt + 1, status=status, final=True)
-            except _BodyProblem as exc:
-                problems.append(str(exc))
-            else:
-                status = answer.status_code
-                if status == 200:
-                    try:
-                        return Outcome(value=parse(answer), attempts=attempt + 1, status=status)
-                    except BadReply as exc:
-                        problems.append(str(exc))
-                else:
-                    error = fatal(status, answer) if fatal is not None else None
-                    if error is not None:
-                        raise error
-                    if not self.rules.transient(status):
-                        return Outcome(
-                            problems=[*problems, f"HTTP {status}"],
-                            attempts=attempt + 1,
-                            status=status,
-                            final=True,
-                            detail=self.scrub(answer.text)[:1000],
-                        )
-                    problems.append(f"HTTP {status}")
-                    retry_after = retry_after_from_headers(answer.headers, time.time())
-            if attempt < self.max_retries and not (stop is not None and stop.is_set()):
-                delay = self.backoff(attempt, retry_after)
+            tried = self.attempt(method, url, parse=parse, fatal=fatal, **kwargs)
+            status = tried.status if tried.status is not None else status
+            if tried.ok:
+                return Outcome(value=tried.value, attempts=n + 1, status=status)
+            problems.append(tried.problem)
+            if not tried.retry:
+                return Outcome(problems=problems, attempts=n + 1, status=status, final=True, detail=tried.detail)
+            if n < self.max_retries and not (stop is not None and stop.is_set()):
+                delay = self.backoff(n, tried.retry_after)
                 if on_retry is not None:
-                    on_retry(attempt + 1, problems[-1], delay)
+                    on_retry(n + 1, problems[-1], delay)
                 pause(delay)
         return Outcome(problems=problems, attempts=self.max_retries + 1, status=status)
 

@@ -12,7 +12,7 @@ A predictor class (:class:`Predictor`) is built from a run's :class:`~queerbench
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
@@ -22,7 +22,81 @@ import pandas as pd
 if TYPE_CHECKING:
     from queerbench.methods.options import RunOptions
 
-__all__ = ["Method", "Predictor"]
+__all__ = ["GenerationError", "Method", "Pacing", "Predictor", "Rows", "predict_in_parts"]
+
+
+class GenerationError(RuntimeError):
+    """Some replies could not be obtained (the endpoint failed after its retries, or rejected those prompts).
+
+    Raised once every other prompt has been asked: ``failures`` lists the failed (sentence, sample) calls, of
+    ``total`` calls; every reply that arrived is cached, so a rerun asks only the failed ones.
+    :meth:`merge` joins the errors of several parts of a run into one report.
+    """
+
+    def __init__(self, failures: Sequence[Any], total: int) -> None:
+        from queerbench.models.generation.failures import describe_failures
+
+        self.failures, self.total = list(failures), int(total)
+        super().__init__(describe_failures(self.failures, self.total, what="sentence"))
+
+    @classmethod
+    def merge(cls, errors: Sequence[GenerationError], total: int | None = None) -> GenerationError:
+        """One error listing the failures of all ``errors`` (parts of one run), out of ``total`` calls (default:
+        the calls of those parts)."""
+        return cls([f for e in errors for f in e.failures], sum(e.total for e in errors) if total is None else total)
+
+
+@dataclass(frozen=True)
+class Rows:
+    """Predicted rows a predictor's :meth:`~Predictor.stream` hands out: their ids and prediction columns, and
+    whether they end a part the run should save now (``checkpoint``; rows that stream in one by one do not)."""
+
+    ids: list[str]
+    columns: dict[str, list]
+    checkpoint: bool = False
+
+
+class Pacing(Protocol):
+    """How many sentences a part holds (:class:`queerbench.run.parts.PartPlan`): sized from the measured pace."""
+
+    def size(self) -> int:
+        """The size of the next part."""
+        ...
+
+    def record(self, n: int, seconds: float) -> None:
+        """A part of ``n`` sentences took ``seconds``."""
+        ...
+
+    def now(self) -> float:
+        """The time the parts are measured in (seconds)."""
+        ...
+
+
+def predict_in_parts(
+    predictor: Predictor,
+    ids: Sequence[str],
+    sentences: Sequence[str],
+    tick: Callable[[int], None],
+    pacing: Pacing,
+) -> Iterator[Rows]:
+    """The stream of a predictor that predicts a batch of sentences at a time: parts sized by ``pacing``, each a
+    checkpoint. A part whose calls did not all get a reply is not handed out, the others go on; the failures are
+    raised at the end as one :class:`GenerationError` (every reply that arrived is cached: a rerun asks only those)."""
+    failed: list[GenerationError] = []
+    pos = 0
+    while pos < len(ids):
+        stop = min(len(ids), pos + pacing.size())
+        began = pacing.now()
+        try:
+            columns = predictor.predict(list(ids[pos:stop]), list(sentences[pos:stop]), tick)
+        except GenerationError as exc:
+            failed.append(exc)
+        else:
+            pacing.record(stop - pos, pacing.now() - began)
+            yield Rows(list(ids[pos:stop]), columns, checkpoint=True)
+        pos = stop
+    if failed:
+        raise GenerationError.merge(failed)
 
 
 class Predictor(Protocol):
@@ -56,6 +130,14 @@ class Predictor(Protocol):
 
     def predict(self, ids: Sequence[str], sentences: Sequence[str], tick: Callable[[int], None]) -> dict[str, list]:
         """The prediction columns (``tokens`` first) of ``sentences``; ``tick(n)`` after every ``n`` done."""
+        ...
+
+    def stream(
+        self, ids: Sequence[str], sentences: Sequence[str], tick: Callable[[int], None], pacing: Pacing
+    ) -> Iterator[Rows]:
+        """Predict ``sentences``, handing out rows as they are done, in any order (:func:`predict_in_parts` for a
+        predictor that works a batch at a time; an endpoint streams its prompts through its slots); rows whose calls
+        failed are left out and listed by a :class:`GenerationError` at the end."""
         ...
 
     def close(self) -> None:

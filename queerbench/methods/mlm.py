@@ -8,11 +8,11 @@ checked cheaply before anything is claimed with :meth:`MaskedLMPredictor.preflig
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from queerbench.methods.base import Method
+from queerbench.methods.base import Method, Pacing, Rows, predict_in_parts
 
 if TYPE_CHECKING:
     from queerbench.methods.options import RunOptions
@@ -143,6 +143,12 @@ class MaskedLMPredictor:
             progress=tick,
         )
         return {"tokens": result.tokens, "token_ids": result.ids, "probs": result.probs}
+
+    def stream(
+        self, ids: Sequence[str], sentences: Sequence[str], tick: Callable[[int], None], pacing: Pacing
+    ) -> Iterator[Rows]:
+        """A batch of sentences at a time (:func:`~queerbench.methods.base.predict_in_parts`)."""
+        return predict_in_parts(self, ids, sentences, tick, pacing)
 
     def close(self) -> None:
         """Nothing to release (the model goes with the predictor)."""

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from queerbench.base.files import write_json
+from queerbench.base.lock import LOCK_FILES
 from queerbench.models.fingerprint import fingerprints_differ
 from queerbench.run.signature import Signature
 
@@ -88,7 +89,7 @@ def inspect_out_dir(
         if any((out / ".chunks").glob("chunk-*.parquet")) or (out / ".chunks" / "replies.sqlite").is_file():
             return "resume", stored  # replies of an instructed run are kept as they arrive
         return "restart", stored
-    if out.exists() and any(out.iterdir()):
+    if out.exists() and any(p.name not in LOCK_FILES for p in out.iterdir()):  # the run's own lock aside
         raise FileExistsError(f"output folder {out} is not empty and holds no queerbench run; choose another --out")
     return "new", None
 

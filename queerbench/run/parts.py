@@ -1,20 +1,23 @@
 """A run's prediction, saved as it goes, so that an interrupted run loses at most a few seconds of work.
 
-Whichever predictor the method registry (:mod:`queerbench.methods.registry`) gives predicts the sentences not yet saved, in
-*parts* written atomically under ``OUT/.chunks`` (``chunk-<first row>-<end row>.parquet``). A part holds at most
-:data:`SAVE_EVERY` sentences and is sized from the measured pace so that it takes at most half of
-:data:`SAVE_SECONDS` (:class:`PartPlan`; the first part is one sentence, to measure the pace), so no more than 64
-sentences or 30 seconds of predictions, whichever is less, are ever lost. The replies of an ``instructed`` run are
-also kept one by one in the reply cache as they arrive.
+Whichever predictor the method registry (:mod:`queerbench.methods.registry`) gives predicts the sentences not yet
+saved, handing out rows as they are done (its ``stream``): a model that predicts a batch at a time in parts of at
+most :data:`SAVE_EVERY` sentences sized from the measured pace to take at most half of :data:`SAVE_SECONDS`
+(:class:`PartPlan`; the first part is one sentence, to measure the pace), each saved as it ends; an endpoint streams
+every prompt of the run through its slots and its rows, in the order they complete, are saved at least every
+:data:`SAVE_EVERY` sentences or half of :data:`SAVE_SECONDS`. Either way no more than 64 sentences or 30 seconds of
+predictions are ever lost, and what was done is saved before an error or Ctrl-C ends the run. Files are written
+atomically under ``OUT/.chunks`` as ``chunk-<first row>-<end row>.parquet`` (the rows it holds lie between them);
+the replies of a generative run are also kept one by one in the reply cache as they arrive.
 
-A resume reads which rows each saved file holds from its ``id`` column (each must be a run of the run's sentences,
-in order), so run folders saved in 512-sentence chunks by earlier versions resume too, and is refused when the loaded
-weights are not those of the saved parts. :func:`interruption` says truthfully what an interrupted run kept.
+A resume reads which rows each saved file holds from its ``id`` column (any order; no row in two files), so run
+folders of earlier versions resume too, checks that every file has the columns of the others, and is refused when
+the loaded weights are not those of the saved parts. The rows of ``predictions.parquet`` are in the task's order,
+whatever order they were saved in. :func:`interruption` says truthfully what an interrupted run kept.
 """
 
 from __future__ import annotations
 
-import itertools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,7 +28,8 @@ import pandas as pd
 
 from queerbench.base.files import atomic_path, read_json, read_parquet, write_json
 from queerbench.base.progress import progress_bar
-from queerbench.methods.registry import Predictor, check_same_weights, load_predictor
+from queerbench.methods.base import GenerationError, Rows
+from queerbench.methods.registry import Predictor, check_same_weights, get_method, load_predictor
 
 __all__ = [
     "FIRST_PART",
@@ -62,6 +66,11 @@ class PartPlan:
     first: int = FIRST_PART
     rate: float | None = None
     """Sentences per second of the last finished part."""
+    clock: Callable[[], float] = time.monotonic
+
+    def now(self) -> float:
+        """The time parts are measured in."""
+        return self.clock()
 
     def size(self) -> int:
         """The size of the next part (at least 1)."""
@@ -74,54 +83,113 @@ class PartPlan:
         self.rate = n / max(seconds, 1e-6)
 
 
-def saved_parts(chunk_dir: Path, ids: list[str]) -> list[tuple[int, int, Path]]:
-    """The saved parts in ``chunk_dir`` as ``(first row, end row, file)``, sorted; each must hold a run of ``ids`` in
-    order and no two may overlap, else a ``RuntimeError`` (a folder of other sentences is never mixed in)."""
+def saved_parts(chunk_dir: Path, ids: list[str], sentences: list[str] | None = None) -> list[tuple[list[int], Path]]:
+    """The saved parts in ``chunk_dir`` as ``(the rows they hold, file)``; else a one-line ``ValueError`` (a folder
+    of other sentences is never mixed in). A part of this version holds its rows in any order with each row's
+    sentence, which must be the run's sentence of that id (``sentences``, in the order of ``ids``); a part of an
+    earlier version holds a run of ``ids`` in order. No row may be in two files."""
+    import pyarrow.parquet as pq
+
     position = {sid: i for i, sid in enumerate(ids)}
+    owner: dict[int, Path] = {}
     parts = []
     for path in sorted(chunk_dir.glob("chunk-*.parquet")):
-        got = read_parquet(path, columns=["id"], fix=_FIX)["id"].tolist()
-        start = position.get(got[0]) if got else None
-        if start is None or ids[start : start + len(got)] != got:
-            raise RuntimeError(
+        try:
+            signed = "sentence" in pq.read_schema(path).names
+        except (OSError, ValueError):
+            signed = False  # unreadable: read_parquet below names the file and the fix
+        got = read_parquet(path, columns=["id", "sentence"] if signed else ["id"], fix=_FIX)
+        rows = [position.get(sid) for sid in got["id"]]
+        if signed and sentences is not None:
+            ok = all(r is not None and sentences[r] == s for r, s in zip(rows, got["sentence"], strict=True))
+        else:
+            ok = bool(rows) and rows[0] is not None and ids[rows[0] : rows[0] + len(rows)] == got["id"].tolist()
+        if not rows or not ok:
+            raise ValueError(
                 f"the saved chunks in {chunk_dir} do not match this run's sentences ({path.name}); "
                 "delete that folder and rerun"
             )
-        parts.append((start, start + len(got), path))
-    parts.sort()
-    for (_, end, a), (start, _, b) in itertools.pairwise(parts):
-        if start < end:
-            raise RuntimeError(f"{a.name} and {b.name} in {chunk_dir} overlap; delete that folder and rerun")
+        for r in rows:
+            if r in owner:
+                raise ValueError(
+                    f"{owner[r].name} and {path.name} in {chunk_dir} overlap; delete that folder and rerun"
+                )
+            owner[r] = path
+        parts.append((rows, path))
     return parts
 
 
-def _gaps(parts: list[tuple[int, int, Path]], n: int) -> list[tuple[int, int]]:
-    """The row ranges ``[start, end)`` of ``range(n)`` that no saved part covers."""
-    gaps, pos = [], 0
-    for start, end, _ in parts:
-        if start > pos:
-            gaps.append((pos, start))
-        pos = max(pos, end)
-    return gaps + ([(pos, n)] if pos < n else [])
+def _todo(parts: list[tuple[list[int], Path]], n: int) -> list[int]:
+    """The rows of ``range(n)`` that no saved part holds, in order."""
+    done = {r for rows, _ in parts for r in rows}
+    return [r for r in range(n) if r not in done]
 
 
-def _predict_gaps(
+def _check_columns(parts: list[tuple[list[int], Path]], chunk_dir: Path) -> None:
+    """Every saved part has the columns of the others (``tokens`` among them), else a one-line ``ValueError``
+    naming the file: a part that lost a column would leave holes in ``predictions.parquet``."""
+    import pyarrow.parquet as pq
+
+    columns = {path: set(pq.read_schema(path).names) - {"sentence"} for _, path in parts}
+    every = set().union(*columns.values()) if columns else set()
+    for path, have in columns.items():
+        missing = sorted((every | {"id", "tokens"}) - have)
+        if missing:
+            raise ValueError(
+                f"{path} lacks the column(s) {', '.join(missing)} that the run's other saved parts have; {_FIX}"
+            )
+
+
+class _Saver:
+    """Saves handed-out rows under ``chunk_dir``: at each checkpoint, or when :data:`SAVE_EVERY` rows or half of
+    :data:`SAVE_SECONDS` have gathered since the last save."""
+
+    def __init__(self, frame: pd.DataFrame, chunk_dir: Path, clock: Callable[[], float]) -> None:
+        self.position = {sid: i for i, sid in enumerate(frame["id"])}
+        self.sentences = frame["masked_sentence"].tolist()
+        self.chunk_dir, self.clock = chunk_dir, clock
+        self.rows: list[Rows] = []
+        self.saved = 0
+        self.last = clock()
+
+    def add(self, rows: Rows) -> None:
+        self.rows.append(rows)
+        gathered = sum(len(r.ids) for r in self.rows)
+        if rows.checkpoint or gathered >= SAVE_EVERY or self.clock() - self.last >= SAVE_SECONDS / 2:
+            self.save()
+
+    def save(self) -> None:
+        """Write what has gathered as one part (atomically)."""
+        if not self.rows:
+            return
+        ids = [sid for r in self.rows for sid in r.ids]
+        columns = {c: [v for r in self.rows for v in r.columns[c]] for c in self.rows[0].columns}
+        where = [self.position[sid] for sid in ids]
+        chunk = pd.DataFrame({"id": ids, "sentence": [self.sentences[i] for i in where], **columns})
+        with atomic_path(self.chunk_dir / f"chunk-{min(where):06d}-{max(where) + 1:06d}.parquet") as tmp:
+            chunk.to_parquet(tmp, index=False)
+        self.saved += len(ids)
+        self.rows, self.last = [], self.clock()
+
+
+def _predict_todo(
     frame: pd.DataFrame,
-    gaps: list[tuple[int, int]],
+    todo: list[int],
     predictor: Predictor,
     chunk_dir: Path,
     progress: Callable[[int, int], None] | None,
     calls_per_sentence: int,
     clock: Callable[[], float],
 ) -> int:
-    """Predict the rows of ``gaps`` part by part (:class:`PartPlan`), each part written atomically; returns how many
-    sentences were predicted. A part whose calls did not all get a reply is not saved, the others go on; the failures
-    are then raised as one ``GenerationError`` (a rerun asks only the failed calls)."""
-    from queerbench.methods.instructed.replies import GenerationError
-
+    """Predict the rows ``todo`` of ``frame`` through the predictor's stream, saving rows as they come (see the
+    module doc); returns how many sentences were predicted. What was handed out is saved before any error ends the
+    run; calls that got no reply are raised as one ``GenerationError`` out of all the run's calls (a rerun asks only
+    those)."""
     total = len(frame)
-    done = total - sum(end - start for start, end in gaps)
-    plan, predicted, failed = PartPlan(SAVE_EVERY, SAVE_SECONDS, FIRST_PART), 0, []  # read at call time
+    done = total - len(todo)
+    part = frame.iloc[todo]
+    saver = _Saver(frame, chunk_dir, clock)
+    plan = PartPlan(SAVE_EVERY, SAVE_SECONDS, FIRST_PART, clock=clock)  # read at call time
     with progress_bar(total, "predicting", "sent", disable=progress is not None, initial=done) as bar:
 
         def tick(n: int) -> None:  # per finished sentence (a batch's sentences finish together)
@@ -131,27 +199,15 @@ def _predict_gaps(
             if progress is not None:
                 progress(min(done, total), total)
 
-        for start, end in gaps:
-            pos = start
-            while pos < end:
-                stop = min(end, pos + plan.size())
-                part = frame.iloc[pos:stop]
-                began = clock()
-                try:
-                    columns = predictor.predict(part["id"].tolist(), part["masked_sentence"].tolist(), tick)
-                except GenerationError as exc:  # not saved: the other parts go on, a rerun asks only the failed calls
-                    failed.append(exc)
-                    pos = stop
-                    continue
-                plan.record(stop - pos, clock() - began)
-                chunk = pd.DataFrame({"id": part["id"].to_numpy(), **columns})
-                with atomic_path(chunk_dir / f"chunk-{pos:06d}-{stop:06d}.parquet") as tmp:
-                    chunk.to_parquet(tmp, index=False)
-                predicted += stop - pos
-                pos = stop
-    if failed:
-        raise GenerationError.merge(failed, total=total * calls_per_sentence)  # of all the run's calls
-    return predicted
+        try:
+            for rows in predictor.stream(part["id"].tolist(), part["masked_sentence"].tolist(), tick, plan):
+                saver.add(rows)
+        except GenerationError as exc:
+            saver.save()
+            raise GenerationError(exc.failures, total * calls_per_sentence) from None  # of all the run's calls
+        finally:
+            saver.save()  # what was handed out before an error or Ctrl-C is kept
+    return saver.saved
 
 
 def predict_chunks(
@@ -173,14 +229,15 @@ def predict_chunks(
     """
     chunk_dir = out / ".chunks"
     chunk_dir.mkdir(exist_ok=True)
-    ids = frame["id"].tolist()
-    parts = saved_parts(chunk_dir, ids)
-    gaps = _gaps(parts, len(frame))
+    ids, sentences = frame["id"].tolist(), frame["masked_sentence"].tolist()
+    parts = saved_parts(chunk_dir, ids, sentences)
+    _check_columns(parts, chunk_dir)
+    todo = _todo(parts, len(frame))
     meta_path = chunk_dir / "model.json"
     stored: dict[str, Any] | None = read_json(meta_path, fix=_FIX) if meta_path.is_file() else None
     meta: dict[str, Any] = stored or {}
     predicted = 0
-    if gaps:
+    if todo:
         predictor = load_predictor(
             options, chunk_dir / "replies.sqlite", log, fingerprint=fingerprint, stored=stored if parts else None
         )
@@ -189,13 +246,18 @@ def predict_chunks(
             if stored is not None:
                 check_same_weights(stored, meta, str(options.model), chunk_dir)
             write_json(meta_path, meta)
-            predicted = _predict_gaps(frame, gaps, predictor, chunk_dir, progress, options.top_k, clock)
+            calls = get_method(options.method).calls_per_sentence(options)
+            predicted = _predict_todo(frame, todo, predictor, chunk_dir, progress, calls, clock)
         finally:
             predictor.close()  # a reply cache (its folder is removed once the predictions are written)
-        parts = saved_parts(chunk_dir, ids)
-    chunks = pd.concat([read_parquet(path, fix=_FIX) for _, _, path in parts], ignore_index=True)
+        parts = saved_parts(chunk_dir, ids, sentences)
+        _check_columns(parts, chunk_dir)
+    chunks = pd.concat([read_parquet(path, fix=_FIX) for _, path in parts], ignore_index=True)
+    chunks = chunks.drop(columns=["sentence"], errors="ignore")
+    order = {sid: i for i, sid in enumerate(ids)}
+    chunks = chunks.sort_values("id", key=lambda c: c.map(order), kind="stable").reset_index(drop=True)
     if chunks["id"].tolist() != ids:
-        raise RuntimeError(
+        raise ValueError(
             f"the saved chunks in {chunk_dir} do not match this run's sentences; delete that folder and rerun"
         )
     return chunks, meta, predicted
@@ -210,7 +272,9 @@ def interruption(out: Path, frame: pd.DataFrame, removed: bool) -> RunInterrupte
         )
     chunk_dir = out / ".chunks"
     try:
-        n_saved = sum(end - start for start, end, _ in saved_parts(chunk_dir, frame["id"].tolist()))
+        n_saved = sum(
+            len(rows) for rows, _ in saved_parts(chunk_dir, frame["id"].tolist(), frame["masked_sentence"].tolist())
+        )
     except (RuntimeError, ValueError, OSError):
         n_saved = 0
     replies = ""

@@ -29,6 +29,7 @@ import pandas as pd
 
 from queerbench import __version__
 from queerbench.base.files import atomic_path, read_json, read_parquet, write_json, write_text
+from queerbench.base.lock import folder_lock
 from queerbench.methods.base import Method
 from queerbench.methods.options import TOXICITY_INPUTS, RunOptions
 from queerbench.methods.registry import get_method, resolve_method
@@ -36,7 +37,7 @@ from queerbench.methods.registry import preflight as method_preflight
 from queerbench.models.registry import model_ref
 from queerbench.reporting.figures import run_label
 from queerbench.reporting.report import render_report, write_run_figures
-from queerbench.run.folder import check_same_model, claim_out_dir, inspect_out_dir, unclaim_out_dir
+from queerbench.run.folder import check_same_model, check_writable, claim_out_dir, inspect_out_dir, unclaim_out_dir
 from queerbench.run.parts import RunInterrupted, interruption, predict_chunks
 from queerbench.run.scores import score_predictions, task_scores, toxicity_column
 from queerbench.run.signature import Signature, default_out_dir, fingerprint_label, signature_of
@@ -139,6 +140,25 @@ def run_benchmark(
     task.check_method(options.method)
     signature = signature_of(options, n_templates=n_templates)
     out = Path(out) if out is not None else Path("runs") / signature.folder_name()
+    check_writable(out, chosen)
+    created = not out.exists()
+    with folder_lock(out):  # one writer per folder: a second run on it stops here in one line
+        return _run_locked(options, task, frame, signature, out, chosen, created, n_templates, progress, log)
+
+
+def _run_locked(
+    options: RunOptions,
+    task: Task,
+    frame: pd.DataFrame,
+    signature: Signature,
+    out: Path,
+    chosen: bool,
+    created: bool,
+    n_templates: int,
+    progress: Callable[[int, int], None] | None,
+    log: Callable[[str], None],
+) -> RunResult:
+    """:func:`run_benchmark` once it holds the output folder's lock (``created``: the run made that folder)."""
     key = signature.key()
     state, stored = inspect_out_dir(out, key, chosen=chosen, n_templates=n_templates)  # writes nothing
     fingerprint = _preflight(options, will_predict=state != "finished")
@@ -146,7 +166,7 @@ def run_benchmark(
     if state in ("resume", "finished"):
         check_same_model(out, str(options.model), stored, fingerprint)
     record = {**key, "model_fingerprint": fingerprint, "signature": str(signature)}
-    created = claim_out_dir(out, record, state, chosen=chosen)
+    claim_out_dir(out, record, state, chosen=chosen)
     run = _Run(options, task, get_method(options.method), signature, out, fingerprint)
     resumed = state == "resume"
     timings: dict[str, float] = {}

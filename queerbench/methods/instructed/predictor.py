@@ -8,10 +8,11 @@ they arrive, so a resume asks only the calls whose replies are not saved.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from queerbench.methods.base import Pacing, Rows, predict_in_parts
 from queerbench.methods.common import preflight_local
 from queerbench.models.generation.settings import DEFAULT_REQUESTS_PER_MINUTE
 
@@ -143,6 +144,33 @@ class InstructedPredictor:
             streak=self.streak,
         )
         return {c: frame[c].tolist() for c in frame.columns if c != "id"}
+
+    def stream(
+        self, ids: Sequence[str], sentences: Sequence[str], tick: Callable[[int], None], pacing: Pacing
+    ) -> Iterator[Rows]:
+        """An endpoint's replies stream through its slots for the whole run, each sentence handed out as its last
+        reply arrives (:func:`~queerbench.methods.instructed.replies.stream_instructed`); a local model answers a
+        batch at a time (:func:`~queerbench.methods.base.predict_in_parts`)."""
+        if not self.endpoint:
+            yield from predict_in_parts(self, ids, sentences, tick, pacing)
+            return
+        from queerbench.methods.instructed.replies import stream_instructed
+        from queerbench.models.generation.collect import StreamCollector
+
+        collector = StreamCollector(self.runner, self.cache, streak=self.streak)
+        try:
+            for row in stream_instructed(
+                collector,
+                ids,
+                sentences,
+                self.settings,
+                prompt_id=self.prompt_id,
+                reask_empty=self.reask_empty,
+                tick=tick,
+            ):
+                yield Rows([row.pop("id")], {c: [v] for c, v in row.items()})
+        finally:
+            collector.close()
 
     def close(self) -> None:
         """Close the reply cache."""

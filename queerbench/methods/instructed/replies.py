@@ -24,13 +24,14 @@ from __future__ import annotations
 import functools
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
 import pandas as pd
 
+from queerbench.methods.base import GenerationError
 from queerbench.models.masked.vocab_filter import WORD  # the whole-word rule of the masked-LM `default` mode
 
 __all__ = [
@@ -43,33 +44,13 @@ __all__ = [
     "parse_reply",
     "parse_summary",
     "predict_instructed",
+    "stream_instructed",
 ]
 
 LABELS: tuple[str, ...] = ("ok", "multi_word", "refusal", "echo", "empty")
 MASK = "[MASK]"
 REASK_SEED_STEP = 100_003
 """Re-ask ``a`` of sample ``s`` runs under seed ``seed + REASK_SEED_STEP · a + s``."""
-
-
-class GenerationError(RuntimeError):
-    """Some replies could not be obtained (the endpoint failed after its retries, or rejected those prompts).
-
-    Raised once every other prompt has been asked: ``failures`` lists the failed (sentence, sample) calls, of
-    ``total`` calls; every reply that arrived is cached, so a rerun asks only the failed ones.
-    :meth:`merge` joins the errors of several parts of a run into one report.
-    """
-
-    def __init__(self, failures: Sequence[Any], total: int) -> None:
-        from queerbench.models.generation.failures import describe_failures
-
-        self.failures, self.total = list(failures), int(total)
-        super().__init__(describe_failures(self.failures, self.total, what="sentence"))
-
-    @classmethod
-    def merge(cls, errors: Sequence[GenerationError], total: int | None = None) -> GenerationError:
-        """One error listing the failures of all ``errors`` (parts of one run), out of ``total`` calls (default:
-        the calls of those parts)."""
-        return cls([f for e in errors for f in e.failures], sum(e.total for e in errors) if total is None else total)
 
 
 @functools.cache
@@ -340,3 +321,70 @@ def parse_summary(predictions: pd.DataFrame) -> dict[str, Any]:
         out["groups"][str(group)] = summary(frame)
     out["overall"] = summary(predictions)
     return out
+
+
+def stream_instructed(
+    collector: Any,
+    ids: Sequence[str],
+    sentences: Sequence[str],
+    settings: Any,
+    *,
+    prompt_id: str | None = None,
+    reask_empty: bool = True,
+    tick: Callable[[int], None] | None = None,
+) -> Iterator[dict[str, Any]]:
+    """:func:`predict_instructed` streamed: every call of every sentence goes through one
+    :class:`~queerbench.models.generation.collect.StreamCollector` (an endpoint's slots stay busy across the whole
+    run), an empty reply is asked again as soon as it arrives (the same calls, seeds and cache entries as
+    :func:`predict_instructed` makes), and each sentence's row is handed out the moment its last reply is in.
+
+    A sentence with a call that got no reply is not handed out; once every other call was made, a
+    :class:`GenerationError` lists the failed ones (a rerun asks only those).
+    """
+    from dataclasses import replace
+
+    from queerbench.models.generation.failures import FailedPrompt
+
+    by_id = dict(zip(ids, sentences, strict=True))
+    prompts = {sid: build_prompt(s, prompt_id) for sid, s in by_id.items()}
+    n_reasks = int(load_prompts()["decoding"]["empty_reasks"]) if reask_empty else 0
+    replies: dict[str, list[str | None]] = {sid: [None] * settings.samples for sid in ids}
+    pending = dict.fromkeys(ids, settings.samples)
+    reasks = dict.fromkeys(ids, 0)
+    formats: dict[str, str] = {}
+    failures: dict[str, list[FailedPrompt]] = {}
+    for sid in ids:
+        for sample in range(settings.samples):
+            collector.ask((sid, sample, 0), sid, prompts[sid], sample, settings)
+    for (sid, sample, attempt), result in collector.results():
+        if result["error"] is not None:
+            failures.setdefault(sid, []).append(FailedPrompt(sid, sample, str(result["error"])))
+        else:
+            if attempt:
+                reasks[sid] += 1
+            replies[sid][sample] = result["response"]
+            formats[sid] = (result["meta"] or {}).get("prompt_format", "") or formats.get(sid, "")
+            if attempt < n_reasks and parse_reply(result["response"], by_id[sid]).label == "empty":
+                # a re-ask is a new call with the same prompt under a seed of its own (as predict_instructed asks it)
+                again = replace(settings, seed=settings.seed + REASK_SEED_STEP * (attempt + 1) + sample, samples=1)
+                collector.ask((sid, sample, attempt + 1), sid, prompts[sid], 0, again)
+                continue
+        pending[sid] -= 1
+        if pending[sid] or sid in failures:
+            continue
+        texts = replies[sid]
+        parsed = [parse_reply(t, by_id[sid]) for t in texts]
+        words = [p.word for p in parsed if p.label == "ok" and p.word]
+        if tick is not None:
+            tick(1)
+        yield {
+            "id": sid,
+            "tokens": words,
+            "reply": ["" if t is None else t for t in texts],
+            "label": [p.label for p in parsed],
+            "n_distinct": len(set(words)),
+            "reasks": reasks[sid],
+            "prompt_format": formats.get(sid, ""),
+        }
+    if failures:
+        raise GenerationError([f for sid in ids for f in failures.get(sid, [])], collector.asked)

@@ -32,11 +32,12 @@ and the reply cache, so a killed run resumes and a rerun with the same cache mak
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from queerbench.methods.base import Pacing, Rows, predict_in_parts
 from queerbench.models.generation.cache import ResponseCache
 from queerbench.models.generation.collect import collect
 from queerbench.models.generation.completions import CompletionsRunner, completion_job
@@ -358,6 +359,12 @@ class EndpointScoredPredictor:
             requests_per_minute=options.requests_per_minute,
             log=log,
         )
+
+    def stream(
+        self, ids: Sequence[str], sentences: Sequence[str], tick: Callable[[int], None], pacing: Pacing
+    ) -> Iterator[Rows]:
+        """A batch of sentences at a time (:func:`~queerbench.methods.base.predict_in_parts`)."""
+        return predict_in_parts(self, ids, sentences, tick, pacing)
 
     def close(self) -> None:
         """Nothing stays open between calls (the reply cache is opened per :meth:`predict`)."""

@@ -7,9 +7,10 @@ It has the interface of :class:`queerbench.methods.registry.Predictor`: ``from_o
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+from queerbench.methods.base import Pacing, Rows, predict_in_parts
 from queerbench.methods.common import preflight_local
 from queerbench.models.generation.settings import DEFAULT_MODEL
 
@@ -106,6 +107,12 @@ class ScoredPredictor:
 
         res = score_blanks(self.lm, sentences, self.top_k, batch_size=self.batch_size, progress=tick)
         return {"tokens": res.tokens, "probs": res.probs, "logprobs": res.logprobs, "n_word_tokens": res.n_word_tokens}
+
+    def stream(
+        self, ids: Sequence[str], sentences: Sequence[str], tick: Callable[[int], None], pacing: Pacing
+    ) -> Iterator[Rows]:
+        """A batch of sentences at a time (:func:`~queerbench.methods.base.predict_in_parts`)."""
+        return predict_in_parts(self, ids, sentences, tick, pacing)
 
     def close(self) -> None:
         """Nothing to release (the model goes with the predictor)."""

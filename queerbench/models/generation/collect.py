@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -14,7 +14,7 @@ from queerbench.base.progress import progress_bar
 from queerbench.models.generation.cache import ResponseCache, cache_key
 from queerbench.models.generation.settings import GenerationSettings, RunAbortedError, Runner, item_seed
 
-__all__ = ["ErrorStreak", "collect", "settings_dict"]
+__all__ = ["ErrorStreak", "StreamCollector", "collect", "settings_dict"]
 
 
 @dataclass
@@ -134,3 +134,82 @@ def collect(
 def settings_dict(settings: GenerationSettings) -> dict[str, Any]:
     """The settings as a plain dict (for reports)."""
     return asdict(settings)
+
+
+class StreamCollector:
+    """Calls streamed through an endpoint's slots, each asked once through the reply cache (:func:`collect`'s rules
+    for calls that arrive one at a time): :meth:`ask` a (row, sample) call at any time, :meth:`results` hands out
+    each answer as it arrives, under the tag it was asked with.
+
+    A call already in the cache is answered at once and makes no request; a call already in flight (two rows with
+    one prompt) is asked once and answers both. Each reply is committed to the cache the moment it arrives; a failed
+    call is never cached. ``max_consecutive_errors`` failures in a row (counted in ``streak`` across a run) raise
+    :class:`RunAbortedError`; every reply that arrived is already stored.
+    """
+
+    def __init__(
+        self,
+        runner: Any,
+        cache: ResponseCache,
+        *,
+        streak: ErrorStreak | None = None,
+        max_consecutive_errors: int = 10,
+    ) -> None:
+        self.runner, self.cache = runner, cache
+        self.streak = streak if streak is not None else ErrorStreak()
+        self.max_consecutive_errors = max_consecutive_errors
+        self._fp = runner.fingerprint()
+        self._stream = runner.open_stream()
+        self._ready: list[tuple[Any, dict[str, Any]]] = []
+        self._waiting: dict[str, list[tuple[Any, str, int]]] = {}
+        self.asked = 0
+
+    def ask(self, tag: Any, row_id: str, prompt: str, sample: int, settings: GenerationSettings) -> None:
+        """Ask call ``(row_id, sample)`` with ``settings`` (its result comes out under ``tag``)."""
+        key = cache_key(self._fp, prompt, sample, settings.decoding())
+        self.asked += 1
+        hit = self.cache.get(key)
+        if hit is not None:
+            self._ready.append((tag, {"response": hit["text"], "error": None, "cached": True, "meta": hit["meta"]}))
+            return
+        if key in self._waiting:
+            self._waiting[key].append((tag, row_id, sample))
+            return
+        self._waiting[key] = [(tag, row_id, sample)]
+        self._stream.submit(key, prompt, item_seed(settings.seed, row_id, sample), settings)
+
+    def results(self) -> Iterator[tuple[Any, dict[str, Any]]]:
+        """``(tag, result)`` of every call asked so far (calls asked while iterating included) as it is answered:
+        ``response``, ``error``, ``cached``, ``meta``."""
+        while True:
+            while self._ready:
+                yield self._ready.pop(0)
+            if not self._waiting:
+                return
+            for key, reply in self._stream.replies():
+                for tag, row_id, sample in self._waiting.pop(key):
+                    if reply.error is None and reply.text is not None:
+                        self.cache.put(key, row_id, sample, reply.text, reply.meta)
+                        result = {"response": reply.text, "error": None, "cached": False, "meta": reply.meta}
+                        self.streak.n = 0
+                    else:
+                        result = {
+                            "response": None,
+                            "error": reply.error or "no reply",
+                            "cached": False,
+                            "meta": reply.meta,
+                        }
+                        self.streak.n += 1
+                    self._ready.append((tag, result))
+                    if self.streak.n >= self.max_consecutive_errors:
+                        raise RunAbortedError(
+                            f"{self.streak.n} calls in a row failed (last: {result['error']}); stopping. "
+                            f"{self.cache.count()} replies are saved in {self.cache.path}; fix the model/endpoint and "
+                            "rerun the same command to resume."
+                        )
+                while self._ready:
+                    yield self._ready.pop(0)
+
+    def close(self) -> None:
+        """Stop the stream's workers."""
+        self._stream.stop()

@@ -34,7 +34,6 @@ from __future__ import annotations
 import ipaddress
 import json
 import logging
-import queue
 import random
 import threading
 import time
@@ -43,15 +42,22 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from queerbench.base import env
-from queerbench.base.http import Answer, BadReply, HttpClient, RetryRules, Unreachable, check_endpoint_url
+from queerbench.base.http import (
+    Answer,
+    Attempt,
+    BadReply,
+    HttpClient,
+    Outcome,
+    RetryRules,
+    Unreachable,
+    check_endpoint_url,
+)
+from queerbench.models.generation.scheduler import CallScheduler
 from queerbench.models.generation.settings import EndpointError, EndpointUnreachableError, GenerationSettings, Reply
 
-__all__ = ["OpenAIChatRunner", "is_loopback"]
+__all__ = ["OpenAIChatRunner", "ReplyStream", "is_loopback"]
 
 log = logging.getLogger(__name__)
-
-_STOP = object()  # a job queue entry: the worker exits
-_DONE: Any = object()  # a result queue entry: a worker has exited
 
 
 def is_loopback(url: str) -> bool:
@@ -255,62 +261,94 @@ class OpenAIChatRunner:
 
     # -------------------------------------------------------------------------------------------- the pool ---
 
-    def generate(
-        self, prompts: Sequence[str], seeds: Sequence[int], settings: GenerationSettings
-    ) -> Iterator[tuple[int, Reply]]:
-        """Yield ``(index, reply)`` as replies arrive, at most ``concurrency`` requests in flight.
+    def _reply(self, outcome: Outcome, seed: int) -> Reply:
+        """A call's outcome as a :class:`Reply` (its text, or why it failed: a final answer or the problems of every
+        attempt)."""
+        if outcome.ok:
+            reply: Reply = outcome.value
+            reply.meta.update(attempts=outcome.attempts, seed=seed)
+            return reply
+        if outcome.final and outcome.status is not None:
+            return Reply(None, f"HTTP {outcome.status}: {outcome.detail[:200]}", {"attempts": outcome.attempts})
+        if outcome.final:
+            return Reply(None, outcome.problems[-1], {"attempts": outcome.attempts})
+        problems = "; ".join(outcome.problems)
+        return Reply(None, f"gave up after {outcome.attempts} attempts: {problems}", {"attempts": outcome.attempts})
 
-        Workers take a slot before each request and the slot comes back only when the caller asks for the next
-        reply, so requests in flight plus replies not yet handled never exceed ``concurrency`` (nothing runs far
-        ahead of a caller that stops). A fatal :class:`EndpointError` stops the workers (no new requests start;
-        backoff waits end) and is raised here; replies that arrived before it were yielded. Closing the
-        generator early (an abort or Ctrl-C in the caller) stops the workers the same way.
+    def _attempt(self, payload: tuple[Any, int, GenerationSettings]) -> Attempt:
+        prompt, seed, settings = payload
+        try:
+            return self.client.attempt(
+                "POST",
+                self.url,
+                data=json.dumps(self.request_body(prompt, seed, settings)),
+                headers=self.headers(),
+                parse=self._parse,
+                fatal=self._fatal,
+            )
+        except Unreachable as exc:
+            raise self._unreachable(exc.kind) from None
+
+    def open_stream(self) -> ReplyStream:
+        """A stream of calls through this endpoint's slots: :meth:`ReplyStream.submit` prompts (with their seed and
+        settings) at any time, :meth:`ReplyStream.replies` yields ``(key, reply)`` as they arrive."""
+        scheduler = CallScheduler(
+            self._attempt,
+            concurrency=self.concurrency,
+            max_retries=self.max_retries,
+            backoff=self.backoff,
+            pace=self.client.limiter.wait,
+            sleep=self._sleep,
+        )
+        return ReplyStream(self, scheduler)
+
+    def generate(
+        self, prompts: Sequence[Any], seeds: Sequence[int], settings: GenerationSettings
+    ) -> Iterator[tuple[int, Reply]]:
+        """Yield ``(index, reply)`` as replies arrive, at most ``concurrency`` requests in flight (a prompt waiting
+        for its retry holds no slot: :class:`~queerbench.models.generation.scheduler.CallScheduler`).
+
+        A reply holds its slot until the caller asks for the next one, so requests in flight plus replies not yet
+        handled never exceed ``concurrency`` (nothing runs far ahead of a caller that stops). A fatal
+        :class:`EndpointError` stops the workers (no new requests start) and is raised here; replies that arrived
+        before it were yielded. Closing the generator early (an abort or Ctrl-C in the caller) stops them the same
+        way.
         """
         if len(prompts) != len(seeds):
             raise ValueError("prompts and seeds must have the same length")
         if not prompts:
             return
-        stop = threading.Event()
-        jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        for item in enumerate(prompts):
-            jobs.put(item)
-        n_workers = min(self.concurrency, len(prompts))
-        for _ in range(n_workers):
-            jobs.put(_STOP)
-        results: queue.SimpleQueue[tuple[int, Any]] = queue.SimpleQueue()
-        slots = threading.Semaphore(n_workers)
-
-        def work() -> None:
-            while True:
-                slots.acquire()
-                item = _STOP if stop.is_set() else jobs.get()
-                if item is _STOP:
-                    break
-                i, prompt = item
-                try:
-                    results.put((i, self.call(prompt, seeds[i], settings, stop)))
-                except Exception as exc:  # fatal: stop the other workers now, the caller's thread raises it
-                    stop.set()
-                    results.put((i, exc))
-                    break
-            results.put((-1, _DONE))
-
-        workers = [threading.Thread(target=work, daemon=True, name=f"qb-endpoint-{k}") for k in range(n_workers)]
-        for w in workers:
-            w.start()
-        finished = 0
+        stream = self.open_stream()
         try:
-            while finished < n_workers:
-                i, out = results.get()
-                if out is _DONE:
-                    finished += 1
-                elif isinstance(out, BaseException):
-                    raise out
-                else:
-                    if out.error is None or not out.error.startswith("cancelled"):
-                        yield i, out
-                    slots.release()  # the caller has handled this reply (or it was cancelled)
+            for i, (prompt, seed) in enumerate(zip(prompts, seeds, strict=True)):
+                stream.submit(i, prompt, seed, settings)
+            stream.close()
+            yield from stream.replies()
         finally:
-            stop.set()  # stops the others at once on error, early close or Ctrl-C
-            for _ in range(n_workers):
-                slots.release()  # wake workers waiting for a slot so that they exit
+            stream.stop()
+
+
+class ReplyStream:
+    """Prompts streamed through one endpoint's slots (:meth:`OpenAIChatRunner.open_stream`)."""
+
+    def __init__(self, runner: OpenAIChatRunner, scheduler: CallScheduler) -> None:
+        self.runner, self._scheduler = runner, scheduler
+        self._seeds: dict[Any, int] = {}
+
+    def submit(self, key: Any, prompt: Any, seed: int, settings: GenerationSettings) -> None:
+        """Ask ``prompt`` (its reply comes out under ``key``)."""
+        self._seeds[key] = seed
+        self._scheduler.submit(key, (prompt, seed, settings))
+
+    def replies(self) -> Iterator[tuple[Any, Reply]]:
+        """``(key, reply)`` of every prompt submitted so far as it arrives (submissions while iterating included)."""
+        for key, outcome in self._scheduler.results():
+            yield key, self.runner._reply(outcome, self._seeds.pop(key))
+
+    def close(self) -> None:
+        """No more prompts will be submitted."""
+        self._scheduler.close()
+
+    def stop(self) -> None:
+        """Stop every worker now."""
+        self._scheduler.stop()

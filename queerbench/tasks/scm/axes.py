@@ -33,6 +33,7 @@ __all__ = [
     "Embedder",
     "axis_coverage",
     "calibrate_threshold",
+    "check_embedder",
     "default_threshold",
     "endpoint_embedder",
     "load_sadcat",
@@ -412,11 +413,23 @@ def endpoint_embedder(
 def make_embedder(spec: str, *, api_key_env: str = "OPENAI_API_KEY") -> tuple[Embedder, str]:
     """An embedder from an option value: ``minilm`` (all-MiniLM-L6-v2, offline) or ``URL#MODEL`` for an
     OpenAI-compatible endpoint (``https://api.openai.com/v1#text-embedding-3-small``). Returns (embedder, name)."""
-    if spec in ("minilm", "all-MiniLM-L6-v2"):
+    where = check_embedder(spec)
+    if where is None:
         return minilm_embedder, "all-MiniLM-L6-v2"
-    if "#" in spec and spec.startswith(("http://", "https://")):
-        url, model = spec.rsplit("#", 1)
-        return endpoint_embedder(url, model, api_key_env=api_key_env), f"{url}#{model}"
-    raise ValueError(
-        f"--embedder {spec!r}: use 'minilm' or URL#MODEL (e.g. https://api.openai.com/v1#text-embedding-3-small)"
-    )
+    url, model = where
+    return endpoint_embedder(url, model, api_key_env=api_key_env), f"{url}#{model}"
+
+
+def check_embedder(spec: str) -> tuple[str, str] | None:
+    """Check an ``--embedder`` value before anything runs: None for the offline MiniLM, else ``(url, model)`` of an
+    endpoint whose URL a client can call; a one-line ``ValueError`` otherwise."""
+    from queerbench.base.http import check_endpoint_url
+
+    if spec in ("minilm", "all-MiniLM-L6-v2"):
+        return None
+    url, _, model = spec.rpartition("#")
+    if not url.startswith(("http://", "https://")) or not model.strip():
+        raise ValueError(
+            f"--embedder {spec!r}: use 'minilm' or URL#MODEL (e.g. https://api.openai.com/v1#text-embedding-3-small)"
+        )
+    return check_endpoint_url(url, "--embedder"), model

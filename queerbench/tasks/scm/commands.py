@@ -10,10 +10,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from queerbench.base.arguments import endpoint_arguments
+
+if TYPE_CHECKING:
+    from queerbench.models.generation import GenerationSettings
 
 __all__ = ["register"]
 
@@ -172,9 +176,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from queerbench.models.generation import RunAbortedError
-    from queerbench.models.registry import model_ref, open_generator
-    from queerbench.tasks.scm.pipeline import make_mapper, resolve_settings, run_scm
+    from queerbench.base.lock import folder_lock
+    from queerbench.tasks.scm.pipeline import check_scm_folder, make_mapper, resolve_settings
 
     if args.endpoint and not args.model:
         raise ValueError("--endpoint needs --model NAME (the model the endpoint serves)")
@@ -197,6 +200,26 @@ def _run(args: argparse.Namespace) -> int:
         seed=args.seed,
         batch_size=args.batch_size,
     )
+    mapper_factory = make_mapper(args.embedder, args.threshold, api_key_env=args.api_key_env)  # checked now
+    out = Path(args.out)
+    check_scm_folder(out)  # a file, or a folder of something else: refused before any model loads
+    with folder_lock(out, "scm run"):  # one writer per folder, from before the model loads until the report
+        return _run_locked(args, out, survey, story, provenance, mapper_factory)
+
+
+def _run_locked(
+    args: argparse.Namespace,
+    out: Path,
+    survey: GenerationSettings,
+    story: GenerationSettings,
+    provenance: dict[str, Any],
+    mapper_factory: Callable[[], Any],
+) -> int:
+    """``scm run`` once it holds the output folder's lock."""
+    from queerbench.models.generation import RunAbortedError
+    from queerbench.models.registry import model_ref, open_generator
+    from queerbench.tasks.scm.pipeline import run_scm
+
     if not args.endpoint:
         print(f"loading {args.model or 'the embedded SmolLM2-135M-Instruct'} …", file=sys.stderr)
     # checked before anything runs: the URL, the API key rule, a missing folder, a masked LM given as --model
@@ -231,7 +254,7 @@ def _run(args: argparse.Namespace) -> int:
             refusal_rule=args.refusal_rule,
             system_prompt=args.system_prompt,
             extra_body=args.extra_body,
-            mapper_factory=make_mapper(args.embedder, args.threshold, api_key_env=args.api_key_env),
+            mapper_factory=mapper_factory,
             runner=runner,
         )
     except RunAbortedError as exc:

@@ -17,6 +17,7 @@ from typing import Any
 import pandas as pd
 
 from queerbench.base.files import atomic_path, read_json, read_parquet, write_json
+from queerbench.base.lock import LOCK_FILES, folder_lock
 from queerbench.models.generation import GenerationSettings, ResponseCache, Runner, collect
 from queerbench.models.generation.failures import describe_failures, failed_prompts
 from queerbench.models.generation.settings import DEFAULT_REQUESTS_PER_MINUTE
@@ -115,8 +116,14 @@ def make_mapper(
 
     ``threshold=None`` takes the embedder's calibrated value from ``data/embedders.json`` or, for an embedder not
     listed there, calibrates it against SADCAT when first needed (:func:`~queerbench.tasks.scm.axes.calibrate_threshold`).
-    The chosen value and how it was chosen are in the mapper's :meth:`describe` (and so in ``scm.json``).
+    The chosen value and how it was chosen are in the mapper's :meth:`describe` (and so in ``scm.json``). Both are
+    checked here, before any reply is collected (a one-line ``ValueError``): the mapper itself is built after.
     """
+    from queerbench.tasks.scm.axes import check_embedder
+
+    check_embedder(embedder)
+    if threshold is not None and not 0.0 <= threshold <= 1.0:
+        raise ValueError(f"--threshold {threshold:g}: a cosine similarity threshold lies between 0 and 1")
 
     def factory() -> Any:
         from queerbench.tasks.scm.axes import AxisMapper, calibrate_threshold, make_embedder
@@ -209,112 +216,144 @@ def run_scm(
     placement over all visible GPUs) apply to a local model, as in ``queerbench run``.
     """
     out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise FileExistsError(f"--out {out} is a file; give a folder")
-    if scoring not in SCORING_METHODS:
-        raise ValueError(f"--scoring {scoring!r}: use one of {', '.join(SCORING_METHODS)}")
-    if refusal_rule not in REFUSAL_RULES:
-        raise ValueError(f"--refusal-rule {refusal_rule!r}: use one of {', '.join(REFUSAL_RULES)}")
-    if extra_body is not None and not isinstance(extra_body, dict):
-        raise ValueError("--extra-body must be a JSON object, e.g. '{\"safety_settings\": [...]}'")
-    if extra_body and not endpoint and runner is None:
-        raise ValueError("--extra-body only applies to --endpoint runs (it is merged into each request body)")
-    if settings is None:
-        settings, story_default, provenance = resolve_settings(model if endpoint else (model or "embedded"))
-        story_settings = story_settings or story_default
-    story_settings = story_settings or settings
-    splits = scm_splits()
-    rows = {"survey": select_rows(splits["survey"], limit), "generation": select_rows(splits["generation"], limit)}
-    if runner is None:
-        if not endpoint:
-            log(f"loading {model or 'the embedded SmolLM2-135M-Instruct'} …")
-        from queerbench.models.registry import model_ref, open_generator
+    check_scm_folder(out, runner.name if runner is not None else None)
+    with folder_lock(out, "scm run"):  # one writer per folder (a command that holds it already enters again)
+        if scoring not in SCORING_METHODS:
+            raise ValueError(f"--scoring {scoring!r}: use one of {', '.join(SCORING_METHODS)}")
+        if refusal_rule not in REFUSAL_RULES:
+            raise ValueError(f"--refusal-rule {refusal_rule!r}: use one of {', '.join(REFUSAL_RULES)}")
+        if extra_body is not None and not isinstance(extra_body, dict):
+            raise ValueError("--extra-body must be a JSON object, e.g. '{\"safety_settings\": [...]}'")
+        if extra_body and not endpoint and runner is None:
+            raise ValueError("--extra-body only applies to --endpoint runs (it is merged into each request body)")
+        if settings is None:
+            settings, story_default, provenance = resolve_settings(model if endpoint else (model or "embedded"))
+            story_settings = story_settings or story_default
+        story_settings = story_settings or settings
+        splits = scm_splits()
+        rows = {"survey": select_rows(splits["survey"], limit), "generation": select_rows(splits["generation"], limit)}
+        if runner is None:
+            if not endpoint:
+                log(f"loading {model or 'the embedded SmolLM2-135M-Instruct'} …")
+            from queerbench.models.registry import model_ref, open_generator
 
-        runner = open_generator(
-            model_ref(model, endpoint, check_paths=False),  # the loader says what is missing
-            device=device,
-            dtype=dtype,
-            device_map=device_map,
-            concurrency=concurrency,
-            system_prompt=system_prompt,
-            api_key_env=api_key_env,
-            requests_per_minute=requests_per_minute,
-            extra_body=extra_body,
+            runner = open_generator(
+                model_ref(model, endpoint, check_paths=False),  # the loader says what is missing
+                device=device,
+                dtype=dtype,
+                device_map=device_map,
+                concurrency=concurrency,
+                system_prompt=system_prompt,
+                api_key_env=api_key_env,
+                requests_per_minute=requests_per_minute,
+                extra_body=extra_body,
+            )
+        check_scm_folder(out, runner.name)  # the model is known now: another model's run is not overwritten
+        cache = ResponseCache(out / "cache.sqlite")
+        try:
+            n_s, n_g = len(rows["survey"]) * settings.samples, len(rows["generation"]) * story_settings.samples
+            log(f"collecting {n_s} survey replies ({settings.samples} per prompt) and {n_g} story replies …")
+            frame = pd.concat(
+                [
+                    _collect_split(runner, rows["survey"], settings, cache, shuffle_selection, "survey replies"),
+                    _collect_split(runner, rows["generation"], story_settings, cache, False, "story replies"),
+                ],
+                ignore_index=True,
+            )
+        finally:
+            cache.close()
+        failures = failed_prompts(frame)
+        if failures:  # every other prompt was asked and its reply saved: a rerun asks only these
+            log(describe_failures(failures, len(frame)))
+        parsed = parse_frame(frame, refusal_rule)
+        scores = None
+        if constrained and hasattr(runner, "score_options"):
+            score_rows = rows["survey"]
+            if shuffle_selection:
+                score_rows = shuffled_selection_rows(score_rows, settings.samples, settings.seed)
+            fp = json.dumps(runner.fingerprint(), sort_keys=True)
+            spath = out / "scores.parquet"
+            old = read_parquet(spath) if spath.exists() else None  # corrupt: one line, delete it and rerun
+            wanted = score_rows[score_rows["task"].isin(["rating", "selection"])]
+            if (
+                old is not None
+                and {"fingerprint", "scoring"} <= set(old.columns)
+                and len(old) == len(wanted)
+                and set(old["id"]) == set(wanted["id"])
+                and (old["fingerprint"] == fp).all()
+                and (old["scoring"] == scoring).all()
+            ):
+                scores = old  # a rerun makes no new model calls
+            else:
+                log(f"constrained scoring of rating and selection prompts ({scoring}) …")
+                scores = constrained_scores(runner, score_rows, settings.batch_size, scoring).assign(fingerprint=fp)
+                _write_parquet(scores, spath)
+        res = analyze(parsed, scores=scores, mapper_factory=mapper_factory or make_mapper(), rule=refusal_rule)
+        if "constrained_diagnostics" in res:
+            res["constrained_diagnostics"]["description"] = SCORING_METHODS[res["constrained_diagnostics"]["method"]]
+        fmt = sorted(set(parsed["prompt_format"]) - {""})
+        meta = {
+            "model": runner.name,
+            "fingerprint": runner.fingerprint(),
+            "settings": {
+                "survey": settings.decoding() | {"samples": settings.samples},
+                "story": story_settings.decoding() | {"samples": story_settings.samples},
+                "batch_size": settings.batch_size,
+                "limit": limit,
+                "system_prompt": system_prompt,
+                "extra_body_keys": sorted(extra_body) if extra_body else [],
+                "shuffle_selection": shuffle_selection,
+                "refusal_rule": refusal_rule,
+                "scoring": scoring if scores is not None else None,
+            },
+            "defaults": provenance,
+            "prompt_format": ",".join(fmt) or "unknown",
+            "cached": int(parsed["cached"].sum()),
+            "calls": int((~parsed["cached"]).sum()),
+            "failed_prompts": [dataclasses.asdict(f) for f in failures],
+            "constrained": scores is not None,
+            "versions": _versions(),
+        }
+        meta["signature"] = scm_signature(meta, res)
+        res["signature"] = meta["signature"]
+        res["run"] = meta
+        store = parsed.assign(keywords=parsed["keywords"].map(list), options=parsed["options"].map(list))
+        _write_parquet(store, out / "responses.parquet")
+        write_json(out / "scm.json", res)
+        figures = write_figures(res, out)
+        write_report(res, meta, figures, out)
+        return res
+
+
+SCM_RUN_FILES = frozenset({"cache.sqlite", "scm.json"})
+"""A folder holds an SCM run when it has one of these (the reply cache is written first)."""
+
+
+def check_scm_folder(out: Path, model: str | None = None) -> None:
+    """Refuse, in one line and before anything is written, an ``--out`` that is a file, holds files of something
+    other than an SCM run (a ``queerbench run`` folder, say: its report would be overwritten), or holds the finished
+    SCM run of a model other than ``model`` (None: not checked yet). An empty folder or this model's run (a rerun,
+    which resumes from the cache) is fine."""
+    if not out.exists():
+        return
+    if not out.is_dir():
+        raise FileExistsError(f"--out {out} is a file; give a folder")
+    names = {p.name for p in out.iterdir()} - LOCK_FILES
+    if not names:
+        return
+    if not names & SCM_RUN_FILES:
+        raise FileExistsError(
+            f"--out {out} is not empty and holds no SCM run (it has {', '.join(sorted(names)[:3])}"
+            f"{' …' if len(names) > 3 else ''}); choose another --out"
         )
-    cache = ResponseCache(out / "cache.sqlite")
-    try:
-        n_s, n_g = len(rows["survey"]) * settings.samples, len(rows["generation"]) * story_settings.samples
-        log(f"collecting {n_s} survey replies ({settings.samples} per prompt) and {n_g} story replies …")
-        frame = pd.concat(
-            [
-                _collect_split(runner, rows["survey"], settings, cache, shuffle_selection, "survey replies"),
-                _collect_split(runner, rows["generation"], story_settings, cache, False, "story replies"),
-            ],
-            ignore_index=True,
-        )
-    finally:
-        cache.close()
-    failures = failed_prompts(frame)
-    if failures:  # every other prompt was asked and its reply saved: a rerun asks only these
-        log(describe_failures(failures, len(frame)))
-    parsed = parse_frame(frame, refusal_rule)
-    scores = None
-    if constrained and hasattr(runner, "score_options"):
-        score_rows = rows["survey"]
-        if shuffle_selection:
-            score_rows = shuffled_selection_rows(score_rows, settings.samples, settings.seed)
-        fp = json.dumps(runner.fingerprint(), sort_keys=True)
-        spath = out / "scores.parquet"
-        old = read_parquet(spath) if spath.exists() else None  # corrupt: one line, delete it and rerun
-        wanted = score_rows[score_rows["task"].isin(["rating", "selection"])]
-        if (
-            old is not None
-            and {"fingerprint", "scoring"} <= set(old.columns)
-            and len(old) == len(wanted)
-            and set(old["id"]) == set(wanted["id"])
-            and (old["fingerprint"] == fp).all()
-            and (old["scoring"] == scoring).all()
-        ):
-            scores = old  # a rerun makes no new model calls
-        else:
-            log(f"constrained scoring of rating and selection prompts ({scoring}) …")
-            scores = constrained_scores(runner, score_rows, settings.batch_size, scoring).assign(fingerprint=fp)
-            _write_parquet(scores, spath)
-    res = analyze(parsed, scores=scores, mapper_factory=mapper_factory or make_mapper(), rule=refusal_rule)
-    if "constrained_diagnostics" in res:
-        res["constrained_diagnostics"]["description"] = SCORING_METHODS[res["constrained_diagnostics"]["method"]]
-    fmt = sorted(set(parsed["prompt_format"]) - {""})
-    meta = {
-        "model": runner.name,
-        "fingerprint": runner.fingerprint(),
-        "settings": {
-            "survey": settings.decoding() | {"samples": settings.samples},
-            "story": story_settings.decoding() | {"samples": story_settings.samples},
-            "batch_size": settings.batch_size,
-            "limit": limit,
-            "system_prompt": system_prompt,
-            "extra_body_keys": sorted(extra_body) if extra_body else [],
-            "shuffle_selection": shuffle_selection,
-            "refusal_rule": refusal_rule,
-            "scoring": scoring if scores is not None else None,
-        },
-        "defaults": provenance,
-        "prompt_format": ",".join(fmt) or "unknown",
-        "cached": int(parsed["cached"].sum()),
-        "calls": int((~parsed["cached"]).sum()),
-        "failed_prompts": [dataclasses.asdict(f) for f in failures],
-        "constrained": scores is not None,
-        "versions": _versions(),
-    }
-    meta["signature"] = scm_signature(meta, res)
-    res["signature"] = meta["signature"]
-    res["run"] = meta
-    store = parsed.assign(keywords=parsed["keywords"].map(list), options=parsed["options"].map(list))
-    _write_parquet(store, out / "responses.parquet")
-    write_json(out / "scm.json", res)
-    figures = write_figures(res, out)
-    write_report(res, meta, figures, out)
-    return res
+    if model is not None and (out / "scm.json").is_file():
+        stored = read_json(out / "scm.json", fix=_REDO)
+        run = stored.get("run") if isinstance(stored, dict) else None
+        other = run.get("model") if isinstance(run, dict) else None
+        if other is not None and other != model:
+            raise FileExistsError(
+                f"--out {out} holds the SCM run of {other}, not {model}; choose another --out (or delete that folder)"
+            )
 
 
 def scm_signature(meta: dict[str, Any], res: dict[str, Any]) -> str:
