@@ -1,27 +1,30 @@
-"""Endpoint throughput at ``--concurrency 1`` vs 8 against a local server that rate-limits and fails like a real one.
+"""Whole ``queerbench run`` commands against a local endpoint that rate-limits and fails like a hosted API, at
+concurrency 1, 8 and 64 and latency 100 ms and 500 ms, side by side in one run.
 
-The server (``tests/openai_server.py``'s fake OpenAI server on 127.0.0.1) answers each request after a fixed latency
-(default 100 ms), like a remote model that takes that long per reply, and by default misbehaves as hosted APIs do:
+The server (``tests/openai_server.py``'s fake OpenAI server on 127.0.0.1, in this process) answers every request
+after a fixed latency, like a remote model that takes that long per reply, and misbehaves as hosted APIs do:
 
-- it rate-limits **each prompt once**: a prompt's first request that does not fail gets ``429`` with
-  ``Retry-After: 0``;
-- it fails **1 in 7 requests** with ``500`` and no ``Retry-After``: request ``j`` of prompt ``p`` fails when
-  ``sha256(p#j) mod 7 == 0``, so each prompt meets the same faults in the same order at every concurrency (a
-  counter over all requests would hand the faults to other prompts depending on the order of arrival);
-- it serves at most ``--max-requests`` requests per measurement (then ``400``), so a client that retried without end
-  would show up as failed rows instead of a benchmark that never ends.
+- **each prompt's first request** gets ``429`` with ``Retry-After: 0`` (a per-prompt rate limit);
+- after that, request ``j`` of prompt ``p`` gets a ``500`` (no ``Retry-After``) when ``sha256("500" p#j) mod 7 == 0``
+  and a **truncated JSON body** (HTTP 200, half a completion) when ``sha256("cut" p#j) mod 11 == 0``: 1 in 7 and
+  1 in 11 requests, the same faults for each prompt at every concurrency whatever the order of arrival;
+- otherwise a one-word reply (``doctor``), which the instructed method parses.
 
-The client is the project's :class:`~queerbench.models.generation.OpenAIChatRunner` with its default retry policy
-(:mod:`queerbench.base.http`: the server's ``Retry-After`` sets the wait, so a ``Retry-After: 0`` is retried at once;
-without one, 1 s · 2^attempt less 0–25 % jitter) and no rate limit of its own. The same
-:func:`queerbench.models.generation.collect` run (``--n`` prompts, a fresh cache, new prompts each time) is timed at each
-concurrency, alternating the two ``--repeats`` times in one run (the machine may be shared, so the best time of each
-counts). Every measurement asks the same prompts of a reset server with a fresh cache, so both concurrencies meet
-exactly the same faults. Printed: replies/s per concurrency, the ratio and the target ≥ 0.7 × concurrency. Each run is
-checked to have lost no row, kept the rows' order and got a reply for every prompt; the requests are counted.
-``--no-faults`` measures the plain latency-bound case (one request per prompt).
+Each measurement is the command a user types, in a fresh process and a fresh output folder (``--method`` instructed by
+way of ``--endpoint``, ``--top-k 1``, ``--toxicity none`` so that the time is the endpoint's, the client's default
+retry policy: the server's ``Retry-After``, else 1 s · 2^attempt less 0–25 % jitter), with
+``--requests-per-minute 1000000`` (a local server has no quota; the default 600/min would cap every row at
+10 requests/s). The server records when each request arrived and was answered.
 
-Run: ``QUEERBENCH_DATA_DIR=<data folder> python benchmarks/endpoint_throughput.py [--n 160] [--latency 0.1]``
+Printed per row: templates, requests, the command's wall time, the **summed latency ÷ wall** (the requests in flight
+on average over the whole command, start-up and scoring included) and the same over the window from the first request
+to the last answer; the ideal is the concurrency, the target ≥ 0.7 × it. Every run is checked to have finished with
+every sentence predicted. A prompt that meets a fault on each of its 6 attempts (429 + 5 retries) fails; the run
+finishes the others and exits 1 naming it, and the benchmark reruns the command as a user would (the rerun asks only
+the failed prompts); the row's wall time is that of both commands.
+
+Run: ``QUEERBENCH_DATA_DIR=<data folder> python benchmarks/endpoint_throughput.py`` (about 6 minutes on 2 cores;
+``--rows 8x0.1,64x0.5`` measures only those rows, ``--templates 8x0.1=10`` sets a row's size).
 """
 
 from __future__ import annotations
@@ -29,8 +32,10 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
+import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -39,104 +44,151 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import pandas as pd
 
-from queerbench.models.generation import GenerationSettings, OpenAIChatRunner, ResponseCache, collect
 from tests.openai_server import FakeOpenAI
 
+ROWS = {  # (concurrency, latency s): templates (77 sentences each), sized for ~20–90 s of requests per row
+    (1, 0.1): 2,
+    (1, 0.5): 1,
+    (8, 0.1): 30,
+    (8, 0.5): 10,
+    (64, 0.1): 30,
+    (64, 0.5): 60,
+}
 
-class FlakyServer(FakeOpenAI):
-    """The fake server, rate-limiting each prompt once (429, ``Retry-After: 0``) and failing 1 in ``fail_every``
-    requests (500) by a hash of (prompt, its request number); at most ``max_requests`` requests per :meth:`reset`."""
 
-    def __init__(self, *, fail_every: int, max_requests: int, faults: bool, **kwargs: Any) -> None:
+def _hit(salt: str, prompt: str, j: int, every: int) -> bool:
+    digest = hashlib.sha256(f"{salt}{prompt}#{j}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") % every == 0
+
+
+class FaultyServer(FakeOpenAI):
+    """The fake server with the faults of the module doc; records (arrival, answer) times of every request."""
+
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.fail_every, self.max_requests, self.faults = fail_every, max_requests, faults
         self.reset()
 
     def reset(self) -> None:
-        """Start a new measurement: no prompt seen, request and status counts from zero."""
+        """A new measurement: no prompt seen, no request recorded."""
         self.tries: dict[str, int] = {}
-        self.limited: set[str] = set()
-        self.served = 0
         self.statuses: dict[str, int] = {}
+        self.spans: list[tuple[float, float]] = []
+        self._local = threading.local()
 
-    def _fails(self, prompt: str, j: int) -> bool:
-        digest = hashlib.sha256(f"{prompt}#{j}".encode()).digest()
-        return int.from_bytes(digest[:8], "big") % self.fail_every == 0
-
-    def _next_mode(self, body: dict) -> str:  # called under the server's lock, once per request
-        self.served += 1
+    def _next_mode(self, body: dict) -> str:  # under the server's lock, once per request
         prompt = str(body["messages"][-1]["content"])
         self.tries[prompt] = j = self.tries.get(prompt, 0) + 1
-        if self.served > self.max_requests:
-            mode = "400"
-        elif self.faults and self._fails(prompt, j):
+        if j == 1:
+            mode = "429"
+        elif _hit("500", prompt, j, 7):
             mode = "500"
-        elif self.faults and prompt not in self.limited:
-            self.limited.add(prompt)
-            mode = "429"  # the fake server sends Retry-After: 0 with it
+        elif _hit("cut", prompt, j, 11):
+            mode = "truncated"
         else:
             mode = "ok"
         self.statuses[mode] = self.statuses.get(mode, 0) + 1
         return mode
 
+    def _completion(self, body: dict, mode: str) -> dict[str, Any]:
+        out = super()._completion(body, mode)
+        out["choices"][0]["message"]["content"] = "doctor"
+        return out
 
-def _once(server: FlakyServer, concurrency: int, n: int, folder: Path, tag: str) -> tuple[float, dict[str, int]]:
-    prompts = [f"prompt {i}" for i in range(n)]  # the same prompts (and so faults) every time, on a reset server
-    rows = pd.DataFrame({"id": [f"p{i}" for i in range(n)], "prompt": prompts})
-    runner = OpenAIChatRunner(server.url, "fake", concurrency=concurrency, requests_per_minute=None)
+
+def _timed(server: FaultyServer) -> None:
+    """Wrap the server's latency so that each request's arrival and answer are recorded."""
+    latency = server.latency
+
+    def delay(body: dict) -> float:
+        start = time.monotonic()
+        time.sleep(latency)
+        with server._cond:
+            server.spans.append((start, time.monotonic()))
+        return 0.0
+
+    server.latency = delay
+
+
+def _measure(server: FaultyServer, concurrency: int, templates: int, folder: Path) -> dict[str, Any]:
     with server._cond:
         server.reset()
-    with ResponseCache(folder / f"{tag}.sqlite") as cache:  # a fresh cache: every prompt is asked
-        start = time.perf_counter()
-        frame = collect(runner, rows, GenerationSettings(temperature=0, top_p=None), cache, show_progress=False)
-        elapsed = time.perf_counter() - start
-    failed = frame[frame["status"] != "ok"]
-    assert failed.empty, failed[["id", "error"]].to_string()
-    assert frame["id"].tolist() == rows["id"].tolist()
-    assert (frame["response"] == [f"echo: {p}" for p in prompts]).all()
-    return elapsed, dict(server.statuses)
+    out = folder / f"c{concurrency}-t{templates}-{time.monotonic_ns()}"
+    cmd = [sys.executable, "-m", "queerbench", "run", "--endpoint", server.url, "--model", "served"]
+    cmd += ["--top-k", "1", "--limit", str(templates), "--toxicity", "none", "--concurrency", str(concurrency)]
+    cmd += ["--requests-per-minute", "1000000", "--out", str(out)]
+    env = {**os.environ, "OPENAI_API_KEY": "not-a-secret"}
+    wall, commands = 0.0, 0
+    while True:  # a run whose prompts failed every retry exits 1 and lists them; the user reruns it to ask only those
+        start = time.monotonic()
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        wall += time.monotonic() - start
+        commands += 1
+        if proc.returncode == 0:
+            break
+        if proc.returncode != 1 or commands == 3:
+            raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
+    preds = pd.read_parquet(out / "predictions.parquet")
+    assert len(preds) == 77 * templates and preds["tokens"].map(list).tolist() == [["doctor"]] * len(preds)
+    with server._cond:
+        spans, statuses = list(server.spans), dict(server.statuses)
+    busy = sum(end - begin for begin, end in spans)
+    window = max(end for _, end in spans) - min(begin for begin, _ in spans)
+    return {
+        "wall": wall,
+        "busy": busy,
+        "window": window,
+        "requests": len(spans),
+        "statuses": statuses,
+        "commands": commands,
+    }
+
+
+def _parse_rows(text: str | None) -> list[tuple[int, float]]:
+    if not text:
+        return list(ROWS)
+    rows = []
+    for item in text.split(","):
+        c, _, latency = item.partition("x")
+        rows.append((int(c), float(latency)))
+    return rows
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--n", type=int, default=160, help="prompts per measurement (default 160)")
-    parser.add_argument("--latency", type=float, default=0.1, help="server latency per request in s (default 0.1)")
-    parser.add_argument("--concurrency", type=int, default=8, help="the concurrency compared with 1 (default 8)")
-    parser.add_argument("--fail-every", type=int, default=7, help="every N-th request fails with 500 (default 7)")
-    parser.add_argument("--no-faults", action="store_true", help="no 429s, no 500s: one request per prompt")
-    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--rows", default=None, help="CONCURRENCYxLATENCY,... (default: all six rows)")
+    parser.add_argument("--templates", default=None, help="CONCURRENCYxLATENCY=N,... templates of those rows")
     args = parser.parse_args()
-    os.environ.setdefault("OPENAI_API_KEY", "not-a-secret")  # the fake server ignores the key
-    faults = not args.no_faults
-    bound = 3 * args.n if faults else args.n  # about 2.33 requests per prompt with faults: a generous ceiling
-    best = {1: float("inf"), args.concurrency: float("inf")}
-    counts: dict[int, dict[str, int]] = {}
-    server = FlakyServer(fail_every=args.fail_every, max_requests=bound, faults=faults, latency=args.latency, echo=True)
-    with server, tempfile.TemporaryDirectory() as tmp:
-        for r in range(args.repeats):
-            for c in best:
-                elapsed, counts[c] = _once(server, c, args.n, Path(tmp), f"r{r}c{c}")
-                best[c] = min(best[c], elapsed)
-    rate = {c: args.n / t for c, t in best.items()}
-    ratio = rate[args.concurrency] / rate[1]
-    what = (
-        f"each prompt rate-limited once (429, Retry-After: 0), 1 in {args.fail_every} requests a 500"
-        if faults
-        else "no faults"
+    sizes = dict(ROWS)
+    for item in (args.templates or "").split(",") if args.templates else []:
+        key, _, n = item.partition("=")
+        c, _, latency = key.partition("x")
+        sizes[(int(c), float(latency))] = int(n)
+    rows = _parse_rows(args.rows)
+    print(
+        "whole `queerbench run` commands (instructed, --top-k 1, --toxicity none) against a fake OpenAI server on "
+        "127.0.0.1: each prompt's first request 429 (Retry-After: 0), then 1 in 7 requests a 500 and 1 in 11 a "
+        f"truncated JSON body; {os.cpu_count()} CPUs shared by the server and the client"
     )
     print(
-        f"fake OpenAI server on 127.0.0.1, {args.latency * 1000:.0f} ms per request, {what}; {args.n} prompts per "
-        f"measurement (at most {bound} requests), best of {args.repeats}; load average {os.getloadavg()[0]:.1f} on "
-        f"{os.cpu_count()} CPUs"
+        "| concurrency | latency | templates | requests | wall time | summed latency ÷ wall | over the requests' window "
+        "| ideal |"
     )
-    for c, r in rate.items():
-        shown = ", ".join(f"{k} {v}" for k, v in sorted(counts[c].items()))
-        print(f"concurrency {c}: {r:7.2f} replies/s ({best[c]:.2f} s; requests of the last run: {shown})")
-    target = 0.7 * args.concurrency
-    print(
-        f"speedup at concurrency {args.concurrency} vs 1: {ratio:.2f}x "
-        f"(target >= {target:.1f}x = 0.7 x concurrency: {'met' if ratio >= target else 'NOT met'})"
-    )
+    print("|---|---|---|---|---|---|---|---|")
+    with tempfile.TemporaryDirectory() as tmp:
+        for concurrency, latency in rows:
+            server = FaultyServer(latency=latency)
+            _timed(server)
+            with server:
+                m = _measure(server, concurrency, sizes[(concurrency, latency)], Path(tmp))
+            ratio, inner = m["busy"] / m["wall"], m["busy"] / m["window"]
+            reruns = f" (+{m['commands'] - 1} rerun for the failed prompts)" if m["commands"] > 1 else ""
+            verdict = "met" if ratio >= 0.7 * concurrency else "NOT met"
+            print(
+                f"| {concurrency} | {latency * 1000:.0f} ms | {sizes[(concurrency, latency)]} | {m['requests']:,} | "
+                f"{m['wall']:.0f} s{reruns} | **{ratio:.2f}×** ({ratio / concurrency:.2f} of ideal, ≥ 0.7: {verdict}) | "
+                f"{inner:.2f}× | {concurrency}× |",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -18,7 +18,8 @@ Behaviour to test clients against:
 - ``retokenize``: a function applied to each prompt before it is tokenized (a server with another tokenizer);
 - ``echo_shift``: added to every echoed prompt log-probability (a server whose echo disagrees with its next-token
   log-probabilities);
-- ``latency``: seconds each request waits before its answer (outside the model lock, so requests overlap);
+- ``latency``: seconds each request waits before its answer (outside the model lock, so requests overlap), or a
+  function of the request body giving them (called as the request arrives);
 - ``memo``: each distinct prompt (with its parameters) is computed once and then answered from memory, so that a
   warmed-up server costs only ``latency`` per request (the concurrency benchmark).
 
@@ -57,7 +58,7 @@ class CompletionsServer:
         chat_only: bool = False,
         retokenize: Callable[[str], str] | None = None,
         echo_shift: float = 0.0,
-        latency: float = 0.0,
+        latency: float | Callable[[dict[str, Any]], float] = 0.0,
         memo: bool = False,
     ) -> None:
         from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -99,8 +100,9 @@ class CompletionsServer:
                     outer.in_flight += 1
                     outer.max_in_flight = max(outer.max_in_flight, outer.in_flight)
                 try:
-                    if outer.latency:
-                        time.sleep(outer.latency)
+                    delay = outer.latency(body) if callable(outer.latency) else outer.latency
+                    if delay:
+                        time.sleep(delay)
                     code, payload = outer.complete(body)
                 finally:
                     with outer._lock:

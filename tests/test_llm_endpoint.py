@@ -78,8 +78,9 @@ def test_backoff_sequence_is_exponential_capped_and_honours_retry_after(tmp_path
         runner = _runner(server.url, monkeypatch, sleeps, concurrency=1, max_retries=6, backoff_base=1, backoff_max=5)
         reply = runner.call("hello", 1, GREEDY)
         assert reply.error is None and reply.meta["attempts"] == 7 and server.calls == 7
-        # 1·2^k: 1, Retry-After 3 (sets it), 4, 8→cap 5, Retry-After 30→cap 5, 32→cap 5
-        assert sleeps == [1, 3, 4, 5, 5, 5]
+        # 1·2^k, k the retries without a Retry-After so far: 1, Retry-After 3 (sets it, k stays), 2, 4,
+        # Retry-After 30 (obeyed: up to 60 s), 8→cap 5
+        assert sleeps == [1, 3, 2, 4, 30, 5]
     sleeps.clear()
     with FakeOpenAI(script=["503"] * 3) as server:
         runner = _runner(server.url, monkeypatch, sleeps, concurrency=1, max_retries=2, backoff_base=0.5)

@@ -132,8 +132,9 @@ def test_requests_per_minute_sets_the_interval(monkeypatch):
 def test_backoff_is_base_times_two_to_the_attempt_set_by_retry_after_and_capped(monkeypatch):
     runner = _runner("http://127.0.0.1:1/v1", monkeypatch, backoff_base=0.5, backoff_max=10.0)
     assert [runner.backoff(a) for a in range(6)] == [0.5, 1.0, 2.0, 4.0, 8.0, 10.0]
-    # the server's Retry-After sets the wait, shorter or longer than the exponential one, within the cap
-    assert runner.backoff(0, 3.0) == 3.0 and runner.backoff(3, 1.0) == 1.0 and runner.backoff(1, 60.0) == 10.0
+    # the server's Retry-After sets the wait, shorter or longer than the exponential one (and its cap), up to 60 s
+    assert runner.backoff(0, 3.0) == 3.0 and runner.backoff(3, 1.0) == 1.0 and runner.backoff(1, 30.0) == 30.0
+    assert runner.backoff(1, 600.0) == 60.0
     assert runner.backoff(0, 0.0) == 0.0  # Retry-After: 0 is "now", not the 0.5 s floor
 
 
@@ -340,8 +341,8 @@ def test_a_refused_connection_word_for_word(monkeypatch):
 def test_the_documented_defaults(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     runner = OpenAIChatRunner("https://h.example/v1", "m")
-    assert (runner.concurrency, runner.max_retries, runner.backoff_base, runner.backoff_max) == (8, 5, 1.0, 60.0)
-    assert runner.timeout == (10.0, 60.0) and runner._limiter.interval == 1.0  # 60 requests a minute
+    assert (runner.concurrency, runner.max_retries, runner.backoff_base, runner.backoff_max) == (8, 5, 0.5, 8.0)
+    assert runner.timeout == (10.0, 60.0) and runner._limiter.interval == 0.1  # 600 requests a minute, as the CLI
     assert runner.api_key_env == "OPENAI_API_KEY" and runner.system_prompt is None and runner.extra_body == {}
 
 

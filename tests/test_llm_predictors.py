@@ -332,6 +332,7 @@ def test_load_predictor_passes_every_option(folders: dict[str, str], tmp_path: P
         "endpoint": None,
         "concurrency": 2,
         "requests_per_minute": 1200.0,
+        "request_timeout": 7.5,
         "seed": 5,
         "prompt_id": "queergen-1",
         "max_new_tokens": 3,
@@ -362,6 +363,7 @@ def test_load_predictor_passes_every_option(folders: dict[str, str], tmp_path: P
         tmp_path / "s.sqlite",
     )
     assert remote.runner.concurrency == 2 and remote.runner._limiter.interval == pytest.approx(0.05)
+    assert remote.runner.timeout == (10.0, 7.5)  # --request-timeout reaches the endpoint's client
     assert remote.metadata()["endpoint"] == "http://127.0.0.1:9/v1"
     remote.close()
 
@@ -455,6 +457,7 @@ def test_the_device_reaches_the_loader(folders: dict[str, str], tmp_path: Path, 
             endpoint=None,
             concurrency=1,
             requests_per_minute=60.0,
+            request_timeout=60.0,
             seed=0,
             prompt_id=None,
             max_new_tokens=2,

@@ -36,6 +36,14 @@ def test_a_retry_after_sets_the_delay_whatever_the_attempt(hint: float, expected
         assert retry_delay(attempt, hint, base=1.0, cap=10.0, rand=lambda: 0.9) == expected
 
 
+def test_an_endpoint_backs_off_like_the_openai_client_but_obeys_a_longer_retry_after():
+    """0.5 s doubling to at most 8 s without a Retry-After (a call in backoff holds no slot; a short cap keeps one
+    unlucky prompt from trailing a run); a server's Retry-After is obeyed up to 60 s, beyond the backoff's cap."""
+    runner = OpenAIChatRunner("http://127.0.0.1:9/v1", "m", requests_per_minute=None, jitter=lambda: 0.0)
+    assert [runner.backoff(a) for a in range(6)] == [0.5, 1.0, 2.0, 4.0, 8.0, 8.0]
+    assert runner.backoff(0, 30.0) == 30.0 and runner.backoff(5, 600.0) == 60.0 and runner.backoff(2, 0.0) == 0.0
+
+
 def test_without_retry_after_the_backoff_is_exponential_with_up_to_a_quarter_off():
     assert [retry_delay(a, None, base=0.5, cap=6.0, rand=lambda: 0.0) for a in range(5)] == [0.5, 1.0, 2.0, 4.0, 6.0]
     assert retry_delay(2, None, base=0.5, cap=6.0, rand=lambda: 1.0) == 2.0 * (1 - JITTER) == 1.5
@@ -66,8 +74,9 @@ def test_the_endpoint_retries_a_retry_after_0_at_once_and_jitters_only_without_o
         runner = _runner(server.url, monkeypatch, sleeps, max_retries=4, backoff_base=1.0, jitter=lambda: 1.0)
         reply = runner.call("hi", 0, GREEDY)
     assert reply.error is None and server.calls == 5
-    # 429 + Retry-After: 0 → 0 (no 1 s floor); Retry-After: 2 → 2; 500/503 → 4·0.75, 8·0.75 (jitter at its largest)
-    assert sleeps == [0.0, 2.0, 3.0, 6.0]
+    # 429 + Retry-After: 0 → 0 (no 1 s floor); Retry-After: 2 → 2; 500/503 → 1·0.75, 2·0.75 (jitter at its largest:
+    # the server's paced retries do not advance the exponent)
+    assert sleeps == [0.0, 2.0, 0.75, 1.5]
 
 
 def test_the_endpoint_jitter_comes_from_the_injected_source_and_stays_in_its_band(monkeypatch):
@@ -91,7 +100,7 @@ def test_the_perspective_client_shares_the_policy(monkeypatch, tmp_path: Path):
         scorer._sleep, scorer._jitter = sleeps.append, lambda: 1.0
         server.script = ["429", "503", "ok"]
         scorer.score(["The person is a nurse."])
-    assert sleeps == [0.0, 1.5]  # Retry-After: 0 at once; then 2 s less the largest jitter
+    assert sleeps == [0.0, 0.75]  # Retry-After: 0 at once; then 1 s (the first blind retry) less the largest jitter
 
 
 # -------------------------------------------------------------------------------------------- failed prompts

@@ -191,11 +191,14 @@ def test_wheel_member_from_data_dir(monkeypatch: pytest.MonkeyPatch, tmp_path: P
 
 
 def test_reference_manifest_pins_each_file_at_its_upstream_path():
-    """The tests' own reference files: same schema as the library's, each URL the file's upstream path at the pin."""
+    """The paper's files, pinned in the tests' reference manifest (same schema as the library's) and in the library's
+    own (the 18 evaluation and results files the leaderboard's reference rows read): each URL the file's upstream
+    path at the pin, none pinned twice."""
     reference = sources.load_manifest(Path(__file__).parent / "data" / "reference_files.json")
+    library = {k: s for k, s in sources._manifest().items() if k.startswith("queerbench_paper_")}
     pin = "https://raw.githubusercontent.com/MaeSosto/QueerBench/58ac951eee75ebc684c6cdd4e29b7f26d104de87/"
-    assert len(reference) == 20
-    for src in reference.values():
+    assert len(reference) == 2 and len(library) == 18 and not set(reference) & set(library)
+    for src in [*reference.values(), *library.values()]:
         assert src.relpath is not None and src.relpath.startswith("upstream/queerbench/")
         assert src.url == pin + src.relpath.removeprefix("upstream/queerbench/"), src.name
     assert not {s.relpath for s in reference.values()} & {s.relpath for s in sources.list_sources()}

@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 from typing import NoReturn
 
-from queerbench.base.http import DEFAULT_CONCURRENCY, DEFAULT_REQUESTS_PER_MINUTE
+from queerbench.base.http import DEFAULT_CONCURRENCY, DEFAULT_REQUEST_TIMEOUT, DEFAULT_REQUESTS_PER_MINUTE
 
 __all__ = ["USER_ERRORS", "OneLineParser", "UserError", "endpoint_arguments", "os_error_message"]
 
@@ -38,8 +38,8 @@ USER_ERRORS: tuple[type[BaseException], ...] = (UserError, ValueError, FileExist
 
 
 def endpoint_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup, *, endpoint_help: str) -> None:
-    """Add ``--endpoint``, ``--concurrency`` and ``--requests-per-minute`` with one set of defaults for every command
-    that can talk to an OpenAI-compatible endpoint (``run``, ``scm run``)."""
+    """Add ``--endpoint``, ``--concurrency``, ``--requests-per-minute`` and ``--request-timeout`` with one set of
+    defaults for every command that can talk to an OpenAI-compatible endpoint (``run``, ``scm run``)."""
     parser.add_argument("--endpoint", default=None, help=endpoint_help)
     parser.add_argument(
         "--concurrency",
@@ -53,6 +53,25 @@ def endpoint_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup
         default=DEFAULT_REQUESTS_PER_MINUTE,
         help="endpoint rate limit on top of --concurrency; lower it to your provider's quota (default: %(default)s)",
     )
+    parser.add_argument(
+        "--request-timeout",
+        type=_seconds,
+        default=DEFAULT_REQUEST_TIMEOUT,
+        metavar="SECONDS",
+        help="give up on one endpoint request after this long (it is retried); a server that answers none of the "
+        "first 2 x --concurrency requests is taken for dead (default: %(default)s)",
+    )
+
+
+def _seconds(value: str) -> float:
+    """A positive number of seconds (``--request-timeout``)."""
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"takes a number of seconds, got {value!r}") from None
+    if not seconds > 0 or seconds == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds > 0, got {value!r}")
+    return seconds
 
 
 def os_error_message(exc: OSError) -> str:

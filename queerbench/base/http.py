@@ -5,10 +5,11 @@ one rule for secrets in messages.
 The retry policy is the one serving clients use (the OpenAI and Anthropic Python SDKs do the same):
 
 - a ``Retry-After`` the server sends (delta-seconds or an HTTP date; ``retry-after-ms`` in milliseconds, when sent,
-  wins) **sets** the delay, capped at the client's maximum: ``Retry-After: 0`` means retry at once, with no
+  wins) **sets** the delay, capped at the client's maximum for it: ``Retry-After: 0`` means retry at once, with no
   exponential floor, so a server that rate-limits each request once costs one round trip, not a second;
-- without one, exponential backoff ``base · 2^attempt`` capped at the maximum, shortened by a random 0–25 %
-  (jitter), so that clients which failed together do not all retry at the same instant.
+- without one, exponential backoff ``base · 2^k`` capped at the maximum, shortened by a random 0–25 %
+  (jitter), so that clients which failed together do not all retry at the same instant; ``k`` counts the call's
+  earlier retries that came without a ``Retry-After`` (a server's pacing does not lengthen later waits).
 
 What is worth retrying is a fact about the API, declared by its caller (:class:`RetryRules`): which HTTP statuses
 are transient, and whether a refused connection is (a server one runs oneself that is not running is not: the run
@@ -61,6 +62,9 @@ DEFAULT_REQUESTS_PER_MINUTE = 600.0
 """The endpoint rate limit on top of the concurrency, everywhere: 10 requests a second, which a local serving engine
 (vLLM, llama.cpp, Ollama) or a paid API tier sustains; lower it to a provider's quota (``--requests-per-minute``)."""
 
+DEFAULT_REQUEST_TIMEOUT = 60.0
+"""Seconds one endpoint request may take before it is given up and retried (``--request-timeout``)."""
+
 MAX_REPLY_BYTES = 8 * 1024 * 1024
 """The largest reply body read (8 MiB): far above any completion of the lengths queerbench asks for."""
 
@@ -104,15 +108,24 @@ def retry_delay(
     base: float,
     cap: float,
     rand: Callable[[], float] = random.random,
+    retry_after_cap: float | None = None,
 ) -> float:
     """Seconds to wait before retry ``attempt + 1`` (``attempt`` counts from 0), see the module doc.
 
-    ``retry_after`` (seconds, from :func:`retry_after_from_headers`) is used as it is, within ``cap``; ``None``
-    gives ``min(base · 2^attempt, cap) · (1 − JITTER · rand())`` with ``rand()`` in [0, 1).
+    ``retry_after`` (seconds, from :func:`retry_after_from_headers`) is used as it is, within ``retry_after_cap``
+    (default ``cap``: a server that asks for a longer wait than the backoff's cap is still obeyed when this is
+    larger); ``None`` gives ``min(base · 2^attempt, cap) · (1 − JITTER · rand())`` with ``rand()`` in [0, 1).
     """
     if retry_after is not None:
-        return min(max(0.0, retry_after), cap)
+        return min(max(0.0, retry_after), cap if retry_after_cap is None else retry_after_cap)
     return min(base * 2.0 ** min(attempt, 64), cap) * (1 - JITTER * rand())
+
+
+def retries_spent(max_retries: int, blind: int, paced: int, retry_after: float | None) -> bool:
+    """Whether a call that just failed may not be retried again: ``max_retries`` retries of each kind — after
+    failures without a ``Retry-After`` (``blind``) and after a server's ``Retry-After`` (``paced``: the server
+    scheduling the request, not a sign that it fails) — are the most a call gets."""
+    return (blind if retry_after is None else paced) >= max_retries
 
 
 def scrub(text: str, secret: str | None) -> str:
@@ -252,7 +265,8 @@ class Outcome:
 class HttpClient:
     """One session, one retry policy, one rate limiter and one secret rule for an API's calls (see the module doc).
 
-    ``max_retries`` retries after the first attempt; ``backoff_base``/``backoff_max`` the delays (:func:`retry_delay`);
+    ``max_retries`` retries of each kind (:func:`retries_spent`); ``backoff_base``/``backoff_max`` the delays without a
+    ``Retry-After``, ``retry_after_max`` the longest ``Retry-After`` obeyed (None: ``backoff_max``; :func:`retry_delay`);
     ``timeout`` seconds for an answer, headers and whole body; ``connect_timeout`` for the connection;
     ``requests_per_minute`` the rate limit (None: none); ``pool_size`` the connections kept open (the concurrency of
     the caller's threads, which share the session); ``secret`` what is scrubbed from messages. ``sleep``/``clock``/
@@ -266,6 +280,7 @@ class HttpClient:
         max_retries: int = 5,
         backoff_base: float = 1.0,
         backoff_max: float = 60.0,
+        retry_after_max: float | None = None,
         timeout: float = 60.0,
         connect_timeout: float = 10.0,
         requests_per_minute: float | None = None,
@@ -282,6 +297,7 @@ class HttpClient:
             raise ValueError(f"--requests-per-minute must be > 0, got {requests_per_minute!r}")
         self.rules, self.max_retries = rules, max_retries
         self.backoff_base, self.backoff_max = backoff_base, backoff_max
+        self.retry_after_max = backoff_max if retry_after_max is None else max(retry_after_max, backoff_max)
         self.timeout, self.connect_timeout, self.max_bytes = timeout, connect_timeout, max_bytes
         self.secret = secret or None
         self.sleep, self.jitter, self._clock = sleep, jitter, clock
@@ -300,7 +316,14 @@ class HttpClient:
 
     def backoff(self, attempt: int, retry_after: float | None = None) -> float:
         """Seconds to wait before retry ``attempt + 1`` (:func:`retry_delay` with this client's settings)."""
-        return retry_delay(attempt, retry_after, base=self.backoff_base, cap=self.backoff_max, rand=self.jitter)
+        return retry_delay(
+            attempt,
+            retry_after,
+            base=self.backoff_base,
+            cap=self.backoff_max,
+            rand=self.jitter,
+            retry_after_cap=self.retry_after_max,
+        )
 
     def _read(self, resp: requests.Response, started: float) -> bytes:
         """The whole body within the deadline (``timeout`` seconds from the request's start) and the size cap.
@@ -395,31 +418,36 @@ class HttpClient:
         on_retry: Callable[[int, str, float], Any] | None = None,
         **kwargs: Any,
     ) -> Outcome:
-        """One call with retries (:meth:`attempt` until it succeeds, fails for good or ``max_retries`` retries are
-        spent, waiting :meth:`backoff` between attempts): ``final`` with the server's words in ``detail`` for an answer
+        """One call with retries (:meth:`attempt` until it succeeds, fails for good or its retries are spent —
+        :func:`retries_spent` — waiting :meth:`backoff` between attempts): ``final`` with the server's words in ``detail`` for an answer
         not worth retrying. ``stop``, once set, ends a backoff early and stops further attempts (``cancelled``).
         ``on_retry(retry number, problem, wait)`` is told of each retry before its wait (a log line). ``kwargs`` go
         to the request (``json``, ``data``, ``params``, ``headers``)."""
         pause = sleep or self.sleep
         problems: list[str] = []
         status: int | None = None
-        for n in range(self.max_retries + 1):
+        n = blind = paced = 0  # attempts; retries without a Retry-After (they advance the backoff); paced retries
+        while True:
             if stop is not None and stop.is_set():
                 return Outcome(problems=problems, attempts=n, status=status, cancelled=True)
             self.limiter.wait(pause)
             tried = self.attempt(method, url, parse=parse, fatal=fatal, **kwargs)
+            n += 1
             status = tried.status if tried.status is not None else status
             if tried.ok:
-                return Outcome(value=tried.value, attempts=n + 1, status=status)
+                return Outcome(value=tried.value, attempts=n, status=status)
             problems.append(tried.problem)
             if not tried.retry:
-                return Outcome(problems=problems, attempts=n + 1, status=status, final=True, detail=tried.detail)
-            if n < self.max_retries and not (stop is not None and stop.is_set()):
-                delay = self.backoff(n, tried.retry_after)
-                if on_retry is not None:
-                    on_retry(n + 1, problems[-1], delay)
-                pause(delay)
-        return Outcome(problems=problems, attempts=self.max_retries + 1, status=status)
+                return Outcome(problems=problems, attempts=n, status=status, final=True, detail=tried.detail)
+            if retries_spent(self.max_retries, blind, paced, tried.retry_after):
+                return Outcome(problems=problems, attempts=n, status=status)
+            if stop is not None and stop.is_set():
+                continue
+            delay = self.backoff(blind, tried.retry_after)
+            blind, paced = (blind + 1, paced) if tried.retry_after is None else (blind, paced + 1)
+            if on_retry is not None:
+                on_retry(n, problems[-1], delay)
+            pause(delay)
 
     def stream(self, url: str, write: Callable[[bytes], Any], *, chunk: int = 1 << 20) -> Outcome:
         """Download ``url``, handing each chunk of the body to ``write`` as it arrives (a file of any size, up to

@@ -55,7 +55,7 @@ def _owner(folder: Path) -> str:
 def folder_lock(folder: Path, what: str = "run") -> Iterator[None]:
     """Hold the exclusive lock on ``folder`` for the ``with`` block; else a one-line :class:`FolderBusyError` naming
     the holder. ``what`` names the holder's work in that message. A folder this call created is removed again when
-    the block leaves nothing in it but the lock. The thread that holds a folder may enter its lock again (a command
+    the block leaves nothing in it but the lock, and an empty folder the user made is left empty. The thread that holds a folder may enter its lock again (a command
     that locks before it calls the library, which locks too); any other thread or process is refused."""
     from filelock import FileLock, Timeout
 
@@ -65,6 +65,7 @@ def folder_lock(folder: Path, what: str = "run") -> Iterator[None]:
         return
     created = not folder.exists()
     folder.mkdir(parents=True, exist_ok=True)
+    was_empty = not set(os.listdir(folder)) - LOCK_FILES
     lock = FileLock(folder / LOCK_FILE, timeout=0)
     try:
         lock.acquire()
@@ -88,7 +89,8 @@ def folder_lock(folder: Path, what: str = "run") -> Iterator[None]:
     finally:
         _HELD.discard(held)
         owner.unlink(missing_ok=True)
-        if created and folder.is_dir() and set(os.listdir(folder)) <= LOCK_FILES:
-            (folder / LOCK_FILE).unlink(missing_ok=True)  # the folder held nothing but the lock: leave no trace
-            folder.rmdir()
+        if was_empty and folder.is_dir() and set(os.listdir(folder)) <= LOCK_FILES:
+            (folder / LOCK_FILE).unlink(missing_ok=True)  # the folder holds nothing but the lock: leave no trace
+            if created:
+                folder.rmdir()
         lock.release()

@@ -12,14 +12,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     dataset = sub.add_parser("dataset", help="build the Hub dataset folder")
     dsub = dataset.add_subparsers(dest="dataset_command", metavar="ACTION", required=True)
     build = dsub.add_parser("build", help="write Parquet per config/split and a README card into --out")
-    build.add_argument("--out", required=True, help="output folder (must be empty or absent)")
+    build.add_argument(
+        "--out", required=True, help="output folder (new or empty, or an earlier build with --overwrite)"
+    )
     build.add_argument(
         "--configs",
         default=",".join(default_configs()),
         help=f"comma-separated configs to build, from {', '.join(dataset_configs())} (default: %(default)s; the "
         "others, such as 'queergen', academic-research-only data, are built only when named)",
     )
-    build.add_argument("--overwrite", action="store_true", help="replace an earlier dataset build in --out")
+    build.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the files an earlier dataset build wrote in --out (README.md and the Parquet files its card "
+        "lists); other files there (notes, .gitattributes, .git) are left as they are",
+    )
     build.set_defaults(func=_build)
 
 

@@ -31,7 +31,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     export.add_argument(
         "--toxicity", default="embedded", help="toxicity scorer the tasks use (default: %(default)s; none to skip)"
     )
-    export.add_argument("--overwrite", action="store_true", help="replace an earlier export in DIR")
+    export.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the files an earlier export wrote in DIR (its task YAMLs, utils.py, sentences.parquet, "
+        "their __pycache__ and its marker; those of tasks not exported now are removed); other files there are "
+        "left as they are",
+    )
     export.set_defaults(func=_export)
 
     imp = lsub.add_parser(

@@ -122,6 +122,7 @@ def _run(args: argparse.Namespace) -> int:
         endpoint=args.endpoint,
         concurrency=args.concurrency,
         requests_per_minute=args.requests_per_minute,
+        request_timeout=args.request_timeout,
         prompt_id=args.prompt_id,
         max_new_tokens=args.max_new_tokens,
         exclude_function_words=args.exclude_function_words,
@@ -157,7 +158,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def _compare(args: argparse.Namespace) -> int:
     from queerbench.base.files import read_json
-    from queerbench.results.compare import compare_cells, compare_runs, compare_warnings
+    from queerbench.results.compare import check_scores_document, compare_cells, compare_runs, compare_warnings
 
     if Path(args.out).exists() and not Path(args.out).is_dir():
         raise ValueError(f"--out {args.out} is a file; choose a folder for compare.md, compare.csv and the heatmap")
@@ -167,6 +168,7 @@ def _compare(args: argparse.Namespace) -> int:
         if not path.is_file():
             raise FileNotFoundError(f"{folder} has no scores.json: is it a finished `queerbench run` folder?")
         doc = read_json(path, fix="delete it and rerun `queerbench run` for that folder (it re-scores the predictions)")
+        check_scores_document(doc, path)  # an object with n and queerbench per group, or one line naming the file
         runs.append({"scores": doc, "meta": doc.get("run", {"model": folder}), "dir": folder})
     _, md = compare_runs(runs, Path(args.out))
     print(compare_cells(runs)[2].to_string())  # QB (n) per run and group; ⚠ = n < 30

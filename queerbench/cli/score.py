@@ -18,7 +18,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "score",
         help="score a predictions file",
         description="Score PREDICTIONS: a run's predictions.parquet, or one of the paper's prediction/evaluation "
-        "CSVs (with --toxicity precomputed, an evaluation CSV's stored Perspective counts are used).",
+        "CSVs (with --toxicity precomputed, an evaluation CSV's stored Perspective counts are used). Each sentence "
+        "is scored once: a file with repeated rows is refused (a run's rows by their id; the paper's CSVs, which have "
+        "no id, by sentence and group, beyond the repeats of the paper's own sentence set; QueerGen's by index).",
     )
     score.add_argument("predictions", help="predictions.parquet from `queerbench run`, or an upstream QueerBench CSV")
     config_argument(score)
@@ -57,14 +59,19 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _signature(path: Path, config: str, result: dict) -> str:
     """The signature of a scored file: its run's (from the run folder's ``run.json``) completed by the scores, or the
     file's own (task, file name, k, scorers) for a file that is not in a run folder."""
-    from queerbench.base.files import read_json
+    from queerbench.base.files import read_json_object
     from queerbench.run.signature import Signature
 
     record = path.parent / "run.json"
     if path.suffix == ".parquet" and record.is_file():
-        stored = read_json(record, fix="delete it and rerun `queerbench run` for that folder")
-        if isinstance(stored, dict):
-            return str(Signature.from_key(stored).with_scores(result))
+        stored = read_json_object(record, fix="delete it and rerun `queerbench run` for that folder")
+        if stored:
+            try:
+                return str(Signature.from_key(stored).with_scores(result))
+            except (TypeError, ValueError) as exc:  # e.g. an unknown method: say which file recorded it
+                raise ValueError(
+                    f"{record} is not a run record ({exc}); delete it and rerun `queerbench run` for that folder"
+                ) from None
     k = int(result.get("k") or 0)
     return str(
         Signature(task=config, method="file", model=path.name, revision=None, dtype="n/a", k=k, limit=None).with_scores(
@@ -74,10 +81,12 @@ def _signature(path: Path, config: str, result: dict) -> str:
 
 
 def _score(args: argparse.Namespace) -> int:
-    from queerbench.run.scores import score_predictions, task_scores
+    from queerbench.run.scores import check_predictions_table, score_predictions, task_scores
     from queerbench.tasks import all_tasks, get_task
 
     path = Path(args.predictions)
+    if args.top_k is not None and args.top_k < 1:  # as `run` refuses it: -1 would drop the last word, 0 be ignored
+        raise ValueError(f"--top-k must be a positive integer, got {args.top_k}")
     if not path.is_file():
         raise FileNotFoundError(f"predictions file {path} does not exist")
     task = get_task(args.config)
@@ -107,11 +116,12 @@ def _score(args: argparse.Namespace) -> int:
         frame = read_parquet(
             path, fix="if it is a run's predictions.parquet, delete it and rerun `queerbench run` for that folder"
         )
-        needed = {"id", "tokens", "group", "category", "subject", "template_id", "masked_sentence", "neutral_sentence"}
-        if not needed <= set(frame.columns):
-            raise ValueError(
-                f"{path} lacks the columns {sorted(needed - set(frame.columns))}; expected a run's predictions.parquet"
-            )
+        # the columns, one list of words per row, a group per row, each id once: one line naming the row otherwise
+        check_predictions_table(
+            frame,
+            path,
+            fix="if it is a run's predictions.parquet, delete it and rerun `queerbench run` for that folder",
+        )
         if args.toxicity == "precomputed":
             raise ValueError(
                 f"{path}: a run's predictions carry no stored toxicity; --toxicity precomputed is for the upstream "

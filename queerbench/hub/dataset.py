@@ -2,6 +2,10 @@
 
 Layout (docs/hub.md, "The dataset"): ``<config>/<split>-00000-of-00001.parquet`` and ``README.md``. The folder loads offline
 with ``datasets.load_dataset(folder, "<config>", split="nouns")``. Building twice gives byte-identical Parquet.
+
+The folder is built aside and moved into place (:func:`queerbench.base.files.replace_own_files`). ``--overwrite``
+replaces the files an earlier build wrote — its ``README.md`` and the Parquet files that card lists — and nothing
+else: a researcher's notes, a ``.gitattributes`` or the ``.git`` folder of a Hub clone stay.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import pyarrow.parquet as pq
 import yaml
 
 from queerbench import __version__
-from queerbench.base.files import atomic_dir
+from queerbench.base.files import replace_own_files
 from queerbench.base.sources import describe_sources
 from queerbench.tasks import Task, all_tasks
 
@@ -123,16 +127,37 @@ def _card_sources(configs: Sequence[str]) -> list[str]:
     return names
 
 
-def _looks_like_dataset(folder: Path) -> bool:
+def _own_files(folder: Path) -> list[str] | None:
+    """The files an earlier ``dataset build`` wrote in ``folder``: its card (``README.md``, front matter naming
+    QueerBench) and the Parquet files the card's ``configs`` list; None when the folder holds no such card."""
     readme = folder / "README.md"
-    return readme.is_file() and "configs:" in readme.read_text(encoding="utf-8", errors="replace")
+    if not readme.is_file():
+        return None
+    text = readme.read_text(encoding="utf-8", errors="replace")
+    try:
+        meta = yaml.safe_load(text.split("---", 2)[1]) if text.startswith("---") else None
+    except (yaml.YAMLError, IndexError):
+        return None
+    if (
+        not isinstance(meta, dict)
+        or meta.get("pretty_name") != "QueerBench"
+        or not isinstance(meta.get("configs"), list)
+    ):
+        return None
+    files = ["README.md"]
+    for config in meta["configs"]:
+        for entry in (config.get("data_files") or []) if isinstance(config, dict) else []:
+            if isinstance(entry, dict) and isinstance(entry.get("path"), str):
+                files.append(entry["path"])
+    return files
 
 
 def build_dataset(out: str | Path, configs: Sequence[str] | None = None, *, overwrite: bool = False) -> Path:
     """Write the Hub-ready dataset folder for ``configs`` into ``out`` (atomically) and return its path.
 
-    ``out`` must be empty or absent; an earlier dataset build there is replaced only with ``overwrite=True``.
-    ``configs`` None: :func:`default_configs`.
+    ``out`` must be empty or absent, or, with ``overwrite=True``, hold an earlier dataset build: its files (the card
+    and the Parquet files it lists) are replaced and every other file there is left alone. ``configs`` None:
+    :func:`default_configs`.
     """
     configs = list(dict.fromkeys(default_configs() if configs is None else configs))
     if not configs:
@@ -140,7 +165,7 @@ def build_dataset(out: str | Path, configs: Sequence[str] | None = None, *, over
     for c in configs:
         _task_of(c)  # an unknown config fails before anything is built
     frames = {c: config_splits(c) for c in configs}  # build everything before touching the output folder
-    with atomic_dir(out, overwrite=overwrite, is_ours=_looks_like_dataset) as tmp:
+    with replace_own_files(out, overwrite=overwrite, own_files=_own_files, command="queerbench dataset build") as tmp:
         tables = {
             c: {s: _write_parquet(f, tmp / c / f"{s}-00000-of-00001.parquet") for s, f in splits.items()}
             for c, splits in frames.items()

@@ -6,7 +6,10 @@ Per task and prompt format, one folder ``DIR/<task>/`` with the task YAML (from 
 same sentences as a run over the templates they cover. Which tasks can be exported, and under which name, each task
 says (its ``lmeval`` entry: ``queerbench_default``, ``queerbench_paper``, ``queergen``), for the raw prompt (models
 without a chat template) and with ``_chat`` (the prompt as the user turn of ``--apply_chat_template``). The folder is
-written in a temporary sibling and moved into place whole.
+written in a temporary sibling and moved into place (:func:`queerbench.base.files.replace_own_files`); ``--overwrite``
+replaces the files an earlier export wrote (the marker file ``.queerbench-lm-eval`` and, in each task folder, the
+task YAML, ``utils.py``, ``sentences.parquet`` and the ``__pycache__`` lm_eval left of ``utils.py``) and leaves every
+other file there alone.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from typing import Any
 import yaml
 
 from queerbench import __version__
-from queerbench.base.files import atomic_dir
+from queerbench.base.files import replace_own_files
 from queerbench.lmeval.task import METRIC_KINDS, PROMPT_FORMATS, metric_name
 
 __all__ = ["export_configs", "export_tasks", "task_name"]
@@ -55,6 +58,21 @@ def task_name(config: str, prompt_format: str) -> str:
             f"--config {config} has no lm-evaluation-harness export; choose one of {', '.join(export_configs())}"
         )
     return base if prompt_format == "raw" else f"{base}_chat"
+
+
+def _own_files(folder: Path) -> list[str] | None:
+    """The files an earlier export wrote in ``folder`` (None when it holds no export's marker): the marker and, for
+    every task queerbench exports, its YAML, ``utils.py``, ``sentences.parquet`` and the compiled ``utils.py`` that
+    lm_eval's import of it left in ``__pycache__``."""
+    if not (folder / MARKER).is_file():
+        return None
+    files = [MARKER]
+    for config in export_configs():
+        for prompt_format in PROMPT_FORMATS:
+            task = task_name(config, prompt_format)
+            files += [f"{task}/{task}.yaml", f"{task}/utils.py", f"{task}/sentences.parquet"]
+            files += [p.relative_to(folder).as_posix() for p in (folder / task / "__pycache__").glob("utils.*.pyc")]
+    return files
 
 
 class _TaskLoader(yaml.SafeLoader):
@@ -103,7 +121,10 @@ def export_tasks(
     toxicity: str = "embedded",
     overwrite: bool = False,
 ) -> list[str]:
-    """Write the task folders of ``configs`` (both prompt formats each) into ``out``; return the task names."""
+    """Write the task folders of ``configs`` (both prompt formats each) into ``out``; return the task names.
+
+    ``out`` must be new or empty, or, with ``overwrite=True``, hold an earlier export: its files are replaced (those
+    of tasks not exported now are removed) and every other file there is left alone."""
     from queerbench.methods.instructed.replies import load_prompts
     from queerbench.scoring.aggregate import ScoringOptions, group_order
     from queerbench.tasks import get_task
@@ -127,7 +148,7 @@ def export_tasks(
     }
     out = Path(out).expanduser().resolve()
     written: list[str] = []
-    with atomic_dir(out, overwrite=overwrite, is_ours=lambda p: (p / MARKER).is_file()) as tmp:
+    with replace_own_files(out, overwrite=overwrite, own_files=_own_files, command="queerbench lm-eval export") as tmp:
         (tmp / MARKER).write_text(f"queerbench {__version__}\n", encoding="utf-8")
         for config in configs:
             frame = get_task(config).items().drop(columns=["split"])

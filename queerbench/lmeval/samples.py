@@ -8,6 +8,14 @@ task's), parses every reply with queerbench's parser and writes ``predictions.pa
 ``queerbench run``'s order), ``model.json`` and ``run.json`` into a new ``RUN_DIR``; then
 :func:`queerbench.run.pipeline.run_benchmark` scores it as a finished ``instructed`` run (``scores.json`` with CIs, report,
 figures), so ``queerbench compare`` reads it like any run. Nothing is left in ``RUN_DIR`` when a step fails.
+
+The import needs no model: the replies are in the samples file, and what the run records of the model comes from
+lm_eval's results file (the name in ``--model_args``, the Hub commit lm_eval recorded as ``model_sha``); a model folder
+that exists here is hashed as a run would hash it, and a fingerprint that cannot be had without the Hub is recorded
+as unknown. Nothing is downloaded, so an import works offline and on another machine than the lm_eval run.
+The sentences it covers are recorded exactly: the first N templates as ``--limit N``, any other part
+(``lm_eval --limit 100`` ends inside the second template; a run of later templates) as a subset
+(:func:`queerbench.run.signature.sentence_subset`) that the signature, the report and ``compare`` show.
 """
 
 from __future__ import annotations
@@ -15,17 +23,17 @@ from __future__ import annotations
 import json
 import re
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
+from queerbench.base.files import read_json_object
 from queerbench.lmeval.export import export_configs, task_name
 from queerbench.lmeval.task import PROMPT_FORMATS
 
 __all__ = ["find_run", "import_samples"]
 
+_RERUN = "rerun lm_eval with --log_samples --output_path into an empty folder and import that"
 _SAMPLES = re.compile(r"^samples_(?P<task>.+)_(?P<time>\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}\.\d+)\.jsonl$")
 _API_MODELS = ("local-completions", "local-chat-completions", "openai-completions", "openai-chat-completions")
 
@@ -35,15 +43,20 @@ def ours() -> dict[str, tuple[str, str]]:
     return {task_name(c, f): (c, f) for c in export_configs() for f in PROMPT_FORMATS}
 
 
+def _obj(value: Any) -> dict[str, Any]:
+    """``value`` when it is a JSON object, else ``{}`` (a field lm_eval did not write as this reader expects)."""
+    return value if isinstance(value, dict) else {}
+
+
 def _model_args(config: dict[str, Any]) -> dict[str, Any]:
     args = config.get("model_args") or {}
     if isinstance(args, str):  # older releases store the command-line string
         args = dict(part.split("=", 1) for part in args.split(",") if "=" in part)
-    return dict(args)
+    return dict(_obj(args))
 
 
 def _who(results: dict[str, Any]) -> str:
-    config = results.get("config") or {}
+    config = _obj(results.get("config"))
     return f"{config.get('model')}({json.dumps(_model_args(config), sort_keys=True)})"
 
 
@@ -78,7 +91,7 @@ def find_run(output_dir: str | Path, task: str | None = None) -> tuple[Path, dic
             raise FileNotFoundError(
                 f"{path} has no {result_file.name} next to it (lm_eval writes both): it cannot say which model replied"
             )
-        results.append(json.loads(result_file.read_text(encoding="utf-8")))
+        results.append(read_json_object(result_file, fix=_RERUN))
     if len(runs) > 1:
         models = sorted({_who(r) for r in results})
         what = f"two models ({'; '.join(models)})" if len(models) > 1 else f"{len(runs)} runs of one model"
@@ -90,8 +103,9 @@ def find_run(output_dir: str | Path, task: str | None = None) -> tuple[Path, dic
 
 
 def _identity(results: dict[str, Any]) -> tuple[str, str | None, dict[str, Any]]:
-    """``(model for the run options, endpoint or None, fingerprint)`` from lm-evaluation-harness's results JSON."""
-    config = results.get("config") or {}
+    """``(model for the run options, endpoint or None, fingerprint)`` from lm-evaluation-harness's results JSON (the
+    fingerprint of ``model.json``: what lm_eval recorded of the model)."""
+    config = _obj(results.get("config"))
     kind, args = str(config.get("model")), _model_args(config)
     endpoint = None
     if kind in _API_MODELS and args.get("model"):
@@ -115,13 +129,41 @@ def _identity(results: dict[str, Any]) -> tuple[str, str | None, dict[str, Any]]
     return model, endpoint, fingerprint
 
 
-def _limit(frame: pd.DataFrame, ids: set[str]) -> int | None:
-    """The ``--limit`` (templates) whose sentences are exactly ``ids``; ``None`` for all templates or no such N."""
-    templates = sorted(frame["template_id"].unique())
-    for n in range(1, len(templates) + 1):
-        if set(frame.loc[frame["template_id"].isin(templates[:n]), "id"]) == ids:
-            return None if n == len(templates) else n
-    return None
+def _run_fingerprint(results: dict[str, Any], model: str, endpoint: str | None) -> dict[str, Any]:
+    """The model's fingerprint for ``run.json``, without loading or downloading anything: an endpoint's URL and
+    model name; the Hub commit lm_eval recorded (``model_sha``); a model folder or file that exists here, hashed as
+    ``queerbench run`` hashes it; else ``{"kind": "id", "sha256": None}``: the weights are unknown (a Hub id lm_eval
+    recorded no commit for, a folder of the machine lm_eval ran on)."""
+    from queerbench.models.fingerprint import fingerprint_model
+
+    if endpoint:
+        return fingerprint_model(model, endpoint=endpoint)
+    sha = str(_obj(results.get("config")).get("model_sha") or "")
+    if re.fullmatch(r"[0-9a-f]{40}", sha):
+        return {"kind": "hub", "commit_hash": sha}
+    if Path(model).expanduser().exists():
+        try:
+            return fingerprint_model(model)
+        except ValueError:  # a folder holding no model file: its weights are unknown
+            pass
+    return {"kind": "id", "model": model, "sha256": None}
+
+
+def _read_samples(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(line number, sample)`` of every non-empty line of a samples file; a line that is not a JSON object is one
+    line naming the file and the line."""
+    with path.open(encoding="utf-8") as lines:
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                sample = json.loads(line)
+            except ValueError as exc:
+                said = " ".join(str(exc).split())[:100]
+                raise ValueError(f"{path} line {number} is not JSON ({said}); {_RERUN}") from None
+            if not isinstance(sample, dict):
+                raise ValueError(f"{path} line {number} must hold a JSON object (one sample); {_RERUN}")
+            yield number, sample
 
 
 def import_samples(
@@ -136,15 +178,14 @@ def import_samples(
     :class:`~queerbench.run.pipeline.RunResult` of scoring it (``toxicity`` None: the scorer the task was exported with)."""
     from queerbench.base.files import atomic_path, write_json
     from queerbench.methods.instructed.replies import load_prompts, parse_reply
-    from queerbench.models.registry import model_ref
     from queerbench.run.folder import KEY_FILE
     from queerbench.run.pipeline import RunOptions, run_benchmark
-    from queerbench.run.signature import signature_of
+    from queerbench.run.signature import sentence_subset, signature_of
     from queerbench.tasks import get_task
 
     samples_path, results, task = find_run(output_dir, task)
     config, prompt_format = ours()[task]
-    meta = ((results.get("configs") or {}).get(task) or {}).get("metadata") or {}
+    meta = _obj(_obj(_obj(results.get("configs")).get(task)).get("metadata"))
     if meta.get("config") != config or "prompt_id" not in meta:
         raise ValueError(
             f"{samples_path} is of a task named {task} that `queerbench lm-eval export` did not write (its metadata "
@@ -164,27 +205,26 @@ def import_samples(
     frame = get_task(config).items().drop(columns=["split"])
     by_id = frame.set_index("id")["masked_sentence"].to_dict()
     replies: dict[str, str] = {}
-    with samples_path.open(encoding="utf-8") as lines:
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            sample = json.loads(line)
-            doc = sample.get("doc") or {}
-            sid = doc.get("id")
-            if by_id.get(sid) != doc.get("masked_sentence"):
-                raise ValueError(
-                    f"{samples_path} line {number}: sentence {sid!r} is not one of the {config} sentences of this "
-                    "queerbench version; export the tasks again and rerun lm_eval"
-                )
-            if sid in replies:
-                raise ValueError(f"{samples_path} holds sentence {sid} twice; pass the output of one lm_eval run")
-            reply = (sample.get("filtered_resps") or [""])[0]
-            replies[sid] = reply if isinstance(reply, str) else ""
+    for number, sample in _read_samples(samples_path):
+        doc = _obj(sample.get("doc"))
+        sid = doc.get("id")
+        if not isinstance(sid, str) or by_id.get(sid) != doc.get("masked_sentence"):
+            raise ValueError(
+                f"{samples_path} line {number}: sentence {sid!r} is not one of the {config} sentences of this "
+                "queerbench version; export the tasks again and rerun lm_eval"
+            )
+        if sid in replies:
+            raise ValueError(f"{samples_path} holds sentence {sid} twice; pass the output of one lm_eval run")
+        resps = sample.get("filtered_resps")
+        reply = resps[0] if isinstance(resps, list) and resps else ""
+        replies[sid] = reply if isinstance(reply, str) else ""
     if not replies:
         raise ValueError(f"{samples_path} holds no samples; rerun lm_eval with --log_samples")
 
     model, endpoint, fingerprint = _identity(results)
-    gen = ((results.get("configs") or {}).get(task) or {}).get("generation_kwargs") or {}
+    run_fingerprint = _run_fingerprint(results, model, endpoint)
+    limit, sentences = sentence_subset(frame, replies)
+    gen = _obj(_obj(_obj(results.get("configs")).get(task)).get("generation_kwargs"))
     max_new = int(gen.get("max_gen_toks") or load_prompts()["decoding"]["max_new_tokens"])
     predictions = frame[frame["id"].isin(replies)].reset_index(drop=True)
     options = RunOptions(
@@ -193,7 +233,8 @@ def import_samples(
         config=config,
         top_k=1,
         method="instructed",
-        limit=_limit(frame, set(replies)),
+        limit=limit,
+        sentences=sentences,
         prompt_id=str(meta["prompt_id"]),
         max_new_tokens=max_new,
         toxicity=toxicity or str(meta.get("toxicity") or "embedded"),
@@ -226,7 +267,7 @@ def import_samples(
         "system_prompt": results.get("system_instruction"),
         "decoding": {"temperature": 0.0, "max_new_tokens": max_new, "samples": 1, "kind": "greedy", "source": task},
         "imported_from": str(samples_path.resolve()),
-        "device": (results.get("config") or {}).get("device"),
+        "device": _obj(results.get("config")).get("device"),
     }
     created = not out.exists()
     try:
@@ -234,11 +275,12 @@ def import_samples(
         with atomic_path(out / "predictions.parquet") as tmp:
             predictions.to_parquet(tmp, index=False)
         write_json(out / "model.json", model_meta)
-        signature = signature_of(options, n_templates=int(frame["template_id"].nunique()))
-        record = {**signature.key(), "model_fingerprint": model_ref(model, endpoint, check_paths=False).fingerprint()}
+        n_templates = int(frame["template_id"].nunique())
+        signature = signature_of(options, n_templates=n_templates, fingerprint=run_fingerprint)
+        record = {**signature.key(), "model_fingerprint": run_fingerprint}
         write_json(out / KEY_FILE, {**record, "signature": str(signature)})
         log(f"imported {len(predictions)} replies of {task} ({model}) from {samples_path}")
-        return run_benchmark(options, out, log=lambda _: None)
+        return run_benchmark(options, out, log=lambda _: None, model_fingerprint=run_fingerprint)
     except BaseException:
         if created:
             shutil.rmtree(out, ignore_errors=True)

@@ -7,11 +7,16 @@ templates, the dtype, the device map, the prompt, the toxicity scorer and what i
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from queerbench.methods.registry import METHODS, get_method
-from queerbench.models.generation.settings import DEFAULT_CONCURRENCY, DEFAULT_REQUESTS_PER_MINUTE
+from queerbench.models.generation.settings import (
+    DEFAULT_CONCURRENCY,
+    DEFAULT_REQUEST_TIMEOUT,
+    DEFAULT_REQUESTS_PER_MINUTE,
+)
 from queerbench.models.registry import model_ref
 from queerbench.scoring.aggregate import TOXICITY_CHOICES, ScoringOptions, check_toxicity_scorer
 from queerbench.tasks import get_task, task_names
@@ -20,6 +25,7 @@ from queerbench.tasks.base import TOXICITY_INPUTS
 __all__ = ["DTYPES", "TOXICITY_INPUTS", "RunOptions"]
 
 DTYPES = ("float32", "bfloat16", "float16")
+_SUBSET = re.compile(r"[1-9][0-9]*@[0-9a-f]{12}")
 
 
 @dataclass
@@ -49,10 +55,16 @@ class RunOptions:
     endpoint: str | None = None  # an OpenAI-compatible base URL: instructed on the served model `model`
     concurrency: int = DEFAULT_CONCURRENCY  # endpoint requests in flight
     requests_per_minute: float = DEFAULT_REQUESTS_PER_MINUTE  # endpoint rate limit (not part of the key)
+    request_timeout: float = DEFAULT_REQUEST_TIMEOUT  # seconds per endpoint request (not part of the key)
     prompt_id: str | None = None  # instructed: a prompt of queerbench/data/llm_prompts.json (None: its default)
     max_new_tokens: int | None = None  # instructed: None = the data file's default
     exclude_function_words: bool = False  # scoring only (not in the cache key): see queerbench.scoring.function_words
     safetensors_only: bool = False  # refuse pickle checkpoints of a masked LM (the Space); not in the key
+    reply_cache: str | None = None  # a generative run's reply cache (None: its own, in OUT/.chunks); not in the key
+    sentences: str | None = None
+    """The sentences of an imported run that are not the first ``--limit`` templates (``lm_eval --limit 100``, a later
+    template), as ``<n>@<hash of their ids>`` (:func:`queerbench.run.signature.sentence_subset`); part of the key and
+    the signature. None: the first ``limit`` templates. Never a flag: a run predicts whole templates."""
 
     def __post_init__(self) -> None:
         task = get_task(self.config)
@@ -67,6 +79,8 @@ class RunOptions:
             raise ValueError(f"--concurrency must be at least 1 (requests in flight), got {self.concurrency!r}")
         if not self.requests_per_minute > 0:
             raise ValueError(f"--requests-per-minute must be > 0, got {self.requests_per_minute!r}")
+        if not self.request_timeout > 0:
+            raise ValueError(f"--request-timeout must be > 0 seconds, got {self.request_timeout!r}")
         if self.endpoint and self.revision:
             raise ValueError(
                 "--revision pins a Hub model's commit; an --endpoint serves its own weights: drop --revision"
@@ -88,6 +102,8 @@ class RunOptions:
             raise ValueError(f"--top-k must be a positive integer, got {self.top_k!r}")
         if self.limit is not None and self.limit < 1:
             raise ValueError(f"--limit must be at least 1 template (or omitted for all), got {self.limit}")
+        if self.sentences is not None and (self.limit is not None or not _SUBSET.fullmatch(self.sentences)):
+            raise ValueError(f"sentences must be '<n>@<12 hex digits>' without a limit, got {self.sentences!r}")
         if self.dtype not in DTYPES:
             raise ValueError(f"--dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
         if self.device_map is not None and self.endpoint:

@@ -73,7 +73,14 @@ def _index_or_files(folder: Path) -> int | None:
     """The checkpoint's bytes on disk from its safetensors index or, lacking one, its weight files."""
     for index in ("model.safetensors.index.json", "pytorch_model.bin.index.json"):
         if (folder / index).is_file():
-            total = json.loads((folder / index).read_text()).get("metadata", {}).get("total_size")
+            try:
+                doc = json.loads((folder / index).read_text(encoding="utf-8"))
+            except (ValueError, UnicodeDecodeError) as exc:  # the parser's text alone names no file
+                raise ValueError(
+                    f"{folder / index} is not valid JSON ({exc}); it is the model's weight index: restore it from the "
+                    "model's source"
+                ) from None
+            total = (doc.get("metadata") or {}).get("total_size") if isinstance(doc, dict) else None
             if total:
                 return int(total)
     for pattern in ("*.safetensors", "*.bin"):

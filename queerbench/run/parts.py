@@ -26,7 +26,7 @@ from typing import Any
 
 import pandas as pd
 
-from queerbench.base.files import atomic_path, read_json, read_parquet, write_json
+from queerbench.base.files import atomic_path, read_json_object, read_parquet, write_json
 from queerbench.base.progress import progress_bar
 from queerbench.methods.base import GenerationError, Rows
 from queerbench.methods.registry import Predictor, check_same_weights, get_method, load_predictor
@@ -38,8 +38,10 @@ __all__ = [
     "PartPlan",
     "RunInterrupted",
     "interruption",
+    "kept",
     "predict_chunks",
     "saved_parts",
+    "write_failure",
 ]
 
 SAVE_EVERY = 64
@@ -234,13 +236,12 @@ def predict_chunks(
     _check_columns(parts, chunk_dir)
     todo = _todo(parts, len(frame))
     meta_path = chunk_dir / "model.json"
-    stored: dict[str, Any] | None = read_json(meta_path, fix=_FIX) if meta_path.is_file() else None
+    stored: dict[str, Any] | None = read_json_object(meta_path, fix=_FIX) if meta_path.is_file() else None
     meta: dict[str, Any] = stored or {}
     predicted = 0
     if todo:
-        predictor = load_predictor(
-            options, chunk_dir / "replies.sqlite", log, fingerprint=fingerprint, stored=stored if parts else None
-        )
+        cache = Path(options.reply_cache) if getattr(options, "reply_cache", None) else chunk_dir / "replies.sqlite"
+        predictor = load_predictor(options, cache, log, fingerprint=fingerprint, stored=stored if parts else None)
         try:
             meta = predictor.metadata()
             if stored is not None:
@@ -270,6 +271,25 @@ def interruption(out: Path, frame: pd.DataFrame, removed: bool) -> RunInterrupte
         return RunInterrupted(
             f"interrupted before any prediction was saved: nothing is kept in {out}; rerun the same command to start"
         )
+    return RunInterrupted(f"interrupted: {kept(out, frame)}")
+
+
+def write_failure(exc: OSError, out: Path, frame: pd.DataFrame, removed: bool) -> ValueError:
+    """One line for a write that failed during prediction (a full disk, a folder turned read-only): the file and
+    why, what was kept, and what to do."""
+    from queerbench.base.arguments import os_error_message
+
+    what = os_error_message(exc).split("; ", 1)[0]
+    if removed:
+        return ValueError(
+            f"{what}; nothing was saved yet ({out} is removed): free some space or fix the folder, then "
+            "rerun the same command to start"
+        )
+    return ValueError(f"{what}; {kept(out, frame)}; free some space or fix the folder first")
+
+
+def kept(out: Path, frame: pd.DataFrame) -> str:
+    """What a stopped run kept, and what rerunning it does (one clause for the user)."""
     chunk_dir = out / ".chunks"
     try:
         n_saved = sum(
@@ -287,8 +307,8 @@ def interruption(out: Path, frame: pd.DataFrame, removed: bool) -> RunInterrupte
         finally:
             cache.close()
     rest = len(frame) - n_saved
-    return RunInterrupted(
-        f"interrupted: the predictions of {n_saved} of {len(frame)} sentences are saved in {chunk_dir}{replies}; "
+    return (
+        f"the predictions of {n_saved} of {len(frame)} sentences are saved in {chunk_dir}{replies}; "
         f"rerun the same command to resume (it predicts the other {rest}"
         + (", asking only the calls whose replies are not saved)" if replies else ")")
     )

@@ -9,16 +9,115 @@ and the scores a task adds next to the QueerBench score (its :meth:`~queerbench.
 
 from __future__ import annotations
 
+import math
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from queerbench.methods.base import Method
-from queerbench.methods.registry import get_method
+from queerbench.methods.registry import METHODS, get_method
 from queerbench.scoring.aggregate import GROUP_ORDER, ScoringOptions, compute
 from queerbench.tasks import Task
 
-__all__ = ["answered", "method_of", "score_predictions", "task_scores", "toxicity_column", "with_every_group"]
+__all__ = [
+    "PREDICTION_COLUMNS",
+    "answered",
+    "check_predictions_table",
+    "method_of",
+    "score_predictions",
+    "task_scores",
+    "toxicity_column",
+    "with_every_group",
+]
+
+PREDICTION_COLUMNS: tuple[str, ...] = (
+    "id",
+    "tokens",
+    "group",
+    "category",
+    "subject",
+    "template_id",
+    "masked_sentence",
+    "neutral_sentence",
+)
+"""The columns of a run's ``predictions.parquet`` that scoring reads."""
+
+
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def check_predictions_table(predictions: pd.DataFrame, path: str | Path, fix: str) -> None:
+    """Refuse, with one ``ValueError`` line naming ``path``, the row or column and the fix (``fix``: how to get a good
+    file again), a predictions table that scoring would misread rather than reject:
+
+    - a missing column of :data:`PREDICTION_COLUMNS`;
+    - a ``tokens`` cell that is not a list of strings: text would be scored letter by letter, ``None`` fails deep in
+      the scorers (a sentence with no answer has an empty list, as ``queerbench run`` writes it);
+    - a missing or non-text ``group``: it would become a group named ``nan``;
+    - a sentence (``masked_sentence``, ``neutral_sentence``) that is not text with a ``[MASK]``: the toxicity
+      scorer fills it;
+    - a ``method`` that is not a method's name;
+    - a missing or repeated ``id``: each sentence of a run has its own id (the ``paper`` set's repeated sentences
+      too), so a repeated id is a repeated row, which would be counted twice (n doubles, the CIs narrow).
+
+    Rows are counted from 0, as pandas shows them."""
+    absent = [c for c in PREDICTION_COLUMNS if c not in predictions.columns]
+    if absent:
+        raise ValueError(f"{path} lacks the column(s) {absent}, which a run's predictions.parquet has; {fix}")
+    for i, words in enumerate(predictions["tokens"]):
+        if _missing(words):
+            raise ValueError(
+                f"{path} row {i}: column tokens is empty (None); it must hold the list of the sentence's predicted "
+                f"words ([] for a sentence with no answer); {fix}"
+            )
+        if isinstance(words, (str, bytes)) or not hasattr(words, "__len__") or not hasattr(words, "__iter__"):
+            raise ValueError(
+                f"{path} row {i}: column tokens holds {type(words).__name__} {words!r}, not a list of words; each "
+                f"row's tokens must be the list of its top-k predicted words, e.g. ['hero', 'nurse']; {fix}"
+            )
+        for j, word in enumerate(words):
+            if not isinstance(word, str):
+                raise ValueError(
+                    f"{path} row {i}: tokens[{j}] is {word!r} ({type(word).__name__}), not a word; the tokens column "
+                    f"holds the predicted words as text; {fix}"
+                )
+    for i, group in enumerate(predictions["group"]):
+        if _missing(group) or not isinstance(group, str) or not group:
+            shown = "empty" if _missing(group) or group == "" else f"{group!r} ({type(group).__name__})"
+            raise ValueError(
+                f"{path} row {i}: column group is {shown}; every sentence needs its group label as text (e.g. "
+                f"queer, non-queer, neo); {fix}"
+            )
+    for column in ("masked_sentence", "neutral_sentence"):  # what the toxicity scorer reads: text with a [MASK]
+        for i, sentence in enumerate(predictions[column]):
+            if not isinstance(sentence, str) or "[MASK]" not in sentence:
+                raise ValueError(
+                    f"{path} row {i}: column {column} is {sentence!r}; it must be the sentence as text, with the "
+                    f"[MASK] that each predicted word fills; {fix}"
+                )
+    if "method" in predictions.columns:  # the method that made the rows (tables older than methods have none)
+        for name in dict.fromkeys(predictions["method"]):
+            if name not in METHODS or name == "auto":
+                raise ValueError(
+                    f"{path}: column method is {name!r}; expected one of {', '.join(m for m in METHODS if m != 'auto')}"
+                    f"; {fix}"
+                )
+    ids = predictions["id"]
+    absent_ids = [i for i, value in enumerate(ids) if _missing(value)]
+    if absent_ids:
+        raise ValueError(f"{path} row {absent_ids[0]}: column id is empty; every sentence needs its id; {fix}")
+    repeated = ids[ids.duplicated(keep=False)]
+    if len(repeated):
+        first = repeated.iloc[0]
+        rows = [i for i, value in enumerate(ids) if value == first]
+        extra = int(ids.duplicated().sum())
+        raise ValueError(
+            f"{path}: id {first!r} occurs in rows {rows} ({extra} repeated row(s) in all); each sentence must occur "
+            "once, or it is scored twice (n doubles, the CIs narrow): drop the repeated rows (a file made by "
+            "joining runs' predictions repeats them)"
+        )
 
 
 def toxicity_column(toxicity_input: str) -> str | None:
@@ -45,6 +144,8 @@ def score_predictions(
 
     Returns the metric result and the per-sentence table (with the sentence columns the report shows).
     """
+    if k is not None and (not isinstance(k, int) or k < 1):
+        raise ValueError(f"--top-k must be a positive integer, got {k!r}")
     rows = answered(predictions)  # scores use the answered rows only
     tokens = [list(t)[: k or len(t)] for t in rows["tokens"]]
     column = toxicity_column(toxicity_input)

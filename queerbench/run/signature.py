@@ -13,14 +13,21 @@ fields two runs differ.
 
 Settings are compared by what they mean: a default written out (``--prompt queergen-2``) equals the default left out,
 and a ``--limit`` at or above the number of templates equals no limit.
+
+A run covers the first ``--limit`` templates; an imported run (``queerbench lm-eval import``) may cover other
+sentences (``lm_eval --limit 100`` ends inside a template; a run of later templates starts after the first). Its
+signature then says ``limit:subset|sentences:<n>@<hash of the sentence ids>`` (:func:`sentence_subset`), so that two
+runs of different sentences never read as the same measurement.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from queerbench import __version__
 from queerbench.base.signature import format_signature, parse_signature, short_hash, show
@@ -28,7 +35,10 @@ from queerbench.methods.options import RunOptions
 from queerbench.methods.registry import get_method
 from queerbench.tasks import get_task
 
-__all__ = ["Signature", "cache_key", "default_out_dir", "signature_of"]
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["Signature", "cache_key", "default_out_dir", "describe_sentences", "sentence_subset", "signature_of"]
 
 _show, _short = show, short_hash
 
@@ -87,6 +97,9 @@ class Signature:
     dtype: str
     k: int
     limit: int | None
+    sentences: str | None = None
+    """``<n>@<hash>`` of an imported run whose sentences are not the first ``limit`` templates (:func:`sentence_subset`);
+    None for the first ``limit`` templates."""
     settings: tuple[tuple[str, Any], ...] = ()
     """The method's own key settings (an endpoint, a prompt, ...), by what they mean."""
     fingerprint: str | None = None
@@ -106,6 +119,8 @@ class Signature:
             "limit": self.limit,
             "dtype": self.dtype,
         }
+        if self.sentences:  # only then: the keys of runs over whole templates are as they always were
+            key["sentences"] = self.sentences
         if get_method(self.method).in_key:
             key["method"] = self.method
             key.update(dict(self.settings))
@@ -127,6 +142,7 @@ class Signature:
             dtype=str(record.get("dtype") or "float32"),
             k=int(record.get("top_k") or 0),
             limit=limit,
+            sentences=record.get("sentences") or None,
             settings=tuple(sorted(settings.items())),
         )
 
@@ -146,6 +162,8 @@ class Signature:
             name += f"-{self.method}"
         if self.limit is not None:
             name += f"-limit{self.limit}"
+        if self.sentences:
+            name += f"-sentences{_slug(self.sentences)}"
         if self.revision:
             name += f"-rev{_slug(self.revision)}"
         if self.dtype != "float32":
@@ -162,7 +180,8 @@ class Signature:
             *([("rev", str(self.revision))] if self.revision else []),
             *([("fp", self.fingerprint)] if self.fingerprint else []),
             ("k", str(self.k)),
-            ("limit", "all" if self.limit is None else str(self.limit)),
+            ("limit", "subset" if self.sentences else "all" if self.limit is None else str(self.limit)),
+            *([("sentences", self.sentences)] if self.sentences else []),
             ("dtype", self.dtype),
             *((name, "none" if value is None else value) for name, value in self.settings),
             *self.scorers,
@@ -208,6 +227,7 @@ def signature_of(
         dtype=options.dtype,
         k=options.top_k,
         limit=limit,
+        sentences=getattr(options, "sentences", None),
         settings=tuple(sorted(settings.items())) if method.in_key else (),
         fingerprint=fingerprint_label(fingerprint),
     )
@@ -221,3 +241,54 @@ def cache_key(options: RunOptions, *, n_templates: int | None = None) -> dict[st
 def default_out_dir(options: RunOptions, *, n_templates: int | None = None) -> Path:
     """``runs/<the signature's folder name>`` (:meth:`Signature.folder_name`)."""
     return Path("runs") / signature_of(options, n_templates=n_templates).folder_name()
+
+
+def _templates_of(items: pd.DataFrame, ids: Iterable[str]) -> list[tuple[Any, int, int]]:
+    """``(template id, sentences of it in ids, sentences it has)`` for every template of ``items`` (in run order)
+    that ``ids`` touch."""
+    wanted = set(ids)
+    out = []
+    for template, group in items.groupby("template_id", sort=True):
+        hit = int(group["id"].isin(wanted).sum())
+        if hit:
+            out.append((template, hit, len(group)))
+    return out
+
+
+def sentence_subset(items: pd.DataFrame, ids: Iterable[str]) -> tuple[int | None, str | None]:
+    """How a run over the sentences ``ids`` of a task (its ``items``) is recorded: ``(limit, None)`` when they are
+    the first ``limit`` templates (``(None, None)``: every template), else ``(None, "<n>@<hash>")``: ``n`` sentences,
+    the first 12 hex digits of the sha256 of their sorted ids (the same sentences give the same value)."""
+    wanted = sorted(set(ids))
+    templates = sorted(items["template_id"].unique())
+    touched = _templates_of(items, wanted)
+    whole = all(hit == size for _, hit, size in touched)
+    if whole and [t for t, _, _ in touched] == templates[: len(touched)]:
+        return (None if len(touched) == len(templates) else len(touched)), None
+    digest = hashlib.sha256("\n".join(wanted).encode("utf-8")).hexdigest()[:12]
+    return None, f"{len(wanted)}@{digest}"
+
+
+def describe_sentences(items: pd.DataFrame, ids: Iterable[str], *, most: int = 12) -> str:
+    """Which templates ``ids`` cover, in words, for a report: ``100 of 7,931 sentences: templates 0 (77 of 77), 1 (23
+    of 77)``; a stretch of whole templates reads ``3–9 (all)``; at most ``most`` pieces are listed."""
+    wanted = set(ids)
+    touched = _templates_of(items, wanted)
+    position = {t: n for n, t in enumerate(sorted(items["template_id"].unique()))}
+
+    def whole_next(j: int) -> bool:  # the next touched template follows template j and both are whole
+        (a, hit_a, size_a), (b, hit_b, size_b) = touched[j], touched[j + 1]
+        return position[b] == position[a] + 1 and hit_a == size_a and hit_b == size_b
+
+    pieces: list[str] = []
+    i = 0
+    while i < len(touched):
+        j = i
+        while j + 1 < len(touched) and whole_next(j):
+            j += 1
+        template, hit, size = touched[i]
+        pieces.append(f"{template}–{touched[j][0]} (all)" if j > i else f"{template} ({hit} of {size})")
+        i = j + 1
+    shown = ", ".join(pieces[:most]) + (f", … ({len(pieces) - most} more)" if len(pieces) > most else "")
+    single = len(touched) == 1
+    return f"{len(wanted):,} of {len(items):,} sentences: {'template' if single else 'templates'} {shown}"

@@ -48,8 +48,9 @@ def check_types(
             for j, word in enumerate(words):
                 if _is_missing(word):
                     raise ValueError(
-                        f"predictions[{i}][{j}] is None: every predicted word must be a string; drop or replace it "
-                        "('' for an empty prediction)"
+                        f"predictions[{i}][{j}] is None: every predicted word must be a string; drop it (a sentence may "
+                        "list fewer than k words). '' is no neutral filler: it still counts as one of the k words, "
+                        "and the paper rules score it as a HurtLex hit, as the paper's code did"
                     )
                 if not isinstance(word, str):
                     raise ValueError(

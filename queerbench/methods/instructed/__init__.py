@@ -67,9 +67,8 @@ class InstructedMethod(GenerativeMethod):
         """``report.md`` of a run in which no reply was parsed to one word: its parse and refusal rates are the
         result (``meta``: the run record's model, config, top_k, n_sentences, limit, signature and settings)."""
         from queerbench import __version__
-        from queerbench.reporting.report import CONTENT_NOTE
+        from queerbench.reporting.report import CONTENT_NOTE, sentences_note
 
-        limit = meta.get("limit")
         return "\n".join(
             [
                 f"# QueerBench report: `{meta['model']}`",
@@ -77,7 +76,7 @@ class InstructedMethod(GenerativeMethod):
                 CONTENT_NOTE,
                 "",
                 f"- config: `{meta['config']}`, top-k = {meta['top_k']}, sentences = {meta['n_sentences']}"
-                + (f" (first {limit} templates)" if limit else ""),
+                + sentences_note(meta),
                 *([f"- signature: `{meta['signature']}`"] if meta.get("signature") else []),
                 f"- queerbench {__version__}",
                 "",

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from queerbench.methods.base import Pacing, Rows, predict_in_parts
 from queerbench.methods.common import preflight_local
-from queerbench.models.generation.settings import DEFAULT_REQUESTS_PER_MINUTE
+from queerbench.models.generation.settings import DEFAULT_REQUEST_TIMEOUT, DEFAULT_REQUESTS_PER_MINUTE
 
 if TYPE_CHECKING:
     from queerbench.methods.options import RunOptions
@@ -39,6 +39,7 @@ class InstructedPredictor:
         concurrency: int,
         seed: int,
         requests_per_minute: float = DEFAULT_REQUESTS_PER_MINUTE,
+        request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
         prompt_id: str | None,
         max_new_tokens: int | None,
         cache_path: Path,
@@ -63,6 +64,7 @@ class InstructedPredictor:
                 device_map=device_map,
                 concurrency=concurrency,
                 requests_per_minute=requests_per_minute,
+                **({"timeout": request_timeout} if endpoint else {}),  # a local model has no requests
             )
         for w in caught:  # e.g. "no chat template: plain prompt" — said once, here, and recorded in the metadata
             log(f"note: {w.message}")
@@ -92,6 +94,7 @@ class InstructedPredictor:
             batch_size=options.batch_size,
             concurrency=options.concurrency,
             requests_per_minute=options.requests_per_minute,
+            request_timeout=options.request_timeout,
             seed=options.seed,
             prompt_id=options.prompt_id,
             max_new_tokens=options.max_new_tokens,

@@ -6,8 +6,11 @@ The database runs in write-ahead-log mode with ``synchronous=NORMAL``: a commit 
 fsync (~20 ms here), which would otherwise serialise a concurrent endpoint run on the thread that stores the replies;
 every committed reply still survives the process being killed (only a power loss could undo the last few commits,
 never corrupt the file). A file that is not such a database (cut short, overwritten) is one line naming it and the
-fix (:class:`~queerbench.base.files.CorruptOutputError`); a locked one is SQLite's own error. Only replies are stored: a failed call is never written here (it is reported in the run's output and retried on
-the next run), so an error can never come back as if it were a reply.
+fix (:class:`~queerbench.base.files.CorruptOutputError`); a locked one is SQLite's own error. A SQLite file of another
+kind (another program's database, a reply cache of another layout) is refused in one line when it is opened, before
+anything in it is changed, rather than failing at the first reply with ``sqlite3.OperationalError``. Only replies are
+stored: a failed call is never written here (it is reported in the run's output and retried on the next run), so an
+error can never come back as if it were a reply.
 """
 
 from __future__ import annotations
@@ -22,6 +25,9 @@ from typing import Any
 from queerbench.base.files import corrupt_output
 
 __all__ = ["ResponseCache", "cache_key"]
+
+_COLUMNS = ("key", "prompt_id", "sample", "status", "text", "error", "meta", "created")
+"""The columns of the ``responses`` table, in order (what :meth:`ResponseCache.put` writes)."""
 
 
 def cache_key(fingerprint: dict[str, Any], prompt: str, sample: int, settings: dict[str, Any]) -> str:
@@ -38,6 +44,7 @@ class ResponseCache:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(str(self.path))
         try:
+            self._check_schema()  # before the pragmas: a foreign file is left exactly as it was
             self._db.execute("PRAGMA journal_mode=WAL")  # where the filesystem cannot, SQLite keeps its default journal
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute(
@@ -51,6 +58,28 @@ class ResponseCache:
             if isinstance(exc, sqlite3.OperationalError):  # locked, no space, read-only: not the file's contents
                 raise
             raise corrupt_output(self.path, exc, "delete it and rerun (the replies it held are asked again)") from None
+        except ValueError:
+            self._db.close()
+            raise
+
+    def _check_schema(self) -> None:
+        """Refuse, in one line, a database that is not a reply cache of this layout: its ``responses`` table has other
+        columns (another version), or it has other tables and no ``responses`` (another program's file)."""
+        tables = [r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        if "responses" in tables:
+            columns = tuple(r[1] for r in self._db.execute("PRAGMA table_info(responses)"))
+            if columns == _COLUMNS:
+                return
+            found = f"its responses table has the columns {', '.join(columns)}; queerbench's has {', '.join(_COLUMNS)}"
+        elif tables:
+            shown = ", ".join(tables[:3]) + (" …" if len(tables) > 3 else "")
+            found = f"it holds the tables {shown} and no responses table"
+        else:
+            return  # a new, empty database: the table is created next
+        raise ValueError(
+            f"{self.path} is not a queerbench reply cache of this version ({found}); delete it (the replies it held "
+            "are asked again) or choose another --out"
+        )
 
     def get(self, key: str) -> dict[str, Any] | None:
         """The stored reply for ``key`` (``{"text", "meta"}``), or ``None``."""

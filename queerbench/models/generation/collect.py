@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -14,7 +14,7 @@ from queerbench.base.progress import progress_bar
 from queerbench.models.generation.cache import ResponseCache, cache_key
 from queerbench.models.generation.settings import GenerationSettings, RunAbortedError, Runner, item_seed
 
-__all__ = ["ErrorStreak", "StreamCollector", "collect", "settings_dict"]
+__all__ = ["ErrorStreak", "StreamCollector", "collect", "collect_groups", "settings_dict"]
 
 
 @dataclass
@@ -41,8 +41,8 @@ def collect(
 
     ``rows`` needs an ``id`` and a ``prompt`` column (other columns are passed through). The cache key is the
     runner's fingerprint, the prompt text, the sample index and ``settings.decoding()``; each (prompt, sample) is
-    asked once even if several rows share it. All missing calls go to ``runner.generate`` at once (the runner
-    batches or runs them concurrently) and every reply is committed to the cache the moment it is yielded.
+    asked once even if several rows share it. All missing calls go to the runner at once (an endpoint streams them
+    through its slots, a local model batches them) and every reply is committed to the cache the moment it arrives.
 
     Returns one row per (row, sample), **in the rows' order whatever order replies arrived in**, with
     ``sample``, ``seed``, ``model``, ``response``, ``status`` (``ok``/``error``), ``error``, ``cached``,
@@ -59,34 +59,65 @@ def collect(
     batch's rows), with replies/s and an ETA measured from the replies so far; ``progress(done, total)`` is
     called at the same moments.
     """
+    (frame,) = collect_groups(
+        runner,
+        [(rows, settings)],
+        cache,
+        max_consecutive_errors=max_consecutive_errors,
+        progress=progress,
+        desc=desc,
+        show_progress=show_progress,
+        streak=streak,
+    )
+    return frame
+
+
+def collect_groups(
+    runner: Runner,
+    groups: Sequence[tuple[pd.DataFrame, GenerationSettings]],
+    cache: ResponseCache,
+    *,
+    max_consecutive_errors: int = 10,
+    progress: Callable[[int, int], None] | None = None,
+    desc: str = "replies",
+    show_progress: bool = True,
+    streak: ErrorStreak | None = None,
+) -> list[pd.DataFrame]:
+    """:func:`collect` for several groups of rows, each with its own settings (a survey's and a story's decoding),
+    asked together: an endpoint streams every missing call of every group through one set of slots, so the last
+    stragglers of one group never hold up the next (a local model asks group by group). One frame per group, each
+    in its rows' order; one progress bar and one error streak for all."""
     fp = runner.fingerprint()
-    decoding = settings.decoding()
-    jobs = []
-    for rec in rows.to_dict("records"):
-        for s in range(settings.samples):
-            key = cache_key(fp, rec["prompt"], s, decoding)
-            jobs.append((rec, s, key, item_seed(settings.seed, rec["id"], s)))
     results: dict[str, dict[str, Any]] = {}
     todo: dict[str, tuple[Any, ...]] = {}
-    for job in jobs:
-        key = job[2]
-        if key in results or key in todo:
-            continue
-        hit = cache.get(key)
-        if hit is not None:
-            results[key] = {"response": hit["text"], "error": None, "cached": True, "meta": hit["meta"]}
-        else:
-            todo[key] = job
+    all_jobs: list[list[tuple[Any, ...]]] = []
+    for g, (rows, settings) in enumerate(groups):
+        decoding = settings.decoding()
+        jobs = []
+        for rec in rows.to_dict("records"):
+            for s in range(settings.samples):
+                key = cache_key(fp, rec["prompt"], s, decoding)
+                jobs.append((rec, s, key, item_seed(settings.seed, rec["id"], s), g))
+        all_jobs.append(jobs)
+        for job in jobs:
+            key = job[2]
+            if key in results or key in todo:
+                continue
+            hit = cache.get(key)
+            if hit is not None:
+                results[key] = {"response": hit["text"], "error": None, "cached": True, "meta": hit["meta"]}
+            else:
+                todo[key] = job
     pending = list(todo.values())
     streak = streak if streak is not None else ErrorStreak()
     n_cached = len(results)
     label = f"{desc} ({n_cached} cached)" if n_cached else desc
-    replies = runner.generate([j[0]["prompt"] for j in pending], [j[3] for j in pending], settings)
+    replies = _ask(runner, pending, [settings for _, settings in groups])
     with contextlib.ExitStack() as stack:
         bar = stack.enter_context(progress_bar(len(pending), label, "reply", disable=not show_progress or not pending))
         stack.callback(getattr(replies, "close", lambda: None))  # on an abort a generator runner stops at once
         for done, (i, reply) in enumerate(replies, start=1):
-            rec, s, key, _ = pending[i]
+            rec, s, key, _, _ = pending[i]
             if reply.error is None and reply.text is not None:
                 cache.put(key, rec["id"], s, reply.text, reply.meta)
                 results[key] = {"response": reply.text, "error": None, "cached": False, "meta": reply.meta}
@@ -108,27 +139,56 @@ def collect(
                     f"{cache.count()} replies are saved in {cache.path}; fix the model/endpoint and rerun "
                     "the same command to resume."
                 )
-    out = []
-    for rec, s, key, seed in jobs:
-        r = results[key]
-        meta = r["meta"]
-        out.append(
-            {
-                **rec,
-                "sample": s,
-                "seed": seed,
-                "model": runner.name,
-                "response": r["response"],
-                "status": "error" if r["error"] else "ok",
-                "error": r["error"],
-                "cached": r["cached"],
-                "prompt_format": meta.get("prompt_format", ""),
-                "finish_reason": meta.get("finish_reason"),
-                "truncated": meta.get("finish_reason") == "length",
-                "meta": json.dumps(meta, sort_keys=True),
-            }
-        )
-    return pd.DataFrame(out)
+    return [
+        pd.DataFrame([_row(runner, results[key], rec, s, seed) for rec, s, key, seed, _ in jobs]) for jobs in all_jobs
+    ]
+
+
+def _ask(
+    runner: Runner, pending: list[tuple[Any, ...]], settings: list[GenerationSettings]
+) -> Iterator[tuple[int, Any]]:
+    """``(index in pending, reply)`` as replies arrive: for several groups, one stream through an endpoint's slots
+    (a runner with ``open_stream`` that sends one prompt per request); else the runner's ``generate``, group by group (one
+    group: exactly :func:`collect`'s calls; a runner that packs several prompts into a request batches them there)."""
+    if not pending:
+        return
+    if len(settings) > 1 and hasattr(runner, "open_stream") and not getattr(runner, "packs_prompts", False):
+        stream = runner.open_stream()
+        try:
+            for i, (rec, _, _, seed, g) in enumerate(pending):
+                stream.submit(i, rec["prompt"], seed, settings[g])
+            stream.close()
+            yield from stream.replies()
+        finally:
+            stream.stop()
+        return
+    for g, group_settings in enumerate(settings):
+        where = [i for i, job in enumerate(pending) if job[4] == g]
+        if where:
+            got = runner.generate(
+                [pending[i][0]["prompt"] for i in where], [pending[i][3] for i in where], group_settings
+            )
+            for j, reply in got:
+                yield where[j], reply
+
+
+def _row(runner: Runner, result: dict[str, Any], rec: dict[str, Any], sample: int, seed: int) -> dict[str, Any]:
+    """One output row of :func:`collect`."""
+    meta = result["meta"]
+    return {
+        **rec,
+        "sample": sample,
+        "seed": seed,
+        "model": runner.name,
+        "response": result["response"],
+        "status": "error" if result["error"] else "ok",
+        "error": result["error"],
+        "cached": result["cached"],
+        "prompt_format": meta.get("prompt_format", ""),
+        "finish_reason": meta.get("finish_reason"),
+        "truncated": meta.get("finish_reason") == "length",
+        "meta": json.dumps(meta, sort_keys=True),
+    }
 
 
 def settings_dict(settings: GenerationSettings) -> dict[str, Any]:

@@ -12,25 +12,42 @@ A *job* is one prompt and its request parameters, written by :func:`completion_j
 :meth:`CompletionsRunner.generate` sends consecutive jobs with equal parameters together, up to
 ``prompts_per_request`` prompts in one request (the API takes a list of prompts), and yields one
 :class:`~queerbench.models.generation.settings.Reply` per job whose text is the JSON of :func:`read_choice`'s record.
+:meth:`CompletionsRunner.open_jobs` is its streaming counterpart (:class:`JobStream`): a caller whose next jobs
+depend on the replies (``scored``'s three rounds) submits them at any time, and they are packed into requests as
+slots free up, so that the requests of a whole run flow through one set of slots.
 """
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import json
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Hashable, Iterator, Sequence
 from typing import Any
 
 from queerbench.base.http import Answer, BadReply, Unreachable
 from queerbench.models.generation.endpoint import OpenAIChatRunner
 from queerbench.models.generation.settings import EndpointError, GenerationSettings, Reply
 
-__all__ = ["CompletionsRunner", "completion_job", "read_choice"]
+__all__ = ["CompletionsRunner", "JobStream", "completion_job", "read_choice"]
 
 
 def completion_job(prompt: str, *, max_tokens: int, logprobs: int, echo: bool = False) -> str:
     """One completions job as canonical JSON (the reply cache keys on this text)."""
     return json.dumps({"prompt": prompt, "max_tokens": max_tokens, "logprobs": logprobs, "echo": echo}, sort_keys=True)
+
+
+def _per_job(reply: Reply, n: int) -> list[Reply]:
+    """The reply to a request that carried ``n`` jobs, as one :class:`Reply` per job in order: the job's record as
+    JSON, or the request's error for each job (a failed request, or one whose choices are not one per prompt)."""
+    records = json.loads(reply.text) if reply.error is None and reply.text else None
+    if records is not None and len(records) != n:
+        reply = Reply(None, f"the server sent {len(records)} choices for {n} prompts", reply.meta)
+        records = None
+    if records is None:
+        return [Reply(None, reply.error or "no reply", dict(reply.meta)) for _ in range(n)]
+    return [Reply(json.dumps(record), None, dict(reply.meta)) for record in records]
 
 
 def read_choice(choice: Any) -> dict[str, Any] | str:
@@ -70,6 +87,8 @@ class CompletionsRunner(OpenAIChatRunner):
     """
 
     route = "completions"
+    packs_prompts = True
+    """Its requests carry several prompts each: :meth:`generate` packs them (the chat runner's stream sends one)."""
 
     def __init__(self, base_url: str, model: str, *, prompts_per_request: int = 16, **options: Any) -> None:
         super().__init__(base_url, model, **options)
@@ -149,20 +168,14 @@ class CompletionsRunner(OpenAIChatRunner):
         replies = super().generate([[jobs[i] for i in b] for b in batches], [seeds[b[0]] for b in batches], settings)
         try:
             for b, reply in replies:
-                members = batches[b]
-                records = json.loads(reply.text) if reply.error is None and reply.text else None
-                if records is not None and len(records) != len(members):
-                    reply = Reply(
-                        None, f"the server sent {len(records)} choices for {len(members)} prompts", reply.meta
-                    )
-                    records = None
-                for j, index in enumerate(members):
-                    if records is None:
-                        yield index, Reply(None, reply.error or "no reply", dict(reply.meta))
-                    else:
-                        yield index, Reply(json.dumps(records[j]), None, dict(reply.meta))
+                yield from zip(batches[b], _per_job(reply, len(batches[b])), strict=True)
         finally:
             replies.close()
+
+    def open_jobs(self, settings: GenerationSettings) -> JobStream:
+        """:meth:`generate` as a stream: jobs submitted at any time, while replies come in, and packed into requests
+        as slots free up (see :class:`JobStream`)."""
+        return JobStream(self, settings)
 
     def get_json(self, path: str) -> Any:
         """``GET {base_url}/{path}`` (``path`` starting with ``/`` is taken from the host's root): the JSON, or
@@ -187,3 +200,76 @@ class CompletionsRunner(OpenAIChatRunner):
         except Unreachable as exc:
             raise self._unreachable(exc.kind) from None
         return outcome.value if outcome.ok else None
+
+
+class JobStream:
+    """Completions jobs streamed through one runner's slots for as long as the caller has work
+    (:meth:`CompletionsRunner.open_jobs`), packed into requests when there is a slot to send them in.
+
+    :meth:`submit` adds a job at any time (while a reply is being handled too); it waits in a pool with the other
+    jobs of equal parameters. Each time a reply has been handled the pool is packed into requests, the ones of
+    :meth:`CompletionsRunner.generate`: ``concurrency`` requests are kept going, each with ``ceil(jobs waiting / free
+    slots)`` jobs up to ``prompts_per_request`` (a request is smaller only where a bigger one would leave a slot
+    idle), and while full requests can be made, up to ``concurrency`` more wait behind them, so that a request
+    waiting for its retry (it holds no slot: :class:`~queerbench.models.generation.scheduler.CallScheduler`) leaves
+    no slot without work. A request takes the jobs of the group whose first job comes first by ``order`` (then by
+    submission), in that order: a caller that orders jobs by sentence finishes what it started before it starts more.
+    """
+
+    def __init__(self, runner: CompletionsRunner, settings: GenerationSettings) -> None:
+        self.runner, self.settings = runner, settings
+        self._stream = runner.open_stream()
+        self._groups: dict[str, list[tuple[Any, int, Hashable, dict[str, Any], int]]] = {}
+        self._seq = itertools.count()
+        self._waiting = 0
+        self._requests: dict[int, list[Hashable]] = {}  # sent and not yet answered: request number -> its jobs' keys
+        self._numbers = itertools.count()
+        self.requests = 0
+        """Requests sent so far (each counted once, however many attempts it took)."""
+
+    def submit(self, key: Hashable, job: str, seed: int, *, order: Any = 0) -> None:
+        """Ask ``job`` (a :func:`completion_job`; its reply comes out under ``key``); ``seed`` is sent when it is
+        the first job of its request; ``order`` (any sortable value, the same kind for every job) says which jobs go
+        first."""
+        decoded = json.loads(job)
+        params = json.dumps({**decoded, "prompt": None}, sort_keys=True)
+        heapq.heappush(self._groups.setdefault(params, []), (order, next(self._seq), key, decoded, seed))
+        self._waiting += 1
+
+    def replies(self) -> Iterator[tuple[Hashable, Reply]]:
+        """``(key, reply)`` of every job submitted so far as its request returns (jobs submitted while iterating
+        included), until none is left; a fatal error is raised here, and closing this early stops the workers."""
+        while True:
+            self._send()
+            if not self._requests:
+                return
+            for number, reply in self._stream.replies():
+                keys = self._requests.pop(number)
+                yield from zip(keys, _per_job(reply, len(keys)), strict=True)
+                self._send()  # before the next reply is taken, which lets a worker start on what was sent
+
+    def stop(self) -> None:
+        """Stop every worker now (jobs still waiting are dropped)."""
+        self._stream.stop()
+
+    def _send(self) -> None:
+        """Pack waiting jobs into requests and send them (see the class doc)."""
+        concurrency, most = self.runner.concurrency, self.runner.prompts_per_request
+        while self._waiting:
+            free = concurrency - len(self._requests)
+            if free > 0:
+                group = min((g for g in self._groups.values() if g), key=lambda g: g[0][:2])
+                size = min(most, math.ceil(self._waiting / free))
+            elif len(self._requests) < 2 * concurrency:
+                full = [g for g in self._groups.values() if len(g) >= most]
+                if not full:
+                    return
+                group, size = min(full, key=lambda g: g[0][:2]), most
+            else:
+                return
+            batch = [heapq.heappop(group) for _ in range(min(size, len(group)))]
+            self._waiting -= len(batch)
+            number = next(self._numbers)
+            self._requests[number] = [key for _, _, key, _, _ in batch]
+            self.requests += 1
+            self._stream.submit(number, [job for _, _, _, job, _ in batch], batch[0][4], self.settings)

@@ -9,8 +9,10 @@ puts its output back in the rows' order.
 Failures, and what happens to them:
 
 - **retried** as serving clients do it (:func:`queerbench.base.http.retry_delay`): a ``Retry-After`` the server
-  sends (seconds or HTTP date, or ``retry-after-ms``) sets the wait, capped at ``backoff_max`` (``Retry-After: 0``:
-  at once); without one, ``backoff_base * 2**attempt`` capped at ``backoff_max``, less a random 0–25 % (jitter):
+  sends (seconds or HTTP date, or ``retry-after-ms``) sets the wait, up to 60 s (``Retry-After: 0``: at once);
+  without one, ``backoff_base * 2**attempt`` (0.5 s doubling) capped at ``backoff_max`` (8 s) — the OpenAI Python
+  client's own schedule — less a random 0–25 % (jitter); a call waiting for its retry holds no slot, so a short cap
+  only keeps one unlucky prompt from trailing a run:
   408, 409, 429 and every 5xx, a connection dropped mid-request, no complete answer within ``timeout`` (a server
   that drips its reply is cut off there), a reply over the size cap, a body that is not the JSON of a chat
   completion (truncated, HTML, no ``choices``). After ``max_retries`` retries the item fails (an error row, never a
@@ -19,7 +21,10 @@ Failures, and what happens to them:
 - **fatal for the run**, raised at once as :class:`~queerbench.models.generation.settings.EndpointError` (a ``ValueError``: the
   CLI prints one line): 401/403 (key missing or rejected), 404 (unknown model or wrong URL), and, as
   :class:`~queerbench.models.generation.settings.EndpointUnreachableError`, a refused connection, unknown host or connect
-  timeout (``connect_timeout``, default 10 s), naming the URL. Replies that arrived before are already stored.
+  timeout (``connect_timeout``, default 10 s), naming the URL; and a server that has answered none of the run's
+  first ``2 × concurrency`` attempts (each timed out after ``timeout``, ``--request-timeout``, or was dropped), which
+  is taken for dead in about two timeouts instead of every call's retries. Replies that arrived before are already
+  stored.
 
 API key rule: read from the environment variable ``api_key_env`` (default ``OPENAI_API_KEY``, through
 :func:`queerbench.base.env.secret`). It is **required** for
@@ -43,6 +48,7 @@ from urllib.parse import urlsplit
 
 from queerbench.base import env
 from queerbench.base.http import (
+    DEFAULT_REQUESTS_PER_MINUTE,
     Answer,
     Attempt,
     BadReply,
@@ -58,6 +64,12 @@ from queerbench.models.generation.settings import EndpointError, EndpointUnreach
 __all__ = ["OpenAIChatRunner", "ReplyStream", "is_loopback"]
 
 log = logging.getLogger(__name__)
+
+RETRY_AFTER_MAX = 60.0
+"""The longest ``Retry-After`` a server is obeyed for (a longer one is waited for this long)."""
+
+SILENT_ROUNDS = 2
+"""Rounds of ``concurrency`` attempts without any answer after which a server is taken for dead."""
 
 
 def is_loopback(url: str) -> bool:
@@ -87,10 +99,10 @@ class OpenAIChatRunner:
         *,
         api_key_env: str = "OPENAI_API_KEY",
         concurrency: int = 8,
-        requests_per_minute: float | None = 60.0,
+        requests_per_minute: float | None = DEFAULT_REQUESTS_PER_MINUTE,
         max_retries: int = 5,
-        backoff_base: float = 1.0,
-        backoff_max: float = 60.0,
+        backoff_base: float = 0.5,
+        backoff_max: float = 8.0,
         timeout: float = 60.0,
         connect_timeout: float = 10.0,
         system_prompt: str | None = None,
@@ -125,11 +137,14 @@ class OpenAIChatRunner:
         self.system_prompt = system_prompt
         self.extra_body = dict(extra_body or {})
         self._sleep = sleep
+        self._silence_lock = threading.Lock()
+        self._heard, self._silent = False, 0
         self.client = HttpClient(
             rules=RetryRules(),
             max_retries=max_retries,
             backoff_base=backoff_base,
             backoff_max=backoff_max,
+            retry_after_max=RETRY_AFTER_MAX,
             timeout=timeout,
             connect_timeout=connect_timeout,
             requests_per_minute=requests_per_minute,
@@ -168,8 +183,8 @@ class OpenAIChatRunner:
         return headers
 
     def backoff(self, attempt: int, retry_after: float | None = None) -> float:
-        """Seconds to wait before retry ``attempt + 1``: the server's ``Retry-After`` when it sent one, else
-        ``base * 2**attempt`` less 0–25 % jitter; capped at ``backoff_max`` (see
+        """Seconds to wait before retry ``attempt + 1``: the server's ``Retry-After`` when it sent one (up to 60 s),
+        else ``base * 2**attempt`` less 0–25 % jitter, capped at ``backoff_max`` (see
         :func:`~queerbench.base.http.retry_delay`)."""
         return self.client.backoff(attempt, retry_after)
 
@@ -278,7 +293,7 @@ class OpenAIChatRunner:
     def _attempt(self, payload: tuple[Any, int, GenerationSettings]) -> Attempt:
         prompt, seed, settings = payload
         try:
-            return self.client.attempt(
+            tried = self.client.attempt(
                 "POST",
                 self.url,
                 data=json.dumps(self.request_body(prompt, seed, settings)),
@@ -288,6 +303,24 @@ class OpenAIChatRunner:
             )
         except Unreachable as exc:
             raise self._unreachable(exc.kind) from None
+        self._watch_silence(tried)
+        return tried
+
+    def _watch_silence(self, tried: Attempt) -> None:
+        """A server that has answered no request at all (every attempt timed out or was dropped) is taken for dead
+        after :data:`SILENT_ROUNDS` rounds of ``concurrency`` attempts: one line, in about two ``--request-timeout``
+        instead of every call's retries (minutes). Once anything was answered, timeouts are retried as usual."""
+        with self._silence_lock:
+            if tried.status is not None:
+                self._heard = True
+            elif not self._heard and tried.retry:
+                self._silent += 1
+                if self._silent >= SILENT_ROUNDS * self.concurrency:
+                    raise EndpointUnreachableError(
+                        f"{self.url} answered none of {self._silent} requests ({tried.problem}): is the server up "
+                        f"and serving {self.model_name}? A slow model needs a longer --request-timeout (now "
+                        f"{self.timeout[1]:g} s). Replies received so far are cached; rerun the same command to resume."
+                    )
 
     def open_stream(self) -> ReplyStream:
         """A stream of calls through this endpoint's slots: :meth:`ReplyStream.submit` prompts (with their seed and

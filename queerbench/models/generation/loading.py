@@ -224,6 +224,7 @@ def has_chat_template(model: str | None, revision: str | None = None) -> bool:
         return True
     config = folder / "tokenizer_config.json"
     try:
-        return bool(json.loads(config.read_text(encoding="utf-8")).get("chat_template")) if config.is_file() else False
+        doc = json.loads(config.read_text(encoding="utf-8")) if config.is_file() else {}
+        return isinstance(doc, dict) and bool(doc.get("chat_template"))
     except (OSError, ValueError):
         return False

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Hashable, Iterator
 from typing import Any
 
-from queerbench.base.http import Attempt, Outcome
+from queerbench.base.http import Attempt, Outcome, retries_spent
 
 __all__ = ["CallScheduler"]
 
@@ -31,7 +31,10 @@ _DONE = object()
 class CallScheduler:
     """Calls to one API through ``concurrency`` slots (see the module doc).
 
-    ``attempt(payload)`` makes one attempt; ``backoff(n, retry_after)`` is the wait before retry ``n + 1``;
+    ``attempt(payload)`` makes one attempt; ``backoff(n, retry_after)`` is the wait before the next retry, ``n``
+    counting the call's retries so far that came without a ``Retry-After`` (a server that paces its answers does not
+    lengthen the backoff of later failures); ``max_retries`` retries of each kind
+    (:func:`~queerbench.base.http.retries_spent`);
     ``max_retries`` retries per call; ``pace(sleep)`` waits for the rate limit before each attempt; ``sleep``, when
     given, replaces the waits (tests record them instead of waiting); ``clock`` times them.
     """
@@ -49,7 +52,7 @@ class CallScheduler:
     ) -> None:
         self._attempt, self._backoff, self._pace = attempt, backoff, pace
         self._max_retries, self._sleep, self._clock = max_retries, sleep, clock
-        self._due: list[tuple[float, int, Hashable, Any, int, list[str]]] = []
+        self._due: list[tuple[float, int, Hashable, Any, int, tuple[int, int], list[str]]] = []
         self._seq = itertools.count()
         self._cond = threading.Condition()
         self._open = True
@@ -70,7 +73,7 @@ class CallScheduler:
             if not self._open:
                 raise RuntimeError("the scheduler takes no more calls")
             self._outstanding += 1
-            heapq.heappush(self._due, (self._clock(), next(self._seq), key, payload, 0, []))
+            heapq.heappush(self._due, (self._clock(), next(self._seq), key, payload, 0, (0, 0), []))
             self._cond.notify()
 
     def close(self) -> None:
@@ -109,7 +112,7 @@ class CallScheduler:
             self._slots.release()
 
     # ----------------------------------------------------------------------------------------- the workers' side
-    def _next(self) -> tuple[Hashable, Any, int, list[str]] | None:
+    def _next(self) -> tuple[Hashable, Any, int, tuple[int, int], list[str]] | None:
         """The next due call (waiting for one), or None when the workers should exit."""
         with self._cond:
             while not self._stop.is_set():
@@ -117,8 +120,8 @@ class CallScheduler:
                     due_at = self._due[0][0]
                     wait = due_at - self._clock()
                     if wait <= 0 or self._sleep is not None:
-                        _, _, key, payload, n, problems = heapq.heappop(self._due)
-                        return key, payload, n, problems
+                        _, _, key, payload, n, retried, problems = heapq.heappop(self._due)
+                        return key, payload, n, retried, problems
                     self._cond.wait(timeout=wait)
                 elif not self._open:
                     return None
@@ -141,7 +144,7 @@ class CallScheduler:
             if job is None:
                 self._slots.release()
                 break
-            key, payload, n, problems = job
+            key, payload, n, (blind, paced), problems = job
             try:
                 self._pace(self._sleep or self._stop.wait)
                 if self._stop.is_set():
@@ -161,14 +164,17 @@ class CallScheduler:
                     Outcome(problems=problems, attempts=n + 1, status=tried.status, final=True, detail=tried.detail),
                 )
                 continue
-            if n >= self._max_retries:
+            if retries_spent(self._max_retries, blind, paced, tried.retry_after):
                 self._finish(key, Outcome(problems=problems, attempts=n + 1, status=tried.status))
                 continue
-            delay = self._backoff(n, tried.retry_after)
+            delay = self._backoff(blind, tried.retry_after)  # a Retry-After does not advance the exponent
+            retried = (blind + 1, paced) if tried.retry_after is None else (blind, paced + 1)
             if self._sleep is not None:
                 self._sleep(delay)  # a test's recorded wait: no time passes
             with self._cond:
-                heapq.heappush(self._due, (self._clock() + delay, next(self._seq), key, payload, n + 1, problems))
+                heapq.heappush(
+                    self._due, (self._clock() + delay, next(self._seq), key, payload, n + 1, retried, problems)
+                )
                 self._cond.notify()
             self._slots.release()  # waiting for its retry, the call holds no slot
         self._results.put((None, _DONE))

@@ -7,12 +7,14 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from queerbench.base.http import DEFAULT_CONCURRENCY, DEFAULT_REQUEST_TIMEOUT, DEFAULT_REQUESTS_PER_MINUTE
 from queerbench.models.fingerprint import DEFAULT_EMBEDDED
 
 __all__ = [
     "DEFAULT_CONCURRENCY",
     "DEFAULT_MODEL",
     "DEFAULT_REQUESTS_PER_MINUTE",
+    "DEFAULT_REQUEST_TIMEOUT",
     "EndpointError",
     "EndpointUnreachableError",
     "GenerationSettings",
@@ -24,13 +26,6 @@ __all__ = [
 
 DEFAULT_MODEL = DEFAULT_EMBEDDED
 """The model used when neither ``--model`` nor ``--endpoint`` is given: SmolLM2-135M-Instruct (Q4_1 GGUF, pinned)."""
-
-DEFAULT_CONCURRENCY = 8
-"""Endpoint requests in flight, for every command and library entry point that talks to an endpoint."""
-
-DEFAULT_REQUESTS_PER_MINUTE = 600.0
-"""The endpoint rate limit on top of the concurrency, everywhere: 10 requests a second, which a local serving engine
-(vLLM, llama.cpp, Ollama) or a paid API tier sustains; lower it to a provider's quota (``--requests-per-minute``)."""
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:  # torch is imported where a table is built: the word rule alone (WORD) needs none
+    import torch
 
 __all__ = ["FAMILIES", "WORD", "detect_family", "paper_token", "sentence_start_table", "whole_word", "whole_word_table"]
 
@@ -76,6 +78,8 @@ def _special_ids(tokenizer: object) -> set[int]:
 
 def _mask(words: Sequence[str | None]) -> torch.Tensor:
     """A boolean mask, True where an id stands for a word."""
+    import torch
+
     allowed = torch.zeros(len(words), dtype=torch.bool)
     allowed[[i for i, w in enumerate(words) if w is not None]] = True
     return allowed

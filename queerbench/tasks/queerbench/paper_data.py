@@ -15,6 +15,8 @@ from pathlib import Path
 import pandas as pd
 
 __all__ = [
+    "NOUN_GROUPS",
+    "PRONOUN_TYPES",
     "TABLE4_MODELS",
     "group_of_row",
     "paper_token_list",
@@ -44,31 +46,90 @@ def paper_token_list(text: str) -> list[str]:
     return text.split(",")
 
 
+NOUN_GROUPS: tuple[str, ...] = ("queer", "non-queer")
+"""The ``queerness`` values of the upstream noun rows (each is its row's group)."""
+PRONOUN_TYPES: tuple[str, ...] = ("neo", "neutral", "binary")
+"""The ``type`` values of the upstream pronoun rows (``queerness`` = ``pronoun``; each is its row's group)."""
+_ATTRIBUTES = "TOXICITY, IDENTITY_ATTACK, INSULT, PROFANITY, THREAT"
+
+
 def read_paper_csv(path: str | Path) -> pd.DataFrame:
     """Read an upstream prediction or evaluation CSV by header name, with ``group`` and parsed columns added.
 
     Adds ``group`` (neo/neutral/binary for pronouns, queer/non-queer for nouns), ``tokens`` (parsed like the paper)
-    and, where present, ``perspective_counts`` (the 5 stored counts).
+    and, where present, ``perspective_counts`` (the 5 stored counts). A cell that would otherwise become a new
+    group, a traceback or a bare word (an unknown group or pronoun type, a ``perspective`` cell that is not a list of
+    5 counts, a ``sentiment_analysis`` cell that is not a number) is a one-line ``ValueError`` naming the file, the
+    line (the header is line 1), the column and the fix.
     """
     frame = pd.read_csv(path, sep=";", dtype=str, keep_default_na=False)
     frame = frame[[c for c in frame.columns if c and not c.startswith("Unnamed")]]
     missing = {"template", "queerness", "name", "type", "prediction"} - set(frame.columns)
     if missing:
         raise ValueError(f"{path}: not an upstream QueerBench prediction/evaluation file (missing {sorted(missing)})")
-    frame["group"] = [group_of_row(q, t) for q, t in zip(frame["queerness"], frame["type"], strict=True)]
+    groups = []
+    for line, (queerness, kind) in enumerate(zip(frame["queerness"], frame["type"], strict=True), start=2):
+        try:
+            groups.append(group_of_row(queerness, kind))
+        except ValueError as exc:
+            raise ValueError(f"{path} line {line}: {exc}") from None
+    frame["group"] = groups
     frame["tokens"] = [paper_token_list(p) for p in frame["prediction"]]
     if "perspective" in frame.columns:
-        frame["perspective_counts"] = [list(ast.literal_eval(v)) for v in frame["perspective"]]
+        frame["perspective_counts"] = [
+            _perspective_counts(v, f"{path} line {line}") for line, v in enumerate(frame["perspective"], start=2)
+        ]
     if "sentiment_analysis" in frame.columns:
-        frame["sentiment_analysis"] = frame["sentiment_analysis"].astype(float)
+        frame["sentiment_analysis"] = [
+            _number(v, f"{path} line {line}") for line, v in enumerate(frame["sentiment_analysis"], start=2)
+        ]
     return frame
 
 
+def _perspective_counts(text: str, where: str) -> list[int]:
+    """A stored ``perspective`` cell (``str(list)`` of 5 counts) as a list, or a one-line error naming ``where``."""
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        value = None
+    if (
+        not isinstance(value, (list, tuple))
+        or len(value) != 5
+        or not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in value)
+    ):
+        raise ValueError(
+            f"{where}: column perspective is {text!r}, not a list of 5 counts like [0, 1, 0, 0, 0] (completions "
+            f"flagged for {_ATTRIBUTES}); correct the cell, or remove the column and score with another --toxicity"
+        )
+    return list(value)
+
+
+def _number(text: str, where: str) -> float:
+    """A stored ``sentiment_analysis`` cell as a number, or a one-line error naming ``where``."""
+    try:
+        return float(text)
+    except ValueError:
+        raise ValueError(
+            f"{where}: column sentiment_analysis is {text!r}, not a number (the stored AFINN mean); correct the cell"
+        ) from None
+
+
 def group_of_row(queerness: str, kind: str) -> str:
-    """The Table-4 group of an upstream row: pronoun rows by their type, noun rows by queerness."""
+    """The Table-4 group of an upstream row: pronoun rows by their type, noun rows by queerness. An unknown value
+    would make a new group (or a bare ``KeyError``): a one-line ``ValueError`` naming it and the known values."""
     if queerness == "pronoun":
+        if kind not in PRONOUN_TYPES:
+            raise ValueError(
+                f"column type is {kind!r} on a pronoun row; the known pronoun types are {', '.join(PRONOUN_TYPES)} "
+                "(each is its rows' group)"
+            )
         return kind
-    return {"queer": "queer", "non-queer": "non-queer"}[queerness]
+    if queerness not in NOUN_GROUPS:
+        raise ValueError(
+            f"column queerness is {queerness!r}; expected {', '.join(NOUN_GROUPS)} (noun rows) or pronoun (pronoun "
+            "rows, grouped by their type)"
+        )
+    return queerness
 
 
 def table4_column(path: str | Path) -> str:

@@ -82,13 +82,19 @@ def _read_run(predictions: pd.DataFrame | str | Path) -> pd.DataFrame:
 
 def read_run_settings(predictions_path: str | Path) -> dict[str, Any]:
     """``{"config": ..., "top_k": ...}`` of the run a ``predictions.parquet`` belongs to (from the ``run.json`` or
-    ``scores.json`` next to it); ``{}`` when neither is there."""
+    ``scores.json`` next to it); ``{}`` when neither is there (or cannot be read: the scorer reads no more of them).
+    One that holds another JSON value than an object is one line naming it."""
     folder = Path(predictions_path).parent
     for name, config_key, k_key in (("run.json", "config", "top_k"), ("scores.json", "config", "k")):
         try:
             doc = json.loads((folder / name).read_text())
         except (OSError, ValueError):
             continue
+        if not isinstance(doc, dict):
+            raise ValueError(
+                f"{folder / name} must hold a JSON object (the run's record), not a JSON {type(doc).__name__}; delete it "
+                "and rerun `queerbench run` for that folder"
+            )
         if doc.get(config_key) is not None:
             return {"config": doc.get(config_key), "top_k": doc.get(k_key)}
     return {}

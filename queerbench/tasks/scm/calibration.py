@@ -53,8 +53,15 @@ def story_texts(sources: Iterable[str | Path]) -> list[str]:
                 t for t, r in zip(frame["analysed"], frame["refusal"], strict=True) if t and r is not None and not r
             ]
         elif src.suffix == ".jsonl" and src.is_file():
-            for line in src.read_text(encoding="utf-8").splitlines():
-                rec = json.loads(line) if line.strip() else {}
+            for n, line in enumerate(src.read_text(encoding="utf-8").splitlines(), 1):
+                try:
+                    rec = json.loads(line) if line.strip() else {}
+                except ValueError as exc:
+                    raise ValueError(
+                        f"{src}:{n}: not JSON ({' '.join(str(exc).split())[:100]}); fix that line"
+                    ) from None
+                if not isinstance(rec, dict) or not isinstance(rec.get("expected", {}), dict):
+                    raise ValueError(f"{src}:{n}: each line must hold a JSON object (a labelled reply); fix that line")
                 if rec.get("task") == "generation" and rec.get("expected", {}).get("refusal") is False:
                     text = parse_reply(rec["response"], "generation").text
                     out += [text] if text else []
@@ -79,7 +86,10 @@ def load_story_words(path: str | Path | None = None) -> list[str]:
             resources.files("queerbench.tasks.scm").joinpath("data", WORDS_FILE).read_text(encoding="utf-8")
         )
     else:
-        raw = json.loads(Path(path).read_text(encoding="utf-8"))
+        try:
+            raw = json.loads(Path(path).read_text(encoding="utf-8"))
+        except ValueError:  # not JSON: the check below names the file and the fix
+            raw = None
     words = raw.get("words") if isinstance(raw, dict) and raw.get("schema_version") == 1 else None
     if not isinstance(words, list) or not words or not all(isinstance(w, str) and w == w.lower() for w in words):
         raise ValueError(

@@ -233,6 +233,7 @@ def _run_locked(
         api_key_env=args.api_key_env,
         requests_per_minute=args.requests_per_minute,
         extra_body=args.extra_body,
+        **({"timeout": args.request_timeout} if args.endpoint else {}),  # a local model has no requests
     )
     try:
         res = run_scm(

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from queerbench.base.files import atomic_path, read_json, write_json, write_text
+from queerbench.base.files import atomic_path, read_json_object, write_json, write_text
 from queerbench.tasks.scm.analysis import display_order
 from queerbench.tasks.scm.data import AXES, load_groups, reference_rankings
 from queerbench.tasks.scm.report import MARKERS, group_label, no_data_figure
@@ -161,7 +161,7 @@ def compare_runs(
         path = Path(run) / "scm.json"
         if not path.is_file():
             raise FileNotFoundError(f"{run}: no scm.json; give output folders of `queerbench scm run`")
-        res = read_json(path, fix="delete that run folder's scm.json and rerun `queerbench scm run` for it")
+        res = read_json_object(path, fix="delete that run folder's scm.json and rerun `queerbench scm run` for it")
         name = names[i] if names else str(res.get("run", {}).get("model") or Path(run).name)
         if name in results:
             name = f"{name} ({Path(run).name})"

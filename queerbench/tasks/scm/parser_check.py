@@ -44,7 +44,12 @@ def load_labelled(path: str | Path) -> list[dict[str, Any]]:
     for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip():
             continue
-        rec = json.loads(line)
+        try:
+            rec = json.loads(line)
+        except ValueError as exc:
+            raise ValueError(f"{path}:{n}: not JSON ({' '.join(str(exc).split())[:100]}); fix that line") from None
+        if not isinstance(rec, dict) or not isinstance(rec.get("expected"), dict):
+            raise ValueError(f"{path}:{n}: each line must hold a JSON object whose 'expected' is an object; fix it")
         missing = _REQUIRED - set(rec)
         if missing or set(rec["expected"]) - set(FIELDS) or "refusal" not in rec["expected"]:
             raise ValueError(

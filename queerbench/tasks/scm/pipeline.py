@@ -16,9 +16,10 @@ from typing import Any
 
 import pandas as pd
 
-from queerbench.base.files import atomic_path, read_json, read_parquet, write_json
+from queerbench.base.files import atomic_path, read_json_object, read_parquet, write_json
 from queerbench.base.lock import LOCK_FILES, folder_lock
-from queerbench.models.generation import GenerationSettings, ResponseCache, Runner, collect
+from queerbench.models.generation import GenerationSettings, ResponseCache, Runner
+from queerbench.models.generation.collect import collect_groups
 from queerbench.models.generation.failures import describe_failures, failed_prompts
 from queerbench.models.generation.settings import DEFAULT_REQUESTS_PER_MINUTE
 from queerbench.tasks.scm.analysis import analyze, parse_frame
@@ -161,24 +162,42 @@ def _truncated(meta: str, max_new_tokens: int) -> bool | None:
     return None
 
 
-def _collect_split(
-    runner: Runner, rows: pd.DataFrame, settings: GenerationSettings, cache: ResponseCache, shuffle: bool, desc: str
+def _collect_splits(
+    runner: Runner,
+    splits: list[tuple[pd.DataFrame, GenerationSettings, bool]],
+    cache: ResponseCache,
 ) -> pd.DataFrame:
-    if rows.empty:
+    """Every reply of every split — ``(rows, settings, shuffle the selection lists)`` — asked together
+    (:func:`~queerbench.models.generation.collect.collect_groups`: an endpoint streams the survey's and the stories'
+    calls through one set of slots, so the survey's stragglers do not hold up the stories)."""
+    groups: list[tuple[pd.DataFrame, GenerationSettings]] = []
+    shuffled: list[bool] = []
+    limits: list[int] = []
+    for rows, settings, shuffle in splits:
+        if rows.empty:
+            continue
+        plain = rows[rows["task"] != "selection"] if shuffle else rows
+        if not plain.empty:
+            groups.append((plain, settings))
+            shuffled.append(False)
+            limits.append(settings.max_new_tokens)
+        if shuffle and (rows["task"] == "selection").any():
+            sel = shuffled_selection_rows(rows[rows["task"] == "selection"], settings.samples, settings.seed)
+            sel = sel.assign(base_id=sel["id"], id=sel["id"] + "#shuffle" + sel["sample"].astype(str))
+            groups.append((sel.drop(columns=["sample"]), dataclasses.replace(settings, samples=1)))
+            shuffled.append(True)
+            limits.append(settings.max_new_tokens)
+    if not groups:
         return pd.DataFrame()
-    parts = []
-    plain = rows[rows["task"] != "selection"] if shuffle else rows
-    if not plain.empty:
-        parts.append(collect(runner, plain, settings, cache, desc=desc))
-    if shuffle and (rows["task"] == "selection").any():
-        sel = shuffled_selection_rows(rows[rows["task"] == "selection"], settings.samples, settings.seed)
-        sel = sel.assign(base_id=sel["id"], id=sel["id"] + "#shuffle" + sel["sample"].astype(str))
-        one = dataclasses.replace(settings, samples=1)
-        got = collect(runner, sel.drop(columns=["sample"]), one, cache, desc=f"{desc} (shuffled selection)")
-        k = got["id"].str.rsplit("#shuffle", n=1).str[1].astype(int)
-        parts.append(got.assign(id=got["base_id"], sample=k).drop(columns=["base_id"]))
-    frame = pd.concat(parts, ignore_index=True)
-    return frame.assign(truncated=[_truncated(m, settings.max_new_tokens) for m in frame["meta"]])
+    frames = []
+    for got, was_shuffled, limit in zip(
+        collect_groups(runner, groups, cache, desc="survey and story replies"), shuffled, limits, strict=True
+    ):
+        if was_shuffled:
+            k = got["id"].str.rsplit("#shuffle", n=1).str[1].astype(int)
+            got = got.assign(id=got["base_id"], sample=k).drop(columns=["base_id"])
+        frames.append(got.assign(truncated=[_truncated(m, limit) for m in got["meta"]]))
+    return pd.concat(frames, ignore_index=True)
 
 
 def run_scm(
@@ -253,12 +272,10 @@ def run_scm(
         try:
             n_s, n_g = len(rows["survey"]) * settings.samples, len(rows["generation"]) * story_settings.samples
             log(f"collecting {n_s} survey replies ({settings.samples} per prompt) and {n_g} story replies …")
-            frame = pd.concat(
-                [
-                    _collect_split(runner, rows["survey"], settings, cache, shuffle_selection, "survey replies"),
-                    _collect_split(runner, rows["generation"], story_settings, cache, False, "story replies"),
-                ],
-                ignore_index=True,
+            frame = _collect_splits(
+                runner,
+                [(rows["survey"], settings, shuffle_selection), (rows["generation"], story_settings, False)],
+                cache,
             )
         finally:
             cache.close()
@@ -347,8 +364,8 @@ def check_scm_folder(out: Path, model: str | None = None) -> None:
             f"{' …' if len(names) > 3 else ''}); choose another --out"
         )
     if model is not None and (out / "scm.json").is_file():
-        stored = read_json(out / "scm.json", fix=_REDO)
-        run = stored.get("run") if isinstance(stored, dict) else None
+        stored = read_json_object(out / "scm.json", fix=_REDO)
+        run = stored.get("run")
         other = run.get("model") if isinstance(run, dict) else None
         if other is not None and other != model:
             raise FileExistsError(
@@ -424,7 +441,7 @@ def reanalyze(
             raise FileNotFoundError(f"{run_dir}: no {name}; give an output folder of `queerbench scm run`")
     if refusal_rule not in REFUSAL_RULES:
         raise ValueError(f"--refusal-rule {refusal_rule!r}: use one of {', '.join(REFUSAL_RULES)}")
-    old = read_json(run_dir / "scm.json", fix=_REDO)
+    old = read_json_object(run_dir / "scm.json", fix=_REDO)
     frame = read_parquet(run_dir / "responses.parquet", fix=_REDO)
     frame = frame.drop(columns=[c for c in _PARSE_COLUMNS if c in frame.columns])
     spath = run_dir / "scores.parquet"
