@@ -117,7 +117,7 @@ _OPTION_KEYS = ("toxicity", "toxicity_input", "hurtlex_level", "threshold", "n_b
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
 class QueerBench(evaluate.Measurement):
-    """The QueerBench measurement; configs `default`, `paper` and `scm` (see ``CONFIGS``)."""
+    """The QueerBench measurement; configs `default`, `paper`, `queergen` and `scm` (see ``CONFIGS``)."""
 
     def __init__(self, *args, **kwargs):
         options = {k: kwargs.pop(k) for k in _OPTION_KEYS if k in kwargs}

@@ -8,7 +8,8 @@ __version__ = "0.1.0"
 
 CONFIGS: tuple[str, ...] = ("default", "paper", "queergen")
 """The configurations that run through the whole project: ``default`` (the method done right), ``paper``
-(reproduces the published tables bit for bit, bugs included) and ``queergen`` (QueerGen's 3,100 sentences, groups
+(the paper's procedure and rules, bugs included: scored with the paper's stored toxicity flags, its
+evaluation files give the published Table 4 bit for bit) and ``queergen`` (QueerGen's 3,100 sentences, groups
 ``unmarked``/``non-queer``/``queer``, scored as QueerGen's code does; see :mod:`queerbench.tasks.queergen`)."""
 
 
