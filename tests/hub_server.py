@@ -9,6 +9,8 @@ create repos, upload a folder in one commit ("regular" uploads, no LFS/Xet), tag
 - ``POST /api/{type}s/{id}/commit/{rev}``           → stores the NDJSON ``file`` lines (base64), returns the commit
 - ``POST /api/{type}s/{id}/tag/{rev}``              → a tag (409 when it exists)
 - ``GET  /api/{type}s/{id}/refs``                   → branches and tags (404 RepoNotFound when missing)
+- ``GET  /api/{type}s/{id}/tree/{rev}``              → the repo's files (``list_repo_files``; one page)
+- ``HEAD|GET /datasets/{id}/resolve/{rev}/{file}``   → a file a commit stored in a dataset repo
 - ``GET  /api/models/{id}[/revision/{rev}]``        → what :attr:`HubState.models` holds for that id
 - ``HEAD|GET /{id}/resolve/{rev}/{file}``            → a file of that model info's ``files`` (e.g. its config.json)
 
@@ -30,7 +32,7 @@ from urllib.parse import unquote, urlparse
 
 __all__ = ["HubServer", "HubState", "Repo"]
 
-_REPO_ROUTE = re.compile(r"^/api/(models|datasets|spaces)/(.+?)/(preupload|commit|tag|refs)(?:/(.*))?$")
+_REPO_ROUTE = re.compile(r"^/api/(models|datasets|spaces)/(.+?)/(preupload|commit|tag|refs|tree)(?:/(.*))?$")
 _MODEL_ROUTE = re.compile(r"^/api/models/(.+?)(?:/revision/(.+))?$")
 _RESOLVE_ROUTE = re.compile(r"^/(?!api/)(.+?)/resolve/([^/]+)/(.+)$")
 
@@ -105,7 +107,13 @@ class _Handler(BaseHTTPRequestHandler):
         m = _RESOLVE_ROUTE.match(path)
         if not m:
             return False
-        files = (self.state.models.get(m.group(1)) or {}).get("files", {})
+        commit = "a" * 40
+        if m.group(1).startswith("datasets/"):
+            repo = self.state.repos.get(("dataset", m.group(1).removeprefix("datasets/")))
+            files = dict(repo.files) if repo is not None else {}
+            commit = repo.head if repo is not None else commit
+        else:
+            files = (self.state.models.get(m.group(1)) or {}).get("files", {})
         if m.group(3) not in files:
             self.send_response(404)
             self.send_header("X-Error-Code", "EntryNotFound")
@@ -117,7 +125,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(200)
         self.send_header("Content-Length", str(len(data)))
         self.send_header("ETag", f'"{hashlib.sha256(data).hexdigest()}"')
-        self.send_header("X-Repo-Commit", "a" * 40)
+        self.send_header("X-Repo-Commit", commit)
         self.end_headers()
         if body:
             self.wfile.write(data)
@@ -137,6 +145,17 @@ class _Handler(BaseHTTPRequestHandler):
         if self._resolve(path, body=True):
             return
         m = _REPO_ROUTE.match(path)
+        if m and m.group(3) == "tree":
+            repo = self._repo(m.group(1), m.group(2))
+            if repo is None:
+                return self._not_found(f"repo {m.group(2)}")
+            return self._send(
+                200,
+                [
+                    {"type": "file", "path": name, "size": len(data), "oid": hashlib.sha1(data).hexdigest()}
+                    for name, data in sorted(repo.files.items())
+                ],
+            )
         if m and m.group(3) == "refs":
             repo = self._repo(m.group(1), m.group(2))
             if repo is None:

@@ -25,7 +25,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("tasks",),  # the benchmarks, each a declared task
     ("methods",),  # the ways of filling a blank over the model backends, and the run's options
     ("run",),  # the run pipeline: signature, folder, prediction in parts, scoring, outputs
-    ("results", "hub", "lmeval"),  # across runs; the dataset, the release, the Space; the lm-evaluation-harness bridge
+    ("results",),  # across runs: comparisons, the eval and its card, reference rows, the leaderboard
+    ("hub", "lmeval"),  # the dataset, the release, the results dataset, the Space; the lm-evaluation-harness bridge
     ("cli",),  # the command line
     ("__main__",),
 )

@@ -105,3 +105,50 @@ def test_quick_evaluation_in_a_browser(tmp_path: Path, monkeypatch: pytest.Monke
         print(f"screenshot: {shot}")
     finally:
         demo.close()
+
+
+def test_the_leaderboard_tab_in_a_browser(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Leaderboard tab shows the reference rows and a result pushed to the (mock) results dataset, ranked."""
+    import json
+
+    import huggingface_hub.constants
+
+    from queerbench.reporting.rows import ResultRow
+    from tests.hub_server import HubServer
+
+    chromium = need_chromium()
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)  # conftest sets it; the mock is local
+    monkeypatch.setenv("QUEERBENCH_CACHE", str(tmp_path / "cache"))  # the bundled reference rows
+    pushed = ResultRow(
+        task="paper", benchmark="QueerBench", model="pushed-model-xyz", method="mlm", k=5, toxicity="perspective",
+        scores={"queer": 0.5, "non-queer": 0.4}, n={"queer": 10}, source="runs/p",
+    )  # fmt: skip
+    with HubServer() as hub:
+        monkeypatch.setenv("HF_ENDPOINT", hub.url)
+        repo = hub.state.add_repo("dataset", "queerbench/queerbench-results")
+        repo.files["results/pushed/abc/results.json"] = json.dumps({"rows": [pushed.to_dict()]}).encode()
+        demo = build_demo()
+        _, url, _ = demo.launch(
+            prevent_thread_lock=True, server_name="127.0.0.1", server_port=free_port(), ssr_mode=False, quiet=True
+        )
+        try:
+            with sync_playwright() as p:
+                browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+                page = browser.new_page(viewport={"width": 1400, "height": 2000})
+                page.goto(url)
+                page.get_by_role("tab", name="Leaderboard").click()
+                expect(page.get_by_text("44 reference rows and 1 pushed")).to_be_visible(timeout=60_000)
+                table = page.locator("#leaderboard-table")
+                expect(table.get_by_text("bert-base-uncased").filter(visible=True).first).to_be_visible()
+                page.locator("#leaderboard-task input").first.click()
+                page.get_by_role("option", name="paper", exact=True).click()
+                page.locator("#leaderboard-k input").first.click()
+                page.get_by_role("option", name="5", exact=True).click()
+                expect(table.get_by_text("pushed-model-xyz").filter(visible=True).first).to_be_visible(timeout=30_000)
+                expect(table.get_by_text("0.5", exact=True).filter(visible=True).first).to_be_visible()
+                shot = tmp_path / "leaderboard.png"
+                page.screenshot(path=str(shot), full_page=True)
+                browser.close()
+            assert shot.stat().st_size > 10_000
+        finally:
+            demo.close()

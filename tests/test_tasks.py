@@ -162,6 +162,23 @@ def test_a_new_benchmark_plugs_in_with_one_module_and_its_data_files(
     assert (tmp_path / "lm" / "tinybench_chat" / "sentences.parquet").is_file()
 
 
+def test_a_limit_covering_every_template_is_recorded_as_no_limit(
+    tiny: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--limit 99999`` on a two-template task is the whole task: recorded as no limit everywhere (run.json,
+    scores.json, the report), and the same command without it reuses the run (issue 30)."""
+    bert = tiny_bert(tmp_path / "models")
+    run = tmp_path / "run"
+    args = ["run", "--model", str(bert), "--config", "tiny", "--toxicity", "none", "--out", str(run)]
+    assert main([*args, "--limit", "99999"]) == 0
+    scores = json.loads((run / "scores.json").read_text())
+    assert scores["run"]["limit"] is None and scores["run"]["options"]["limit"] is None
+    assert "|limit:all|" in scores["signature"] and "99999" not in (run / "report.md").read_text()
+    assert "99999" not in (run / "run.json").read_text()
+    capsys.readouterr()
+    assert main(args) == 0 and "reusing the finished predictions" in capsys.readouterr().out
+
+
 def test_a_task_without_its_data_file_says_so(fresh_registry: pytest.MonkeyPatch, tmp_path: Path) -> None:
     folder = tmp_path / "tasks"
     folder.mkdir()

@@ -108,6 +108,11 @@ def flag(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() in ("1", "true", "yes")
 
 
+def text(name: str) -> str | None:
+    """A plain setting such as ``QUEERBENCH_SPACE_RESULTS_REPO``, stripped; None when unset or empty."""
+    return os.environ.get(name, "").strip() or None
+
+
 def whole_number(name: str, default: int) -> int:
     """A count setting such as ``QUEERBENCH_SPACE_MAX_PARAMS=600_000_000`` (underscores and ``6e8`` allowed);
     ``default`` when unset, a one-line ``ValueError`` when it is not a number."""

@@ -25,6 +25,7 @@ _COMMAND_MODULES = (
     "queerbench.cli.run",
     "queerbench.cli.release",
     "queerbench.cli.lm_eval",
+    "queerbench.cli.results",
 )
 
 

@@ -43,7 +43,7 @@ import yaml
 import queerbench
 from queerbench import __version__
 from queerbench.base import env
-from queerbench.base.files import atomic_dir
+from queerbench.base.files import atomic_dir, read_json_object
 from queerbench.hub.package_index import PackageIndex, ReleaseError, of_version
 
 __all__ = [
@@ -84,6 +84,7 @@ class ReleaseConfig:
     dataset: str
     metric: str
     space: str
+    results: str
     dataset_configs: tuple[str, ...]
     tag_pattern: str
     python_version: str
@@ -91,7 +92,7 @@ class ReleaseConfig:
     cards: dict[str, dict[str, Any]]
 
     def repo_id(self, artifact: str) -> str:
-        """``namespace/name`` of ``dataset``, ``metric`` or ``space``."""
+        """``namespace/name`` of ``dataset``, ``metric``, ``space`` or ``results``."""
         return f"{self.namespace}/{getattr(self, artifact)}"
 
     def tag(self, version: str = __version__) -> str:
@@ -99,7 +100,7 @@ class ReleaseConfig:
         return self.tag_pattern.format(version=version)
 
     def requirement(self, extras: str = "", version: str = __version__) -> str:
-        """The pinned requirement line for queerbench (``queerbench[space]==0.1.0``)."""
+        """The pinned requirement line for queerbench (``queerbench[space,scm]==0.1.0``)."""
         return self.requirement_pattern.format(extras=extras, version=version)
 
 
@@ -118,6 +119,7 @@ def load_release_config(namespace: str | None = None, checkout: Path | None = No
         dataset=data["dataset"],
         metric=data["metric"],
         space=data["space"],
+        results=data.get("results", "queerbench-results"),
         dataset_configs=tuple(data.get("dataset_configs", ("default", "paper"))),
         tag_pattern=data.get("tag", "v{version}"),
         python_version=str(data.get("python_version") or ".".join(platform.python_version_tuple()[:2])),
@@ -272,7 +274,7 @@ def _read_manifest(folder: Path) -> dict[str, Any]:
     path = folder / MANIFEST
     if not path.is_file():
         raise ReleaseError(f"{folder} is not a release build (no {MANIFEST}); run `queerbench release build --out DIR`")
-    manifest = json.loads(path.read_text(encoding="utf-8"))
+    manifest = read_json_object(path, fix="rebuild it with `queerbench release build`")
     for artifact in ("dataset", "metric", "space"):
         entry = manifest.get("repos", {}).get(artifact)
         if not entry or not (folder / entry["folder"]).is_dir():

@@ -41,6 +41,7 @@ __all__ = [
     "render_report",
     "run_label",
     "score_table",
+    "sentences_note",
     "text_colour_for",
     "write_run_figures",
 ]
@@ -157,6 +158,14 @@ def function_word_section(scores: dict[str, Any]) -> list[str]:
     return [*lines, ""]
 
 
+def sentences_note(meta: dict[str, Any]) -> str:
+    """What a run's sentences are, after their count: `` (first 3 templates)`` for ``--limit 3``, the templates an
+    imported subset covers (``lm_eval --limit 100``, later templates), nothing for every template."""
+    if meta.get("coverage"):
+        return f" (a subset, not the first whole templates: {meta['coverage']}; signature `sentences:{meta.get('sentences')}`)"
+    return f" (first {meta['limit']} templates)" if meta.get("limit") else ""
+
+
 def render_report(
     scores: dict[str, Any],
     per_sentence: pd.DataFrame,
@@ -177,8 +186,7 @@ def render_report(
         f"- model: `{meta.get('model')}` ({_model_provenance(meta)}), device `{meta.get('device')}`, "
         f"dtype `{meta.get('dtype')}`",
         f"- config: `{scores['config']}` ({title or 'a task'}), "
-        f"top-k = {scores['k']}, sentences = {meta.get('n_sentences')}"
-        + (f" (first {meta['limit']} templates)" if meta.get("limit") else ""),
+        f"top-k = {scores['k']}, sentences = {meta.get('n_sentences')}{sentences_note(meta)}",
         f"- toxicity: {_toxicity_provenance(scores, meta)}"
         + ("; its known limits are stated with its flags below" if scorer_caveat(_scorer(scores)) else "")
         + f"; HurtLex: {scores['scorers']['hurtlex']['version']} ({scores['scorers']['hurtlex']['level']}); "

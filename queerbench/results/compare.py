@@ -24,7 +24,23 @@ from queerbench.scoring.aggregate import GROUP_ORDER
 from queerbench.scoring.caveats import small_n, small_n_threshold
 from queerbench.tasks import all_tasks
 
-__all__ = ["compare_cells", "compare_labels", "compare_runs", "compare_warnings"]
+__all__ = ["check_scores_document", "compare_cells", "compare_labels", "compare_runs", "compare_warnings"]
+
+_RESCORE = "delete it and rerun `queerbench run` for that folder (it re-scores the predictions)"
+
+
+def check_scores_document(scores: Any, where: str | Path) -> dict[str, Any]:
+    """``scores`` (a run's ``scores.json``, read from ``where``) if it holds what a comparison reads — an object with
+    ``n`` (scored sentences per group) and ``queerbench`` (the score per group) — else a one-line ``ValueError``
+    naming the file, what is missing and the fix (instead of a bare ``KeyError`` such as ``error: n``)."""
+    if not isinstance(scores, dict):
+        raise ValueError(f"{where} holds a JSON {type(scores).__name__}, not a run's scores (an object); {_RESCORE}")
+    for key, what in (("n", "the scored sentences per group"), ("queerbench", "the QueerBench score per group")):
+        if key not in scores:
+            raise ValueError(f"{where} lacks {key!r} ({what}); it is not a finished run's scores.json: {_RESCORE}")
+        if not isinstance(scores[key], dict):
+            raise ValueError(f"{where}: {key!r} must map each group to {what}, got {scores[key]!r}; {_RESCORE}")
+    return scores
 
 
 def _benchmark(config: Any) -> str:
@@ -42,7 +58,7 @@ def _run_facts(run: dict[str, Any]) -> dict[str, Any]:
 
     def signed_limit() -> Any:
         value = signed.get("limit")
-        return None if value in (None, "all") else int(value)
+        return None if value in (None, "all", "subset") else int(value)
 
     return {
         "model": signed.get("model", meta.get("model")),
@@ -51,6 +67,8 @@ def _run_facts(run: dict[str, Any]) -> dict[str, Any]:
         "k": scores.get("k"),
         "n_sentences": meta.get("n_sentences", sum(scores.get("n", {}).values())),
         "limit": signed_limit() if signed else meta.get("limit"),
+        "sentences": signed.get("sentences", meta.get("sentences")),  # an imported run of other sentences
+        "coverage": meta.get("coverage"),
         "toxicity": (scores.get("scorers", {}).get("toxicity") or {}).get("name"),
         "toxicity_input": meta.get("toxicity_input"),
         "revision": meta.get("revision"),
@@ -76,6 +94,7 @@ def compare_labels(runs: Sequence[dict[str, Any]]) -> list[str]:
         for fact, show in (
             ("toxicity", lambda v: f"toxicity {v}"),
             ("limit", lambda v: "all templates" if v is None else f"{v} templates"),
+            ("sentences", lambda v: "first templates" if v is None else f"sentences {v}"),
             ("toxicity_input", lambda v: f"reads {v}"),
             ("revision", lambda v: f"rev {str(v)[:10]}"),
             ("dtype", str),
@@ -114,9 +133,16 @@ def compare_warnings(runs: Sequence[dict[str, Any]]) -> list[str]:
             f"the runs score different sentence sets ({shown}); their QB is not the same measurement, "
             "so compare a group's QB only between runs of one config"
         )
-    for config in sorted(configs, key=str):  # within one sentence set: the same templates?
+    for config in sorted(configs, key=str):  # within one sentence set: the same templates, the same sentences?
         same = [(lab, f) for lab, f in zip(labels, facts, strict=True) if f["config"] == config]
-        if len({(f["n_sentences"], f["limit"]) for _, f in same}) > 1:
+        if len({(f["n_sentences"], f["limit"], f["sentences"]) for _, f in same}) > 1:
+            if any(f["sentences"] for _, f in same):  # an imported run of other sentences than the first templates
+                shown = ", ".join(f"{lab}: {_coverage(f)}" for lab, f in same)
+                warnings.append(
+                    f"the runs cover different sentences ({shown}); their scores are not the same measurement: "
+                    "compare runs of the same sentences (imports of lm_eval runs with the same --limit)"
+                )
+                continue
             shown = ", ".join(
                 f"{lab}: {f['n_sentences']} sentences" + (f" (--limit {f['limit']})" if f["limit"] else "")
                 for lab, f in same
@@ -149,6 +175,15 @@ def compare_warnings(runs: Sequence[dict[str, Any]]) -> list[str]:
     return warnings
 
 
+def _coverage(fact: dict[str, Any]) -> str:
+    """A run's sentences for a warning: ``77 sentences (--limit 1)``, ``77 sentences (sentences 77@…: template 5
+    (77 of 77))`` for an imported subset, ``7931 sentences`` for every template."""
+    if fact["sentences"]:
+        where = str(fact["coverage"] or "").split(": ", 1)[-1]
+        return f"{fact['n_sentences']} sentences (sentences {fact['sentences']}" + (f": {where})" if where else ")")
+    return f"{fact['n_sentences']} sentences" + (f" (--limit {fact['limit']})" if fact["limit"] else "")
+
+
 _DIFFERENCES = (
     ("k", "k", "a top-k score sums over k completions per sentence, so compare runs of one --top-k"),
     (
@@ -179,6 +214,8 @@ def compare_cells(runs: Sequence[dict[str, Any]]) -> tuple[pd.DataFrame, pd.Data
     """The comparison's QB values (runs × groups, NaN where missing), the n of every cell (scored sentences; 0 for
     a group the run has no data for) and the cells as shown: ``12.34 (n=80)``, ``⚠`` after a small n (< 30),
     ``no data`` for n = 0, ``—`` for a group scored without a toxicity scorer (no QB)."""
+    for run in runs:
+        check_scores_document(run.get("scores"), Path(str(run.get("dir", "a run"))) / "scores.json")
     labels = compare_labels(runs)
     if len(set(labels)) < len(labels):
         dup = next(lab for lab in labels if labels.count(lab) > 1)

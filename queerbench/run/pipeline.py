@@ -28,7 +28,7 @@ from typing import Any
 import pandas as pd
 
 from queerbench import __version__
-from queerbench.base.files import atomic_path, read_json, read_parquet, write_json, write_text
+from queerbench.base.files import atomic_path, read_json_object, read_parquet, write_json, write_text
 from queerbench.base.lock import folder_lock
 from queerbench.methods.base import Method
 from queerbench.methods.options import TOXICITY_INPUTS, RunOptions
@@ -38,9 +38,15 @@ from queerbench.models.registry import model_ref
 from queerbench.reporting.figures import run_label
 from queerbench.reporting.report import render_report, write_run_figures
 from queerbench.run.folder import check_same_model, check_writable, claim_out_dir, inspect_out_dir, unclaim_out_dir
-from queerbench.run.parts import RunInterrupted, interruption, predict_chunks
-from queerbench.run.scores import score_predictions, task_scores, toxicity_column
-from queerbench.run.signature import Signature, default_out_dir, fingerprint_label, signature_of
+from queerbench.run.parts import RunInterrupted, interruption, predict_chunks, write_failure
+from queerbench.run.scores import check_predictions_table, score_predictions, task_scores, toxicity_column
+from queerbench.run.signature import (
+    Signature,
+    default_out_dir,
+    describe_sentences,
+    fingerprint_label,
+    signature_of,
+)
 from queerbench.scoring.aggregate import prepare_toxicity_scorer
 from queerbench.scoring.hurtlex import hurtlex_categories, load_hurtlex
 from queerbench.tasks import Task, get_task
@@ -66,19 +72,24 @@ class RunResult:
     n_predicted: int
 
 
-def _preflight(options: RunOptions, *, will_predict: bool = True) -> dict[str, Any]:
+def _preflight(
+    options: RunOptions, *, will_predict: bool = True, fingerprint: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """Every check that needs no inference, cheapest first; returns the model's fingerprint.
 
     The model reference (one line for a path that is no folder), the lexicons (pinned checksums), the toxicity scorer
     (its weights or API key), and, when ``will_predict``, what the method's predictor can check before its model
     loads (for a masked LM: the tokenizer and ``--top-k``). A rerun of a finished run needs no model, so it can
-    re-score a copied run folder offline.
+    re-score a copied run folder offline. ``fingerprint``: the model's, known from elsewhere (an imported run, whose
+    model need not be on this machine): the model is then not looked at at all.
     """
-    ref = model_ref(options.model, options.endpoint, options.revision)
+    ref = model_ref(options.model, options.endpoint, options.revision) if fingerprint is None else None
     scoring = options.scoring_options()
     hurtlex_categories()
     load_hurtlex(scoring.hurtlex_lexicon_level)
     prepare_toxicity_scorer(scoring)  # a missing scorer source or API key fails before inference
+    if ref is None:
+        return fingerprint  # type: ignore[return-value]
     if will_predict:  # e.g. a masked LM's tokenizer against --top-k; before hashing: a folder with no model fails fast
         method_preflight(options)
     return ref.fingerprint()
@@ -127,23 +138,37 @@ def run_benchmark(
     *,
     progress: Callable[[int, int], None] | None = None,
     log: Callable[[str], None] = print,
+    model_fingerprint: dict[str, Any] | None = None,
 ) -> RunResult:
-    """Run the whole benchmark for one model and task into ``out`` (resuming or reusing what is there)."""
+    """Run the whole benchmark for one model and task into ``out`` (resuming or reusing what is there).
+
+    ``model_fingerprint``: for predictions made elsewhere and already in ``out`` (``queerbench lm-eval import``), the
+    model's fingerprint as they record it; the model is then neither resolved nor read (it need not be on this
+    machine, nor the Hub reachable), ``options.method`` is taken as given, and only scoring is done."""
     chosen = out is not None
     task = get_task(options.config)
     items = task.items()  # the data files first (checksums; offline, the message names QUEERBENCH_DATA_DIR)
     n_templates = int(items["template_id"].nunique())
+    if options.limit is not None and options.limit >= n_templates:
+        options = replace(options, limit=None)  # a --limit covering every template is no limit, wherever recorded
     frame = task.first_templates(items, options.limit)
 
     # auto → mlm / scored / instructed from the model's configuration (no weights read); mismatches fail here
-    options = replace(options, method=resolve_method(options.method, options.model, options.endpoint, options.revision))
+    if model_fingerprint is None:
+        options = replace(
+            options, method=resolve_method(options.method, options.model, options.endpoint, options.revision)
+        )
+    elif options.method == "auto":
+        raise ValueError("an imported run names its method; got --method auto")
     task.check_method(options.method)
     signature = signature_of(options, n_templates=n_templates)
     out = Path(out) if out is not None else Path("runs") / signature.folder_name()
     check_writable(out, chosen)
     created = not out.exists()
     with folder_lock(out):  # one writer per folder: a second run on it stops here in one line
-        return _run_locked(options, task, frame, signature, out, chosen, created, n_templates, progress, log)
+        return _run_locked(
+            options, task, frame, signature, out, chosen, created, n_templates, progress, log, model_fingerprint
+        )
 
 
 def _run_locked(
@@ -157,11 +182,16 @@ def _run_locked(
     n_templates: int,
     progress: Callable[[int, int], None] | None,
     log: Callable[[str], None],
+    model_fingerprint: dict[str, Any] | None = None,
 ) -> RunResult:
     """:func:`run_benchmark` once it holds the output folder's lock (``created``: the run made that folder)."""
     key = signature.key()
     state, stored = inspect_out_dir(out, key, chosen=chosen, n_templates=n_templates)  # writes nothing
-    fingerprint = _preflight(options, will_predict=state != "finished")
+    if (model_fingerprint is not None or options.sentences) and state != "finished":
+        raise ValueError(
+            f"{out} holds no predictions.parquet: an imported run is scored, never predicted here; import it again"
+        )
+    fingerprint = _preflight(options, will_predict=state != "finished", fingerprint=model_fingerprint)
     signature = replace(signature, fingerprint=fingerprint_label(fingerprint))
     if state in ("resume", "finished"):
         check_same_model(out, str(options.model), stored, fingerprint)
@@ -173,9 +203,11 @@ def _run_locked(
     pred_path = out / "predictions.parquet"
     t0 = time.perf_counter()
     if pred_path.is_file():
-        predictions = read_parquet(pred_path, fix="delete it and rerun the same command (it predicts again)")
+        fix = "delete it and rerun the same command (it predicts again)"
+        predictions = read_parquet(pred_path, fix=fix)
+        check_predictions_table(predictions, pred_path, fix)  # a hand-edited file: one line, not a bare KeyError
         model_json = out / "model.json"
-        meta = read_json(model_json, fix="delete it and rerun the same command") if model_json.is_file() else {}
+        meta = read_json_object(model_json, fix="delete it and rerun the same command") if model_json.is_file() else {}
         reused, n_predicted = True, 0
         log(f"reusing the finished predictions in {pred_path} (no inference); scoring again")
     else:
@@ -187,6 +219,8 @@ def _run_locked(
             removed = unclaim_out_dir(out, created)  # a start that saved nothing leaves no folder behind
             if isinstance(exc, KeyboardInterrupt):
                 raise interruption(out, frame, removed) from None
+            if isinstance(exc, OSError):  # a full disk, a folder turned read-only: what failed and what was kept
+                raise write_failure(exc, out, frame, removed) from None
             raise
         predictions = frame.drop(columns=["split"]).copy()
         predictions["method"] = options.method
@@ -209,6 +243,34 @@ def _run_locked(
             f"interrupted while scoring: the predictions of all {len(predictions)} sentences are saved in "
             f"{pred_path}; rerun the same command to score them (no inference)"
         ) from None
+
+
+def _subset_facts(run: _Run, predictions: pd.DataFrame) -> dict[str, Any]:
+    """For an imported run over other sentences than the first ``--limit`` templates: its ``sentences`` value and
+    which templates it covers, in words (the report and ``compare`` show them); nothing for any other run."""
+    if not run.options.sentences:
+        return {}
+    return {
+        "sentences": run.options.sentences,
+        "coverage": describe_sentences(run.task.items(), predictions["id"]),
+    }
+
+
+SENTENCES_FILE = "sentences.parquet"
+"""Each scored sentence's scores (a_i, h_i, p_i) and per-word HurtLex categories and toxicity flags, by id: what the
+report's examples and ``queerbench view`` show, so that neither scores a run again."""
+
+
+def _write_sentence_scores(per_sentence: pd.DataFrame, path: Path) -> None:
+    """Write the per-sentence scores a viewer needs (lists as lists; atomically)."""
+    columns = [
+        c for c in ("id", "words", "afinn", "hurtlex", "toxicity", "word_hurtlex", "word_toxicity") if c in per_sentence
+    ]
+    frame = per_sentence[columns].copy()
+    if "word_toxicity" in frame and frame["word_toxicity"].isna().all():
+        frame = frame.drop(columns=["word_toxicity"])  # no toxicity scorer: nothing flagged per word
+    with atomic_path(path) as tmp:
+        frame.to_parquet(tmp, index=False)
 
 
 def _write_unscored_run(
@@ -239,6 +301,7 @@ def _write_unscored_run(
         "prompt_format": meta.get("prompt_format") or (meta.get("decoding") or {}).get("prompt_format"),
         "n_sentences": len(predictions),
         "limit": options.limit,
+        **_subset_facts(run, predictions),
         "signature": signature,
     }
     generation = run.method.summarize(predictions)
@@ -307,6 +370,7 @@ def _score_run(
         "dtype": meta.get("dtype", options.dtype),
         "n_sentences": len(predictions),
         "limit": options.limit,
+        **_subset_facts(run, predictions),
         "toxicity_input": None  # nothing is read without a scorer
         if options.toxicity == "none"
         else toxicity_column(str(options.toxicity_input)) or "The person is <word>.",
@@ -328,6 +392,7 @@ def _score_run(
     )
     report += "".join(task.report_sections(scores))
     write_text(run.out / "report.md", report)
+    _write_sentence_scores(per_sentence, run.out / SENTENCES_FILE)
     document = {
         **scores,
         "top1": top1,

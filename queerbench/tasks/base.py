@@ -9,8 +9,8 @@ either a field of its :class:`TaskSpec` — read from a versioned JSON file with
   methods that apply, the masked-LM mode, what the toxicity scorer reads, the scoring rules, the dataset config and
   the lm-evaluation-harness task name;
 - hooks: the items (:meth:`Task.items`), the first ``--limit`` templates of them, the dataset splits and card text,
-  extra scores next to the QueerBench score, report sections, figures and comparison sections, and the upstream
-  files the benchmark's own results come in.
+  extra scores next to the QueerBench score, report sections, figures and comparison sections, the upstream
+  files the benchmark's own results come in, and the reference rows its published files give the leaderboard.
 
 Generic code (the run, scoring, reporting, comparison, the Space, the dataset builder, the lm-eval bridge) asks a
 task for these and never compares a task's name.
@@ -30,6 +30,8 @@ from queerbench.scoring.rules import ScoringRules
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
+
+    from queerbench.reporting.rows import ResultRow
 
 __all__ = ["KINDS", "MLM_MODES", "TOXICITY_INPUTS", "Task", "TaskSpec", "TemplateTask", "load_specs"]
 
@@ -98,6 +100,14 @@ def _spec(raw: Any, where: str) -> TaskSpec:
     lmeval = raw.get("lmeval")
     if lmeval is not None and not isinstance((lmeval or {}).get("task"), str):
         raise ValueError(f"{label}: 'lmeval' must be null or an object with the task name under 'task'")
+    extra = raw.get("extra") or {}
+    if not isinstance(extra, dict):
+        raise ValueError(f"{label}: 'extra' must be an object")
+    if "in_suite" in extra and not isinstance(extra["in_suite"], bool):
+        raise ValueError(f"{label}: 'extra.in_suite' must be true or false")
+    gap = extra.get("headline_gap")
+    if gap is not None and not (isinstance(gap, list) and len(gap) == 2 and all(isinstance(g, str) for g in gap)):
+        raise ValueError(f"{label}: 'extra.headline_gap' must be a list of two group names")
     known = {*_REQUIRED, "mlm_mode", "toxicity_input", "scoring", "lmeval", "extra"}
     stray = sorted(set(raw) - known)
     if stray:
@@ -242,6 +252,49 @@ class Task:
     def compare_sections(self, runs: Sequence[dict[str, Any]], out: Path) -> list[str]:
         """Markdown lines ``compare.md`` adds for this task's runs among ``runs``."""
         return []
+
+    # ----------------------------------------------------------------------------------------------- results --
+    @property
+    def headline_gap(self) -> tuple[str, str]:
+        """The two groups whose score difference the card and the leaderboard show (``extra.headline_gap``, else
+        queer − non-queer)."""
+        pair = self.spec.extra.get("headline_gap") or ("queer", "non-queer")
+        return str(pair[0]), str(pair[1])
+
+    @property
+    def in_suite(self) -> bool:
+        """Whether ``queerbench eval`` runs this task unless ``--tasks`` names others (``extra.in_suite``, default
+        true; the ``paper`` replication is off: it repeats ``default`` with the published procedure's bugs)."""
+        return bool(self.spec.extra.get("in_suite", True))
+
+    def eval_limit(self, limit: int | None) -> int | None:
+        """The task's own ``limit`` for ``queerbench eval --limit N`` (templates for a blanks task; a probes task
+        scales it by ``extra.rows_per_limit`` so that a quick pass still covers every group)."""
+        scale = int(self.spec.extra.get("rows_per_limit", 1))
+        return None if limit is None else limit * scale
+
+    def run(self, out: Path, *, quick: bool = False, **settings: Any) -> dict[str, Any]:
+        """Run a ``probes`` task into ``out`` with ``settings`` (model, endpoint, limit, log, …): its own pipeline;
+        ``quick``: a quick pass (``eval --limit``), which the task may make cheaper."""
+        raise ValueError(f"task {self.name} is run by `queerbench run --config {self.name}`")
+
+    def folder_rows(self, folder: Path) -> list[ResultRow]:
+        """The result rows of a folder this task's own pipeline wrote (none when ``folder`` is not one)."""
+        return []
+
+    def folder_table(self, folder: Path) -> pd.DataFrame | None:
+        """The per-item table of a folder this task's own pipeline wrote, for ``queerbench view`` (columns it can
+        filter on: ``group``, ``template``, ``label``, ``refusal_kind``, ``harmful``); None when not one."""
+        return None
+
+    def reference_sources(self) -> list[str]:
+        """The pinned published files the task's reference rows come from (one job each; none by default)."""
+        return []
+
+    def reference_rows(self, source: str, *, n_resamples: int, seed: int) -> list[ResultRow]:
+        """The reference rows (:class:`~queerbench.reporting.rows.ResultRow`) one published file gives: the
+        published model's scores recomputed from it, with their CIs and gap test."""
+        raise ValueError(f"task {self.name} has no published results")
 
     # ----------------------------------------------------------------------------------------------- Space --
     def subject_names(self) -> list[str]:

@@ -1,4 +1,5 @@
-"""The Space's Blocks: the header, the "Evaluate" and "Playground" tabs and the tabs of the tasks (the SCM probes')."""
+"""The Space's Blocks: the header, the "Evaluate" and "Playground" tabs, the tabs of the tasks (the SCM probes') and
+the Leaderboard."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from queerbench import __version__
 from queerbench.hub.space.evaluate import build_evaluate_tab
+from queerbench.hub.space.leaderboard import build_leaderboard_tab
 from queerbench.hub.space.models import ModelCache, SpaceSettings
 from queerbench.hub.space.playground import build_playground_tab
 from queerbench.reporting.report import CONTENT_NOTE
@@ -41,7 +43,7 @@ def build_demo(settings: SpaceSettings | None = None) -> gr.Blocks:
 
     with gr.Blocks(title="QueerBench") as demo:
         gr.Markdown(_header())
-        with gr.Tab("Evaluate a masked LM"):
+        with gr.Tab("Evaluate a model"):
             build_evaluate_tab(cache, settings, limit)
         with gr.Tab("Playground"):
             build_playground_tab(cache, settings, limit)
@@ -51,6 +53,8 @@ def build_demo(settings: SpaceSettings | None = None) -> gr.Blocks:
                 label, build = tab
                 with gr.Tab(label):
                     build()
+        with gr.Tab("Leaderboard"):
+            build_leaderboard_tab(settings.results_repo)
     demo.queue(max_size=32)
     return demo
 

@@ -42,6 +42,7 @@ class SpaceSettings:
     cache_size: int = 2
     concurrency: int = 1
     quick_templates: int = 12
+    results_repo: str | None = None  # the results dataset the Leaderboard tab reads (None: hub_configs' results)
 
     @classmethod
     def from_env(cls) -> SpaceSettings:
@@ -53,6 +54,7 @@ class SpaceSettings:
             cache_size=max(1, env.whole_number("QUEERBENCH_SPACE_CACHE_SIZE", cls.cache_size)),
             concurrency=max(1, env.whole_number("QUEERBENCH_SPACE_CONCURRENCY", cls.concurrency)),
             quick_templates=max(1, env.whole_number("QUEERBENCH_SPACE_QUICK_TEMPLATES", cls.quick_templates)),
+            results_repo=env.text("QUEERBENCH_SPACE_RESULTS_REPO"),
         )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -69,6 +70,33 @@ class QueerBenchTask(Task):
         neutral = render_default(body, NEUTRAL_SUBJECT)
         return [(s, index[s].group, render_default(body, index[s]), neutral) for s in names]
 
+    def reference_sources(self) -> list[str]:
+        """The paper's 16 evaluation files, for the task that replicates its procedure (``extra.reference``)."""
+        if self.spec.extra.get("reference") != "table4":
+            return []
+        from queerbench.tasks.queerbench.reference import paper_reference_sources
+
+        return paper_reference_sources()
+
+    def reference_rows(self, source: str, *, n_resamples: int, seed: int) -> list[Any]:
+        """Table 4's row of one evaluation file, with CIs and the gap test (:mod:`.reference`)."""
+        if source not in self.reference_sources():
+            raise ValueError(f"{source} is not one of task {self.name}'s published files")
+        from queerbench.tasks.queerbench.reference import paper_reference_row
+
+        return [paper_reference_row(self, source, n_resamples=n_resamples, seed=seed)]
+
+    def check_predictions(self, predictions: pd.DataFrame, path: Path) -> None:
+        """Refuse, in one line naming the row, the value and this task's groups, a row whose group is none of this
+        task's (it would be scored as a group of its own)."""
+        known = list(dict.fromkeys(s.group for split in SPLITS for s in subjects(self.name)[split]))
+        for i, group in enumerate(predictions["group"]):
+            if group not in known:
+                raise ValueError(
+                    f"{path} row {i}: group {group!r} is not a group of --config {self.name} ({', '.join(known)}); "
+                    "score a run with the --config it was made with"
+                )
+
     def score_file(self, path: Path, settings: dict[str, Any]) -> dict[str, Any]:
         """Score one of the paper's prediction or evaluation CSVs (``;``-separated, read by header name) with this
         task's rules; ``--toxicity precomputed`` uses the file's stored Perspective counts."""
@@ -83,13 +111,14 @@ class QueerBenchTask(Task):
                 f"{path} is not a readable QueerBench CSV ({reason}); expected an upstream "
                 "data/prediction or data/evaluation/<model>_template_<k>.csv (';'-separated)"
             ) from None
+        published = build_sentences("paper")  # the paper's files hold the paper's sentences, whatever the task
+        _check_repeats(frame, published, path)
         top_k, toxicity = settings.get("top_k"), settings["options"].toxicity
         tokens = [t[:top_k] if top_k else t for t in frame["tokens"]]
         stored = "perspective_counts" in frame
         counts = frame["perspective_counts"].tolist() if toxicity == "precomputed" and stored else None
         if toxicity == "precomputed" and counts is None:
             raise ValueError(f"{path} has no stored perspective column; choose another --toxicity")
-        published = build_sentences("paper")  # the paper's files hold the paper's sentences, whatever the task
         aligned = len(frame) == len(published) and (frame["name"].to_numpy() == published["subject"].to_numpy()).all()
         if counts is None and toxicity != "none" and self.spec.toxicity_input != "full":
             what = _READS.get(str(self.spec.toxicity_input), str(self.spec.toxicity_input))
@@ -105,6 +134,26 @@ class QueerBenchTask(Task):
             toxicity_counts=counts,
             template_ids=published["template_id"].tolist() if aligned else None,  # bootstrap/permutation clusters
             options=settings["options"],
+        )
+
+
+def _check_repeats(frame: pd.DataFrame, published: pd.DataFrame, path: Path) -> None:
+    """Refuse a paper CSV with repeated rows (one line naming the sentence, its lines and the fix).
+
+    These files have no id: a row is its sentence (``template``, the full text) and its group. The paper's own
+    sentence set holds 337 repeats (three templates listed twice, the pronoun ``e`` listed twice), so a sentence
+    may occur as often as it does there (once when it is not one of the paper's); a row beyond that was repeated,
+    and would be scored twice (n doubles, the CIs narrow)."""
+    keys = list(zip(frame["template"], frame["group"], strict=True))
+    allowed = Counter(zip(published["masked_sentence"], published["group"], strict=True))
+    over = {key: n - max(1, allowed[key]) for key, n in Counter(keys).items() if n > max(1, allowed[key])}
+    if over:
+        key = next(iter(over))  # the first in file order
+        lines = [i + 2 for i, other in enumerate(keys) if other == key]  # line 1 is the header
+        raise ValueError(
+            f"{path}: the sentence {key[0]!r} (group {key[1]}) is on lines {lines}, {over[key]} time(s) more than in "
+            f"the paper's sentence set ({sum(over.values())} repeated row(s) in all); a repeated row is scored twice "
+            "(n doubles, the CIs narrow): drop the repeated rows"
         )
 
 

@@ -110,13 +110,28 @@ def read_evaluation_csv(path: str | os.PathLike[str]) -> pd.DataFrame:
     else:
         ours = build_queergen_sentences().set_index("index")
         try:
-            ours = ours.loc[stored["index"].astype(int)]
+            indices = stored["index"].astype(int)
+        except (TypeError, ValueError):
+            raise QueerGenFileError(
+                f"QueerGen evaluation file {path}: column index must hold the sentences' row numbers 0-3099"
+            ) from None
+        try:
+            ours = ours.loc[indices]
         except KeyError as exc:
             raise QueerGenFileError(f"QueerGen evaluation file {path} has row indices outside 0-3099") from exc
     differ = int((ours["marked_sentence"].to_numpy() != stored["marked"].astype(str).to_numpy()).sum())
     if differ:
         what = "QueerGen's top-5 sample, row for row" if top_k else "the QueerGen sentence of their index"
         raise QueerGenFileError(f"QueerGen evaluation file {path}: {differ} rows are not {what}")
+    if not top_k:  # a row is its sentence's index: a repeated row (its sentence too) would be scored twice
+        repeated = indices[indices.duplicated()]
+        if len(repeated):
+            first = int(repeated.iloc[0])
+            raise QueerGenFileError(
+                f"QueerGen evaluation file {path}: index {first} is on {int((indices == first).sum())} rows "
+                f"({len(repeated)} repeated row(s) in all); each sentence must occur once, or it is scored twice: "
+                "drop the repeated rows"
+            )
     frame = ours.reset_index()[["id", "index", "template_id", "template", "subject", "marker", "group", "category"]]
     frame["unmarked_sentence"] = ours["unmarked_sentence"].to_numpy()
     frame["masked_sentence"] = ours["masked_sentence"].to_numpy()

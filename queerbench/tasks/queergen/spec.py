@@ -33,6 +33,7 @@ _REQUIRED: dict[str, type] = {
     "vader_decimals": int,
     "stat_decimals": int,
     "model_labels": dict,
+    "model_methods": dict,
     "evaluation_columns": list,
 }
 SCORING_CONFIGS = ("queergen", "default")
@@ -68,6 +69,11 @@ def _validate(raw: Any) -> dict[str, Any]:
             raise QueerGenSpecError(f"{where}: diversity.{config}.unit must be 'row' or 'word'")
     if not isinstance(raw["diversity"].get("batch_size"), int) or raw["diversity"]["batch_size"] < 1:
         raise QueerGenSpecError(f"{where}: diversity.batch_size must be a positive integer")
+    if set(raw["model_methods"]) != set(raw["model_labels"]) or not set(raw["model_methods"].values()) <= {
+        "mlm",
+        "instructed",
+    }:
+        raise QueerGenSpecError(f"{where}: model_methods must give each model of model_labels 'mlm' or 'instructed'")
     if "[MASK]" not in raw["sentence"] or "{marked}" not in raw["sentence"]:
         raise QueerGenSpecError(f"{where}: 'sentence' must contain {{marked}} and [MASK]")
     return raw

@@ -115,6 +115,22 @@ class QueerGenTask(Task):
             top_k=settings.get("top_k"),
         )
 
+    def reference_sources(self) -> list[str]:
+        """QueerGen's 28 evaluation files (14 models × k = 1 and top-5), for the task with ``extra.reference``."""
+        if self.spec.extra.get("reference") != "evaluations":
+            return []
+        from queerbench.tasks.queergen.reference import queergen_reference_sources
+
+        return queergen_reference_sources()
+
+    def reference_rows(self, source: str, *, n_resamples: int, seed: int) -> list[Any]:
+        """The reference row of one QueerGen evaluation file (:mod:`.reference`)."""
+        if source not in self.reference_sources():
+            raise ValueError(f"{source} is not one of task {self.name}'s published files")
+        from queerbench.tasks.queergen.reference import queergen_reference_row
+
+        return [queergen_reference_row(self, source, n_resamples=n_resamples, seed=seed)]
+
     def report_sections(self, scores: dict[str, Any]) -> list[str]:
         """QueerGen's scores per group (when the run has them)."""
         from queerbench.tasks.queergen.compare import queergen_report_section

@@ -47,11 +47,81 @@ class ScmTask(Task):
             return None
         return "Generative LMs", build_scm_tab
 
-    def run(self, out: str | Path, **settings: Any) -> dict[str, Any]:
-        """Run the probes into ``out`` (:func:`queerbench.tasks.scm.pipeline.run_scm` with ``settings``)."""
-        from queerbench.tasks.scm.pipeline import run_scm
+    def run(self, out: str | Path, *, quick: bool = False, **settings: Any) -> dict[str, Any]:
+        """Run the probes into ``out`` (:func:`queerbench.tasks.scm.pipeline.run_scm` with ``settings``); ``quick``
+        (``queerbench eval --limit``): the decoding of ``extra.quick`` (one sample, shorter replies) instead of the
+        paper's."""
+        from queerbench.tasks.scm.pipeline import resolve_settings, run_scm
 
+        if quick and "settings" not in settings:
+            model = settings.get("model")
+            survey, story, provenance = resolve_settings(
+                model if settings.get("endpoint") else (model or "embedded"), **self.spec.extra.get("quick", {})
+            )
+            settings = {**settings, "settings": survey, "story_settings": story, "provenance": provenance}
         return run_scm(out, **settings)
+
+    def folder_rows(self, folder: Path) -> list[Any]:
+        """The row of an ``scm run`` folder (its ``scm.json``): the free rating's Warmth per group (1–5) with its
+        CI, Competence beside it, the survey's refusal rate and the rating prompts' parse rate."""
+        path = Path(folder) / "scm.json"
+        if not path.is_file():
+            return []
+        from queerbench.base.files import read_json_object
+        from queerbench.reporting.rows import ResultRow
+
+        res = read_json_object(path, fix="rerun `queerbench scm run` with the same --out (replies are cached)")
+        run = res.get("run") or {}
+        rating = res.get("rating_free") or {}
+
+        def axis(name: str) -> dict[str, Any]:
+            return {g: (cells.get(name) or {}) for g, cells in rating.items() if isinstance(cells, dict)}
+
+        warmth, competence = axis("Warmth"), axis("Competence")
+        survey = ((res.get("refusals") or {}).get("survey") or {}).get("overall") or {}
+        return [
+            ResultRow(
+                task=self.name,
+                benchmark=self.benchmark,
+                model=str(run.get("model")),
+                method="instructed",
+                k=None,
+                toxicity="none",
+                scores={g: c.get("mean") for g, c in warmth.items()},
+                ci={g: [c["lo"], c["hi"]] if c.get("lo") is not None else None for g, c in warmth.items()},
+                n={g: int(c.get("n") or 0) for g, c in warmth.items()},
+                parse_rate=(res.get("parse_rate") or {}).get("rating"),
+                refusal_rate=survey.get("rate"),
+                limit=(run.get("settings") or {}).get("limit"),
+                metric="SCM free rating: Warmth (1–5)",
+                extra={"summary": {f"Competence {g}": c.get("mean") for g, c in competence.items()}},
+                signature=str(res.get("signature") or ""),
+                source=str(folder),
+            )
+        ]
+
+    def folder_table(self, folder: Path) -> pd.DataFrame | None:
+        """Every reply of an ``scm run`` folder with how it was read: the parsed rating or selection, whether it
+        parsed, and its refusal kind (``responses.parquet``)."""
+        path = Path(folder) / "responses.parquet"
+        if not path.is_file() or not (Path(folder) / "scm.json").is_file():
+            return None
+        from queerbench.base.files import read_parquet
+
+        frame = read_parquet(path, fix="rerun `queerbench scm run` with the same --out (replies are cached)")
+        table = pd.DataFrame(
+            {
+                "group": frame["group"],
+                "template": frame["prompt_type"],
+                "prompt": frame["prompt"],
+                "reply": frame["response"],
+                "label": frame["parsed"].map({True: "parsed", False: "not parsed"}),
+                "rating": frame.get("rating"),
+                "selected": frame.get("selected"),
+                "refusal_kind": frame["refusal_kind"],
+            }
+        )
+        return table
 
 
 TASKS = [ScmTask(spec) for spec in SPECS.values()]

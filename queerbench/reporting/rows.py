@@ -1,0 +1,122 @@
+"""One result row: a model's scores on one task under one setting, from a run or from a paper's published files.
+
+A row is what the report card, the leaderboard and the Space's Leaderboard tab show: the task and its benchmark, the
+method, the model, ``k``, the toxicity scorer, the headline score per group with its 95% CI, the gap between the
+task's two headline groups with its CI and permutation p-value, the parse and refusal rates of a generative run, the
+number of sentences per group, the signature that says what produced it, and where it came from (a run folder, or a
+pinned published file). Rows are plain JSON (:meth:`ResultRow.to_dict`, :meth:`ResultRow.from_dict`).
+
+Rows are ranked together only when they are **comparable** (:meth:`ResultRow.comparable_key`): the same task (and
+so the same sentences and scoring rules), the same ``k`` and the same toxicity scorer; a ``--limit`` run covers other
+sentences than a whole one, so it is never ranked with them. :func:`incomparable_reason` says in words why two rows
+are not.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+__all__ = ["ResultRow", "comparable_groups", "incomparable_reason", "toxicity_label"]
+
+SCHEMA_VERSION = 1
+
+
+def toxicity_label(scorers: Any) -> str:
+    """The toxicity scorer of a ``scores.json`` ``scorers`` block, as rows compare it: ``perspective`` (the API,
+    live or stored by a paper), ``embedded``, ``hf:<id>`` or ``none``."""
+    tox = (scorers or {}).get("toxicity") if isinstance(scorers, dict) else None
+    name = str((tox or {}).get("name") or "none") if isinstance(tox, dict) else str(tox or "none")
+    if name == "precomputed":
+        return "perspective"  # the papers' stored counts and probabilities are Perspective API outputs
+    return name.split("@", 1)[0] if name.startswith("embedded") else name
+
+
+@dataclass
+class ResultRow:
+    """A model's result on one task (see the module doc). ``scores``/``ci``/``n`` are keyed by group."""
+
+    task: str
+    benchmark: str
+    model: str
+    method: str
+    k: int | None
+    toxicity: str
+    scores: dict[str, float | None]
+    ci: dict[str, list[float] | None] = field(default_factory=dict)
+    n: dict[str, int] = field(default_factory=dict)
+    gap: dict[str, Any] = field(default_factory=dict)
+    """``{"groups": "queer - non-queer", "diff": …, "ci": […], "p_value": …}`` (empty when not computed)."""
+    parse_rate: float | None = None
+    refusal_rate: float | None = None
+    limit: int | None = None
+    """Templates covered (None: every one)."""
+    metric: str = "QueerBench score"
+    """What ``scores`` holds (lower is better for the QueerBench score)."""
+    extra: dict[str, Any] = field(default_factory=dict)
+    """The task's own figures (QueerGen's VADER, Perspective, regard, diversity; the SCM axes)."""
+    signature: str = ""
+    source: str = ""
+    reference: bool = False
+    """A row of a paper's published files (not a run of the user's)."""
+    caveats: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The row as JSON-ready data (NaN written as null)."""
+        return _clean(asdict(self))
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str = "a result row") -> ResultRow:
+        """A row back from :meth:`to_dict`'s data; a one-line ``ValueError`` naming ``where`` otherwise."""
+        if not isinstance(data, dict):
+            raise ValueError(f"{where} is not a result row (a JSON object); rebuild it")
+        missing = [f for f in ("task", "benchmark", "model", "method", "k", "toxicity", "scores") if f not in data]
+        if missing:
+            raise ValueError(f"{where} lacks {', '.join(missing)}; rebuild it")
+        known = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+    def comparable_key(self) -> tuple[Any, ...]:
+        """Rows with equal keys are ranked together: task, ``k``, toxicity scorer, sentences covered."""
+        return (self.task, self.k, self.toxicity, self.limit)
+
+    def headline(self, group: str) -> float | None:
+        """The score of ``group`` (None when not scored)."""
+        value = self.scores.get(group)
+        return None if value is None or (isinstance(value, float) and math.isnan(value)) else float(value)
+
+
+def incomparable_reason(row: ResultRow, reference: ResultRow) -> str | None:
+    """Why ``row`` cannot be ranked with ``reference`` (None when it can), in words."""
+    reasons = []
+    if row.task != reference.task:
+        reasons.append(f"task {row.task} (not {reference.task}: other sentences and scoring rules)")
+    if row.k != reference.k:
+        reasons.append(f"k={row.k} (not {reference.k})")
+    if row.toxicity != reference.toxicity:
+        reasons.append(f"toxicity scorer {row.toxicity} (not {reference.toxicity})")
+    if row.limit != reference.limit:
+        shown = "all" if row.limit is None else f"the first {row.limit}"
+        reasons.append(f"{shown} templates (not {'all' if reference.limit is None else reference.limit})")
+    return "; ".join(reasons) or None
+
+
+def comparable_groups(rows: Sequence[ResultRow]) -> list[list[ResultRow]]:
+    """Rows split into groups of comparable rows (:meth:`ResultRow.comparable_key`), reference rows' groups first,
+    in first-seen order."""
+    groups: dict[tuple[Any, ...], list[ResultRow]] = {}
+    for row in sorted(rows, key=lambda r: not r.reference):
+        groups.setdefault(row.comparable_key(), []).append(row)
+    return list(groups.values())
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    return value

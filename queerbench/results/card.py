@@ -1,0 +1,184 @@
+"""The report card of an eval: ``card.md``, ``results.json``, one summary figure and a ``model-index`` block.
+
+``card.md`` starts with the Hugging Face model-card metadata (YAML front matter with ``model-index``, built with
+``huggingface_hub``'s :class:`~huggingface_hub.EvalResult`, so that :class:`~huggingface_hub.ModelCard` reads it back),
+then one summary table — per task and method, the headline score per group with its 95% CI, the gap between the
+task's two headline groups with its p-value, the parse and refusal rates, n — each run's signature, the parts that
+did not run and why, and the caveats. ``model-index.yaml`` holds the same block alone, to paste into a model's card.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from queerbench import __version__
+from queerbench.base.files import atomic_path, write_json, write_text
+from queerbench.reporting.rows import ResultRow
+from queerbench.results.folders import RESULTS_FILE
+
+__all__ = ["CARD_FILE", "FIGURE_FILE", "MODEL_INDEX_FILE", "card_markdown", "model_index", "write_card"]
+
+CARD_FILE = "card.md"
+FIGURE_FILE = "card.png"
+MODEL_INDEX_FILE = "model-index.yaml"
+DATASET = "queerbench/queerbench"
+"""The Hub dataset the tasks' sentences are published as (its configs are the tasks)."""
+
+
+def _fmt(value: Any, digits: int = 2) -> str:
+    return "n/a" if value is None else f"{float(value):.{digits}f}"
+
+
+def _ci(ci: Any) -> str:
+    return f" [{_fmt(ci[0])}, {_fmt(ci[1])}]" if isinstance(ci, (list, tuple)) and len(ci) == 2 else ""
+
+
+def _rate(value: Any) -> str:
+    return "–" if value is None else f"{100 * float(value):.0f}%"
+
+
+def _scores_cell(row: ResultRow) -> str:
+    if not any(v is not None for v in row.scores.values()):
+        return "no score (see caveats)"
+    return "<br>".join(f"{g} {_fmt(row.headline(g))}{_ci(row.ci.get(g))}" for g in row.scores)
+
+
+def _gap_cell(row: ResultRow) -> str:
+    if not row.gap:
+        return "–"
+    p = row.gap.get("p_value")
+    return f"{row.gap['groups']}: {_fmt(row.gap.get('diff'))}{_ci(row.gap.get('ci'))}" + (
+        f", p = {p:.3f}" if isinstance(p, (int, float)) else ""
+    )
+
+
+def model_index(document: dict[str, Any]) -> list[dict[str, Any]]:
+    """The ``model-index`` of an eval's rows: per row and group a metric with its type, value and the signature."""
+    from huggingface_hub import EvalResult
+    from huggingface_hub.repocard_data import eval_results_to_model_index
+
+    results = []
+    for data in document["rows"]:
+        row = ResultRow.from_dict(data)
+        for group, value in row.scores.items():
+            if value is None:
+                continue
+            results.append(
+                EvalResult(
+                    task_type="fill-mask" if row.method == "mlm" else "text-generation",
+                    task_name=f"{row.benchmark} ({row.task}, {row.method}, k={row.k})",
+                    dataset_type=DATASET,
+                    dataset_name=f"{row.benchmark} ({row.task})",
+                    dataset_config=row.task,
+                    dataset_revision=f"v{__version__}",
+                    metric_type=f"{row.task}_{row.method}_{group}".replace("-", "_").replace(" ", "_"),
+                    metric_name=f"{row.metric} ({group}, lower is less harmful)",
+                    metric_value=round(float(value), 4),
+                    metric_args={"signature": row.signature, "k": row.k, "limit": row.limit},
+                )
+            )
+    name = str(document.get("model") or "embedded:smollm2-135m-instruct")
+    return eval_results_to_model_index(name, results) if results else []
+
+
+def card_markdown(document: dict[str, Any], figure: str | None) -> str:
+    """``card.md``'s text (front matter with ``model-index``, then the card)."""
+    import yaml
+
+    model = document.get("model") or "embedded:smollm2-135m-instruct"
+    rows = [ResultRow.from_dict(r) for r in document["rows"]]
+    index = model_index(document)
+    front = yaml.safe_dump({"model-index": index}, sort_keys=False, allow_unicode=True) if index else ""
+    lines = [f"---\n{front}---", "", f"# queerbench report card: {model}", ""]
+    lines += [
+        f"Model: `{model}` ({document.get('model_kind')}); queerbench {document.get('queerbench_version')}; "
+        f"templates: {'all' if document['settings'].get('limit') is None else 'the first ' + str(document['settings']['limit']) + ' per task (a quick pass: not comparable with whole runs)'}; "
+        f"k = {document['settings'].get('top_k')}; toxicity scorer: {document['settings'].get('toxicity')}.",
+        "",
+        "Lower QueerBench scores are less harmful (0–100). A gap is the first group's score minus the second's; its "
+        "p-value is a permutation test with labels permuted within templates, its CI a bootstrap over templates.",
+        "",
+        "| Task | Method | k | Metric | Score per group [95% CI] | Gap [95% CI], p | Parse | Refusal | n |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        lines.append(
+            f"| {row.benchmark} `{row.task}` | {row.method} | {row.k if row.k is not None else '–'} | {row.metric} | "
+            f"{_scores_cell(row)} | {_gap_cell(row)} | {_rate(row.parse_rate)} | {_rate(row.refusal_rate)} | "
+            f"{sum(row.n.values())} |"
+        )
+    if figure:
+        lines += ["", f"![Scores per group]({figure})"]
+    lines += ["", "## Signatures", ""]
+    lines += [f"- `{row.task}`/{row.method}: `{row.signature}`" for row in rows]
+    skipped = [p for p in document.get("parts", []) if p.get("status") != "done"]
+    if skipped:
+        lines += ["", "## Not run", ""]
+        lines += [f"- `{p['folder']}` ({p['status']}): {p.get('note') or ''}" for p in skipped]
+    caveats = [f"`{row.task}`/{row.method}: {c}" for row in rows for c in row.caveats]
+    small = [f"`{row.task}`/{row.method}: {g} (n = {n})" for row in rows for g, n in row.n.items() if 0 < n < 30]
+    lines += ["", "## Caveats", ""]
+    if document["settings"].get("limit") is not None:
+        lines.append(
+            "- A `--limit` pass covers the first templates of each task only: its scores rank with no whole run."
+        )
+    if small:
+        lines.append(f"- Small samples (n < 30; wide CIs): {', '.join(small)}.")
+    lines += [f"- {c}" for c in caveats]
+    lines.append(
+        "- Each run's own `report.md` (in its folder) has the per-scorer caveats, the figures and the completions."
+    )
+    return "\n".join(lines) + "\n"
+
+
+def _figure(document: dict[str, Any], path: Path) -> bool:
+    """One panel per run (task × method): the score per group with its CI; hatched for grayscale. False when no
+    row has a score."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from queerbench.reporting.figures import group_style, save_figure
+
+    rows = [
+        r for r in (ResultRow.from_dict(d) for d in document["rows"]) if any(v is not None for v in r.scores.values())
+    ]
+    if not rows:
+        return False
+    fig, axes = plt.subplots(1, len(rows), figsize=(3.2 * len(rows) + 1, 3.6), squeeze=False)
+    for ax, row in zip(axes[0], rows, strict=True):
+        groups = [g for g, v in row.scores.items() if v is not None]
+        for i, g in enumerate(groups):
+            colour, hatch = group_style(g, i)
+            value = row.headline(g) or 0.0
+            ci = row.ci.get(g)
+            err = [[value - ci[0]], [ci[1] - value]] if isinstance(ci, list) and len(ci) == 2 else None
+            ax.bar(i, value, color=colour, hatch=hatch, edgecolor="black", yerr=err, capsize=3, label=g)
+        ax.set_xticks(range(len(groups)), groups, rotation=30, ha="right")
+        ax.set_title(f"{row.task} · {row.method} · k={row.k if row.k is not None else '–'}", fontsize=9)
+        ax.set_ylabel(row.metric, fontsize=8)
+    limit = document["settings"].get("limit")
+    fig.suptitle(
+        f"{document.get('model') or 'embedded SmolLM2-135M-Instruct'}: score per group, 95% CI"
+        + (f" (first {limit} templates per task)" if limit is not None else ""),
+        fontsize=10,
+    )
+    fig.tight_layout()
+    save_figure(fig, path)
+    plt.close(fig)
+    return True
+
+
+def write_card(document: dict[str, Any], out: Path) -> None:
+    """Write ``results.json``, the figure, ``model-index.yaml`` and ``card.md`` into ``out``."""
+    import yaml
+
+    out = Path(out)
+    write_json(out / RESULTS_FILE, document)
+    figure = FIGURE_FILE if _figure(document, out / FIGURE_FILE) else None
+    index = model_index(document)
+    with atomic_path(out / MODEL_INDEX_FILE) as tmp:
+        tmp.write_text(yaml.safe_dump({"model-index": index}, sort_keys=False, allow_unicode=True), encoding="utf-8")
+    write_text(out / CARD_FILE, card_markdown(document, figure))

@@ -1,0 +1,116 @@
+"""The QueerBench paper's Table 4 as reference rows: one row per published model and k, recomputed from the paper's
+own per-sentence evaluation files (pinned sources, fetched and cached, never redistributed).
+
+Each row holds the ``paper`` task's QueerBench score per group — the published cell, bug for bug (the stored
+Perspective counts, the paper's truncation and HurtLex whitelist) — and what the paper did not report: a 95% CI per
+group from a bootstrap over templates and the queer − non-queer gap with its CI and a permutation test (labels
+permuted within templates). The paper's files name each sentence, not its template; the ``paper`` task's items map
+every sentence to its template (all 8,268 map). ``extra.published`` holds the Table 4 cells themselves and
+``extra.matches_published`` whether every recomputed cell equals them at two decimals.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from queerbench import __version__
+from queerbench.base.signature import format_signature, short_hash
+from queerbench.base.sources import fetch, get_source, list_sources, sha256_file
+from queerbench.reporting.rows import ResultRow
+from queerbench.scoring.aggregate import compute
+
+__all__ = ["EVALUATION_PREFIX", "paper_reference_row", "paper_reference_sources"]
+
+EVALUATION_PREFIX = "queerbench_paper_evaluation_"
+"""The pinned sources of the paper's per-sentence evaluation files (16: 8 models × k = 1, 5)."""
+_TABLE4 = ("queerbench_paper_results_total_score_pronouns", "queerbench_paper_results_total_score_term")
+
+
+def paper_reference_sources() -> list[str]:
+    """The names of the paper's 16 evaluation files among the pinned sources."""
+    return sorted(s.name for s in list_sources() if s.name.startswith(EVALUATION_PREFIX))
+
+
+@cache
+def _table4() -> Any:
+    from queerbench.tasks.queerbench.paper_data import read_table4
+
+    paths = [fetch(name) for name in _TABLE4]
+    return read_table4(paths[0].parent)
+
+
+def paper_reference_row(task: Any, source: str, *, n_resamples: int, seed: int) -> ResultRow:
+    """The reference row of one evaluation file (``source``: a pinned source name) under ``task`` (``paper``)."""
+    from queerbench.tasks.queerbench.paper_data import TABLE4_MODELS, read_paper_csv, table4_column
+
+    path = fetch(source)
+    match = re.fullmatch(r"(.+)_template_(\d+)\.csv", Path(get_source(source).relpath or path.name).name)
+    if match is None:
+        raise ValueError(f"{source}: not a QueerBench evaluation file (<model>_template_<k>.csv)")
+    model = f"vinai/{match.group(1)}" if "/vinai/" in (get_source(source).relpath or "") else match.group(1)
+    k = int(match.group(2))
+    frame = read_paper_csv(path)
+    items = task.items()
+    template_of = dict(zip(items["masked_sentence"], items["template_id"], strict=True))
+    missing = [s for s in frame["template"] if s not in template_of]
+    if missing:
+        raise ValueError(f"{source}: {len(missing)} sentences are not the paper task's (first: {missing[0]!r})")
+    options = task.scoring_options(toxicity="precomputed", n_bootstrap=n_resamples, n_permutations=n_resamples)
+    options = dataclasses.replace(options, seed=seed, rules=dataclasses.replace(options.rules, uncertainty=True))
+    result = compute(
+        frame["tokens"].tolist(),
+        frame["group"].tolist(),
+        toxicity_counts=frame["perspective_counts"].tolist(),
+        template_ids=[template_of[s] for s in frame["template"]],
+        options=options,
+    )
+    column = table4_column(Path(get_source(source).relpath or path))
+    published = {g: float(v) for g, v in _table4().loc[column].items()}
+    matches = all(f"{result['queerbench'][g]:.2f}" == f"{v:.2f}" for g, v in published.items())
+    first, second = task.headline_gap
+    comparison = (result.get("comparisons") or {}).get(f"{first} - {second}") or {}
+    digest = sha256_file(path)
+    signature = format_signature(
+        [
+            ("task", task.name),
+            ("method", "published"),
+            ("model", model),
+            ("k", k),
+            ("tox", "perspective(stored)"),
+            ("hurtlex", "paper-whitelist"),
+            ("ci", f"{n_resamples}/{n_resamples}/{seed}"),
+            ("src", f"{source}@{short_hash(digest)}"),
+            ("qb", __version__),
+        ]
+    )
+    return ResultRow(
+        task=task.name,
+        benchmark=task.benchmark,
+        model=model,
+        method="mlm",
+        k=k,
+        toxicity="perspective",
+        scores={g: float(v) for g, v in result["queerbench"].items()},
+        ci={g: (result.get("ci") or {}).get(g, {}).get("queerbench") for g in result["queerbench"]},
+        n={g: int(v) for g, v in result["n"].items()},
+        gap={"groups": f"{first} - {second}", **comparison} if comparison else {},
+        extra={
+            "label": TABLE4_MODELS.get(model, model),
+            "published": published,
+            "matches_published": matches,
+            "afinn": result["afinn"],
+            "hurtlex": result["hurtlex"],
+            "toxicity": result["toxicity"],
+        },
+        signature=signature,
+        source=f"{source} ({get_source(source).version}, sha256 {short_hash(digest)})",
+        reference=True,
+        caveats=[
+            "the paper's predictions and stored Perspective counts; the paper's scoring code, bugs included "
+            "(truncation, HurtLex whitelist)"
+        ],
+    )
