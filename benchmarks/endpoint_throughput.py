@@ -12,7 +12,7 @@ after a fixed latency, like a remote model that takes that long per reply, and m
 
 Each measurement is the command a user types, in a fresh process and a fresh output folder (``--method`` instructed by
 way of ``--endpoint``, ``--top-k 1``, ``--toxicity none`` so that the time is the endpoint's, the client's default
-retry policy: the server's ``Retry-After``, else 1 s · 2^attempt less 0–25 % jitter), with
+retry policy: the server's ``Retry-After``, else 0.5 s doubling up to 8 s, less 0–25 % jitter), with
 ``--requests-per-minute 1000000`` (a local server has no quota; the default 600/min would cap every row at
 10 requests/s). The server records when each request arrived and was answered.
 

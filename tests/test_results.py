@@ -98,7 +98,8 @@ def test_eval_runs_every_task_with_every_method_and_writes_a_card_huggingface_hu
     queer = next(r for r in loaded if r.metric_type == "default_scored_queer")
     assert queer.metric_value == pytest.approx(scored["scores"]["queer"], abs=1e-4)
     assert queer.metric_args["signature"] == scored["signature"] and queer.dataset_type == "queerbench/queerbench"
-    assert (out / "replies.sqlite").is_file()  # the generative runs share one reply cache
+    assert (out / "replies.sqlite").is_file()  # the generative runs share one reply cache, the SCM probes too
+    assert not (out / "scm" / "cache.sqlite").exists()
     # `view` opens the eval: every run, and the SCM replies with their parse and refusal kind
     from queerbench.hub.space.viewer import filter_table, load_parts
 

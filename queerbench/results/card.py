@@ -121,11 +121,23 @@ def card_markdown(document: dict[str, Any], figure: str | None) -> str:
     lines += ["", "## Caveats", ""]
     if document["settings"].get("limit") is not None:
         lines.append(
-            "- A `--limit` pass covers the first templates of each task only: its scores rank with no whole run."
+            "- A `--limit` pass covers the first templates of each task only: its scores rank with no whole run, and "
+            "with so few templates its CIs and p-values over templates say little."
         )
     if small:
         lines.append(f"- Small samples (n < 30; wide CIs): {', '.join(small)}.")
     lines += [f"- {c}" for c in caveats]
+    for row in rows:
+        if not any(v is not None for v in row.scores.values()):
+            rates = ", ".join(
+                f"{name} {_rate(value)}"
+                for name, value in (("parse rate", row.parse_rate), ("refusal rate", row.refusal_rate))
+                if value is not None
+            )
+            lines.append(
+                f"- `{row.task}`/{row.method}: no score: no reply it is computed from could be read"
+                f"{f' ({rates})' if rates else ''}; a larger `--limit`, or a model that follows the prompts."
+            )
     lines.append(
         "- Each run's own `report.md` (in its folder) has the per-scorer caveats, the figures and the completions."
     )

@@ -4,8 +4,8 @@ Every task of the suite (those with :attr:`~queerbench.tasks.Task.in_suite`, or 
 each method the model supports and the task allows: a masked LM ``mlm``; a local causal LM ``scored``, and
 ``instructed`` when its tokenizer has a chat template; an endpoint ``instructed``, and ``scored`` when the server
 passes the log-probability probe (a server that does not is listed with the probe's reason). A ``blanks`` task is an
-ordinary ``queerbench run`` into ``OUT/<task>-<method>`` (resumable; the generative runs share one reply cache,
-``OUT/replies.sqlite``); a ``probes`` task runs its own pipeline into ``OUT/<task>``. ``OUT/eval.json`` records the
+ordinary ``queerbench run`` into ``OUT/<task>-<method>`` (resumable); a ``probes`` task runs its own pipeline into
+``OUT/<task>``. Every generative part keeps its replies in one shared cache, ``OUT/replies.sqlite``. ``OUT/eval.json`` records the
 eval's settings and each part's state, so a rerun of an interrupted eval skips what finished (nothing is predicted or
 scored again) and a different eval is refused in ``OUT``. The card (:mod:`queerbench.results.card`) is written from
 the parts' folders at the end.
@@ -21,6 +21,7 @@ from typing import Any
 
 from queerbench import __version__
 from queerbench.base.files import read_json_object, write_json
+from queerbench.base.http import DEFAULT_REQUEST_TIMEOUT, DEFAULT_REQUESTS_PER_MINUTE
 from queerbench.base.lock import LOCK_FILES, folder_lock
 from queerbench.models.registry import model_ref
 from queerbench.results.folders import folder_rows
@@ -46,8 +47,8 @@ class EvalSettings:
     device: str = "auto"
     dtype: str = "float32"
     concurrency: int = 8
-    requests_per_minute: float = 600.0
-    request_timeout: float = 60.0
+    requests_per_minute: float = DEFAULT_REQUESTS_PER_MINUTE
+    request_timeout: float = DEFAULT_REQUEST_TIMEOUT
     n_bootstrap: int = 1000
     n_permutations: int = 1000
     seed: int = 0
@@ -212,8 +213,10 @@ def _run_part(part: EvalPart, settings: EvalSettings, out: Path, log: Callable[[
             quick=settings.limit is not None,
             concurrency=settings.concurrency,
             requests_per_minute=settings.requests_per_minute,
-            device=settings.device if settings.device != "auto" else "cpu",
+            device=settings.device,
             dtype=settings.dtype,
+            request_timeout=settings.request_timeout,
+            cache_path=out / "replies.sqlite",
             log=log,
         )
         return

@@ -189,16 +189,12 @@ def _figure(rows: Sequence[ResultRow], path: Path) -> bool:
         ax.set_title(_title(group[0]).replace("`", ""), fontsize=8)
     from matplotlib.patches import Patch
 
-    fig.legend(
-        handles=[
-            Patch(facecolor="0.75", edgecolor="black", label="published (reference)"),
-            Patch(facecolor="0.35", edgecolor="black", hatch="//", label="yours"),
-        ],
-        loc="lower right",
-        fontsize=7,
-    )
-    fig.suptitle("queerbench leaderboard: score with 95% CI over templates", fontsize=10)
-    fig.tight_layout()
+    handles = [Patch(facecolor="0.75", edgecolor="black", label="published (reference)")]
+    if any(not r.reference for group, _ in panels for r in group):
+        handles.append(Patch(facecolor="0.35", edgecolor="black", hatch="//", label="yours"))
+    fig.suptitle("queerbench leaderboard: score with 95% CI over templates", fontsize=10, y=0.99)
+    fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.95), ncol=len(handles), fontsize=7)
+    fig.tight_layout(rect=(0, 0, 1, 0.9))
     save_figure(fig, path)
     plt.close(fig)
     return True

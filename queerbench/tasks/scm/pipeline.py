@@ -223,6 +223,8 @@ def run_scm(
     runner: Runner | None = None,
     mapper_factory: Callable[[], Any] | None = None,
     provenance: dict[str, Any] | None = None,
+    request_timeout: float | None = None,
+    cache_path: str | Path | None = None,
     log: Callable[[str], None] = lambda m: print(m, file=sys.stderr),
 ) -> dict[str, Any]:
     """Run the SCM probes and write ``responses.parquet``, ``scores.parquet``, ``scm.json``, ``report.md``, PNGs.
@@ -230,7 +232,9 @@ def run_scm(
     With neither ``model`` nor ``endpoint`` the embedded SmolLM2-135M-Instruct is used. ``settings`` is the
     survey prompts' decoding, ``story_settings`` the story prompts' (default: :func:`resolve_settings` for the
     model; ``story_settings`` defaults to ``settings`` when only that is given). Replies live in
-    ``out/cache.sqlite`` as they arrive, so a killed or failed run resumes on rerun with no repeated calls.
+    ``out/cache.sqlite`` (or ``cache_path``: ``queerbench eval`` shares one cache among its runs) as they arrive, so a
+    killed or failed run resumes on rerun with no repeated calls. ``request_timeout`` bounds each endpoint reply
+    (``--request-timeout``; the client's default when None).
     Everything that can be checked is checked before the model loads. ``dtype`` and ``device_map`` (accelerate's
     placement over all visible GPUs) apply to a local model, as in ``queerbench run``.
     """
@@ -266,9 +270,10 @@ def run_scm(
                 api_key_env=api_key_env,
                 requests_per_minute=requests_per_minute,
                 extra_body=extra_body,
+                **({"timeout": request_timeout} if endpoint and request_timeout is not None else {}),
             )
         check_scm_folder(out, runner.name)  # the model is known now: another model's run is not overwritten
-        cache = ResponseCache(out / "cache.sqlite")
+        cache = ResponseCache(Path(cache_path) if cache_path is not None else out / "cache.sqlite")
         try:
             n_s, n_g = len(rows["survey"]) * settings.samples, len(rows["generation"]) * story_settings.samples
             log(f"collecting {n_s} survey replies ({settings.samples} per prompt) and {n_g} story replies …")
