@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -112,6 +113,35 @@ def test_a_reply_over_the_size_cap_is_refused(server: str) -> None:
     assert not outcome.ok and outcome.problems == ["reply larger than 1000000 bytes"]
     small = client.request("POST", f"{server}/ok/chat/completions", json={}, parse=lambda a: a.json())
     assert small.ok and small.value["choices"][0]["message"]["content"] == "nurse" and client.calls == 2
+
+
+class _KeepAlive(_Handler):
+    """HTTP/1.1: a connection stays open for the next request unless the client closes it."""
+
+    protocol_version = "HTTP/1.1"
+    connections: ClassVar[set[int]] = set()
+
+    def setup(self) -> None:
+        super().setup()
+        _KeepAlive.connections.add(id(self.connection))
+
+
+def test_a_reply_read_whole_leaves_its_connection_open_for_the_next() -> None:
+    """A keep-alive server (vLLM, OpenAI) gets every request of a client on the connections it keeps, not one new TCP
+    (and TLS) handshake per request."""
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _KeepAlive)
+    httpd.daemon_threads = True
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        client = HttpClient(max_retries=0)
+        url = f"http://127.0.0.1:{httpd.server_address[1]}/ok/chat/completions"
+        for _ in range(5):
+            outcome = client.request("POST", url, json={}, parse=lambda a: a.json())
+            assert outcome.ok and outcome.value["choices"][0]["message"]["content"] == "nurse"
+        assert client.calls == 5 and len(_KeepAlive.connections) == 1
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
 
 
 def test_a_malformed_answer_is_retried_and_named(server: str) -> None:

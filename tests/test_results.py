@@ -87,8 +87,11 @@ def test_eval_runs_every_task_with_every_method_and_writes_a_card_huggingface_hu
     assert all(p["status"] == "done" for p in document["parts"])
     assert [(r["task"], r["method"]) for r in document["rows"]] == [
         ("default", "scored"), ("default", "instructed"), ("queergen", "scored"), ("queergen", "instructed"),
-        ("scm", "instructed"),
+        ("scm", "instructed"), ("scm", "scored"),
     ]  # fmt: skip
+    free, constrained = document["rows"][-2:]  # a local model's SCM rating options are scored from its probabilities
+    assert free["metric"].startswith("SCM free rating") and constrained["metric"].startswith("SCM constrained rating")
+    assert any(v is not None for v in constrained["scores"].values()) and constrained["parse_rate"] is None
     card = (out / "card.md").read_text()
     assert "| QueerBench `default` | scored | 5 |" in card and "| SCM `scm` | instructed |" in card
     assert "## Signatures" in card and "task:default|method:scored|" in card and (out / "card.png").is_file()
@@ -152,12 +155,14 @@ def _row(model: str, queer: float, **changes) -> ResultRow:
 def test_only_comparable_rows_are_ranked_together():
     rows = [_row("a", 12.0, reference=True), _row("b", 9.0, reference=True), _row("mine", 10.0, source="runs/x")]
     rows += [_row("other-k", 1.0, k=1, source="runs/y"), _row("quick", 2.0, limit=2, source="runs/z")]
+    rows += [_row("other-metric", 3.0, metric="a constrained rating", source="runs/w")]
     groups = rank_groups(rows)
-    assert [[r.model for r in g] for g, _ in groups] == [["b", "mine", "a"], ["other-k"], ["quick"]]
+    assert [[r.model for r in g] for g, _ in groups] == [["b", "mine", "a"], ["other-k"], ["quick"], ["other-metric"]]
     text = leaderboard_markdown(rows)
     assert "| 2 | **mine** (yours) | mlm |" in text
     assert "**other-k** (`runs/y`): not ranked with the reference rows: k=1 (not 5)" in text
     assert "**quick** (`runs/z`): not ranked with the reference rows: the first 2 templates (not all)" in text
+    assert "metric a constrained rating (not QueerBench score)" in text
 
 
 def test_leaderboard_show_places_a_run_and_lists_apart_what_is_not_comparable(
@@ -171,7 +176,10 @@ def test_leaderboard_show_places_a_run_and_lists_apart_what_is_not_comparable(
     text = (out / "leaderboard.md").read_text()
     assert "## QueerBench `paper`, k=5, toxicity: perspective, all templates" in text
     assert "| 1 | " in text and "## Listed apart" in text
-    assert f"(`{run}`): not ranked with the reference rows: task default (not paper" in text
+    assert (
+        f"(`{run}`): not ranked with the reference rows: no published model has a reference row for task default"
+        in text
+    )
     frame = pd.read_csv(out / "leaderboard.csv")
     assert set(frame["model"]) >= {"bert-base-uncased", "GPT-4o"} and (out / "leaderboard.png").is_file()
     # the command, on a folder that is not a run: one line naming what a result folder holds

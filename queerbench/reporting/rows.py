@@ -7,8 +7,9 @@ number of sentences per group, the signature that says what produced it, and whe
 pinned published file). Rows are plain JSON (:meth:`ResultRow.to_dict`, :meth:`ResultRow.from_dict`).
 
 Rows are ranked together only when they are **comparable** (:meth:`ResultRow.comparable_key`): the same task (and
-so the same sentences and scoring rules), the same ``k`` and the same toxicity scorer; a ``--limit`` run covers other
-sentences than a whole one, so it is never ranked with them. :func:`incomparable_reason` says in words why two rows
+so the same sentences and scoring rules), the same ``k``, the same toxicity scorer and the same metric (an SCM free
+rating and a constrained one are two measurements); a ``--limit`` run covers other sentences than a whole one, so it
+is never ranked with them. :func:`incomparable_reason` says in words why two rows
 are not.
 """
 
@@ -79,8 +80,8 @@ class ResultRow:
         return cls(**{k: v for k, v in data.items() if k in known})
 
     def comparable_key(self) -> tuple[Any, ...]:
-        """Rows with equal keys are ranked together: task, ``k``, toxicity scorer, sentences covered."""
-        return (self.task, self.k, self.toxicity, self.limit)
+        """Rows with equal keys are ranked together: task, ``k``, toxicity scorer, sentences covered, metric."""
+        return (self.task, self.k, self.toxicity, self.limit, self.metric)
 
     def headline(self, group: str) -> float | None:
         """The score of ``group`` (None when not scored)."""
@@ -100,6 +101,8 @@ def incomparable_reason(row: ResultRow, reference: ResultRow) -> str | None:
     if row.limit != reference.limit:
         shown = "all" if row.limit is None else f"the first {row.limit}"
         reasons.append(f"{shown} templates (not {'all' if reference.limit is None else reference.limit})")
+    if row.metric != reference.metric:
+        reasons.append(f"metric {row.metric} (not {reference.metric})")
     return "; ".join(reasons) or None
 
 

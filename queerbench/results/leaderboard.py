@@ -44,9 +44,13 @@ def rank_groups(rows: Sequence[ResultRow]) -> list[tuple[list[ResultRow], str | 
 
 
 def _title(row: ResultRow) -> str:
-    covered = "all templates" if row.limit is None else f"first {row.limit} templates"
+    """The heading of a comparable group: benchmark and task, k, toxicity scorer, what it covers, and its metric when
+    that is not the QueerBench score."""
+    unit = "templates" if row.k is not None else "prompts"  # a probes task (no k) is limited in prompts
+    covered = f"all {unit}" if row.limit is None else f"first {row.limit} {unit}"
     k = f"k={row.k}" if row.k is not None else "replies"
-    return f"{row.benchmark} `{row.task}`, {k}, toxicity: {row.toxicity}, {covered}"
+    metric = "" if row.metric == "QueerBench score" else f", {row.metric}"
+    return f"{row.benchmark} `{row.task}`, {k}, toxicity: {row.toxicity}, {covered}{metric}"
 
 
 def _cell(value: Any, ci: Any = None) -> str:
@@ -65,10 +69,10 @@ def _apart(rows: Sequence[ResultRow], references: Sequence[ResultRow]) -> list[t
     for row in rows:
         if row.reference or row.comparable_key() in ref_keys:
             continue
-        same_task = [r for r in references if r.task == row.task] or list(references)
+        same_task = [r for r in references if r.task == row.task]
         reasons = [incomparable_reason(row, r) for r in same_task]
         reason = min((r for r in reasons if r), key=len, default=None)
-        out.append((row, reason or "no reference row of this task"))
+        out.append((row, reason or f"no published model has a reference row for task {row.task}"))
     return out
 
 
@@ -183,9 +187,19 @@ def _figure(rows: Sequence[ResultRow], path: Path) -> bool:
             if not row.reference:
                 bar.set_hatch("//")
                 bar.set_facecolor("0.35")
-        ax.set_yticks(list(y), [f"{r.model}{' (yours)' if not r.reference else ''}" for r in shown], fontsize=7)
+        methods = {r.method for r in shown}  # the method tells a model's rows apart when a group has several
+        ax.set_yticks(
+            list(y),
+            [
+                f"{r.model}{f' ({r.method})' if len(methods) > 1 else ''}{' (yours)' if not r.reference else ''}"
+                for r in shown
+            ],
+            fontsize=7,
+        )
         ax.invert_yaxis()
-        ax.set_xlabel(f"{shown[0].metric if shown else ''}: {by} (lower is less harmful)", fontsize=8)
+        metric = shown[0].metric if shown else ""
+        direction = " (lower is less harmful)" if metric == "QueerBench score" else ""
+        ax.set_xlabel(f"{metric}: {by}{direction}", fontsize=8)
         ax.set_title(_title(group[0]).replace("`", ""), fontsize=8)
     from matplotlib.patches import Patch
 

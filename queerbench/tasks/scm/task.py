@@ -62,8 +62,10 @@ class ScmTask(Task):
         return run_scm(out, **settings)
 
     def folder_rows(self, folder: Path) -> list[Any]:
-        """The row of an ``scm run`` folder (its ``scm.json``): the free rating's Warmth per group (1–5) with its
-        CI, Competence beside it, the survey's refusal rate and the rating prompts' parse rate."""
+        """The rows of an ``scm run`` folder (its ``scm.json``): the free rating's Warmth per group (1–5) with its
+        CI, Competence beside it, the survey's refusal rate and the rating prompts' parse rate; and for a local model,
+        whose rating options were scored from its probabilities, the constrained rating's Warmth as a second row
+        (method ``scored``: it has a value for every rating prompt, answered or not)."""
         path = Path(folder) / "scm.json"
         if not path.is_file():
             return []
@@ -72,33 +74,43 @@ class ScmTask(Task):
 
         res = read_json_object(path, fix="rerun `queerbench scm run` with the same --out (replies are cached)")
         run = res.get("run") or {}
-        rating = res.get("rating_free") or {}
-
-        def axis(name: str) -> dict[str, Any]:
-            return {g: (cells.get(name) or {}) for g, cells in rating.items() if isinstance(cells, dict)}
-
-        warmth, competence = axis("Warmth"), axis("Competence")
         survey = ((res.get("refusals") or {}).get("survey") or {}).get("overall") or {}
-        return [
-            ResultRow(
+
+        def row(key: str, method: str, metric: str, **rates: Any) -> ResultRow:
+            rating = res.get(key) or {}
+            warmth = {g: (c.get("Warmth") or {}) for g, c in rating.items() if isinstance(c, dict)}
+            competence = {g: (c.get("Competence") or {}) for g, c in rating.items() if isinstance(c, dict)}
+            return ResultRow(
                 task=self.name,
                 benchmark=self.benchmark,
                 model=str(run.get("model")),
-                method="instructed",
+                method=method,
                 k=None,
                 toxicity="none",
                 scores={g: c.get("mean") for g, c in warmth.items()},
                 ci={g: [c["lo"], c["hi"]] if c.get("lo") is not None else None for g, c in warmth.items()},
                 n={g: int(c.get("n") or 0) for g, c in warmth.items()},
-                parse_rate=(res.get("parse_rate") or {}).get("rating"),
-                refusal_rate=survey.get("rate"),
                 limit=(run.get("settings") or {}).get("limit"),
-                metric="SCM free rating: Warmth (1–5)",
+                metric=metric,
                 extra={"summary": {f"Competence {g}": c.get("mean") for g, c in competence.items()}},
                 signature=str(res.get("signature") or ""),
                 source=str(folder),
+                **rates,
+            )
+
+        rows = [
+            row(
+                "rating_free",
+                "instructed",
+                "SCM free rating: Warmth (1–5)",
+                parse_rate=(res.get("parse_rate") or {}).get("rating"),
+                refusal_rate=survey.get("rate"),
             )
         ]
+        constrained = res.get("rating_constrained") or {}
+        if any(((c or {}).get("Warmth") or {}).get("mean") is not None for c in constrained.values()):
+            rows.append(row("rating_constrained", "scored", "SCM constrained rating: Warmth (1–5)"))
+        return rows
 
     def folder_table(self, folder: Path) -> pd.DataFrame | None:
         """Every reply of an ``scm run`` folder with how it was read: the parsed rating or selection, whether it
