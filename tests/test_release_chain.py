@@ -115,9 +115,10 @@ def test_a_release_reaches_the_index_first_and_installs_from_it(
         assert json.loads(scores.read_text())["n"]["queer"] > 0
 
         # the released Spaces' requirements resolve against the index (queerbench from it, the rest as configured)
-        for folder, extras in (("metric", set()), ("space", {"space"})):
+        for folder, extras in (("metric", set()), ("space", {"space", "scm"})):
             requirements = release / folder / "requirements.txt"
-            assert f"queerbench{'[space]' if extras else ''}=={__version__}" in requirements.read_text().splitlines()
+            pin = f"queerbench[{','.join(sorted(extras, reverse=True))}]" if extras else "queerbench"
+            assert f"{pin}=={__version__}" in requirements.read_text().splitlines()
             report = tmp_path / f"{folder}.json"
             _pip(python, "install", "--dry-run", "--ignore-installed", "-q", "--report", str(report), *indexes,
                  "-r", str(requirements))  # fmt: skip

@@ -5,11 +5,8 @@ that is due, makes one attempt (:meth:`queerbench.base.http.HttpClient.attempt`)
 another, puts the call back with the time it is due again (the server's ``Retry-After``, else exponential backoff
 with jitter): the slot goes to the next call at once, so one prompt in backoff never leaves the others idle. Calls can
 be submitted while others run (a run streams all its prompts through one scheduler, re-asks included), and results
-come out as they arrive. A reply frees its slot at once, so that a caller busy with earlier results (parsing them,
-saving rows: work that shares the interpreter with the workers) never leaves a slot idle; at most ``concurrency``
-results wait for the caller beyond those in flight, so nothing runs far ahead of a caller that stops. A call that
-failed for good holds its slot until the caller has dealt with it (asks for the next): with one slot, a caller that
-stops after a failure has made no further request.
+come out as they arrive. A result holds its slot until the caller has dealt with it (asks for the next), so nothing
+runs ahead of a caller that stops: with one slot, a caller that stops after a failure has made no further request.
 A fatal error (a rejected key, an unreachable server) stops every worker and is raised to the caller; closing the
 results early (an abort, Ctrl-C) stops them too.
 """
@@ -60,9 +57,8 @@ class CallScheduler:
         self._cond = threading.Condition()
         self._open = True
         self._outstanding = 0
-        self._results: queue.SimpleQueue[tuple[Hashable, Any, bool]] = queue.SimpleQueue()
-        self._slots = threading.Semaphore(concurrency)  # calls in flight (and failures the caller has not taken)
-        self._backlog = threading.Semaphore(2 * concurrency)  # calls in flight + results the caller has not taken
+        self._results: queue.SimpleQueue[tuple[Hashable, Any]] = queue.SimpleQueue()
+        self._slots = threading.Semaphore(concurrency)
         self._stop = threading.Event()
         self._workers = [
             threading.Thread(target=self._work, daemon=True, name=f"qb-call-{k}") for k in range(concurrency)
@@ -95,15 +91,13 @@ class CallScheduler:
                 with self._cond:
                     if self._outstanding == 0 and self._results.empty():
                         return
-                key, item, holds_slot = self._results.get()
+                key, item = self._results.get()
                 if item is _DONE:
                     continue
                 if isinstance(item, BaseException):
                     raise item
                 yield key, item
-                self._backlog.release()  # the caller has dealt with this result
-                if holds_slot:
-                    self._slots.release()  # a failure's slot may serve another call now
+                self._slots.release()  # the caller has dealt with this result: its slot may serve another call
         except BaseException:
             self.stop()
             raise
@@ -116,7 +110,6 @@ class CallScheduler:
             self._cond.notify_all()
         for _ in self._workers:
             self._slots.release()
-            self._backlog.release()
 
     # ----------------------------------------------------------------------------------------- the workers' side
     def _next(self) -> tuple[Hashable, Any, int, tuple[int, int], list[str]] | None:
@@ -136,22 +129,20 @@ class CallScheduler:
                     self._cond.wait()
             return None
 
-    def _finish(self, key: Hashable, outcome: Outcome, holds_slot: bool) -> None:
+    def _finish(self, key: Hashable, outcome: Outcome) -> None:
         with self._cond:  # the result and the count change together: a caller never sees one without the other
-            self._results.put((key, outcome, holds_slot))
+            self._results.put((key, outcome))
             self._outstanding -= 1
             self._cond.notify_all()
 
     def _work(self) -> None:
         while not self._stop.is_set():
-            self._backlog.acquire()
             self._slots.acquire()
             if self._stop.is_set():
                 break
             job = self._next()
             if job is None:
                 self._slots.release()
-                self._backlog.release()
                 break
             key, payload, n, (blind, paced), problems = job
             try:
@@ -161,22 +152,20 @@ class CallScheduler:
                 tried = self._attempt(payload)
             except Exception as exc:  # fatal: stop the others now, the caller's thread raises it
                 self._stop.set()
-                self._results.put((key, exc, False))
+                self._results.put((key, exc))
                 break
             if tried.ok:
-                self._finish(key, Outcome(value=tried.value, attempts=n + 1, status=tried.status), False)
-                self._slots.release()  # a reply frees its slot at once (its place in the backlog, when taken)
-                continue
+                self._finish(key, Outcome(value=tried.value, attempts=n + 1, status=tried.status))
+                continue  # the slot comes back when the caller takes the result
             problems = [*problems, tried.problem]
             if not tried.retry:
                 self._finish(
                     key,
                     Outcome(problems=problems, attempts=n + 1, status=tried.status, final=True, detail=tried.detail),
-                    True,
                 )
                 continue
             if retries_spent(self._max_retries, blind, paced, tried.retry_after):
-                self._finish(key, Outcome(problems=problems, attempts=n + 1, status=tried.status), True)
+                self._finish(key, Outcome(problems=problems, attempts=n + 1, status=tried.status))
                 continue
             delay = self._backoff(blind, tried.retry_after)  # a Retry-After does not advance the exponent
             retried = (blind + 1, paced) if tried.retry_after is None else (blind, paced + 1)
@@ -188,5 +177,4 @@ class CallScheduler:
                 )
                 self._cond.notify()
             self._slots.release()  # waiting for its retry, the call holds no slot
-            self._backlog.release()
-        self._results.put((None, _DONE, False))
+        self._results.put((None, _DONE))
