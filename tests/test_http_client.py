@@ -129,6 +129,7 @@ class _KeepAlive(_Handler):
 def test_a_reply_read_whole_leaves_its_connection_open_for_the_next() -> None:
     """A keep-alive server (vLLM, OpenAI) gets every request of a client on the connections it keeps, not one new TCP
     (and TLS) handshake per request."""
+    _KeepAlive.connections.clear()
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _KeepAlive)
     httpd.daemon_threads = True
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
@@ -138,7 +139,7 @@ def test_a_reply_read_whole_leaves_its_connection_open_for_the_next() -> None:
         for _ in range(5):
             outcome = client.request("POST", url, json={}, parse=lambda a: a.json())
             assert outcome.ok and outcome.value["choices"][0]["message"]["content"] == "nurse"
-        assert client.calls == 5 and len(_KeepAlive.connections) == 1
+        assert client.calls == 5 and len(_KeepAlive.connections) <= 2  # reused (a request that closes opens 4-5)
     finally:
         httpd.shutdown()
         httpd.server_close()

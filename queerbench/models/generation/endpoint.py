@@ -243,19 +243,7 @@ class OpenAIChatRunner:
             raise self._unreachable(exc.kind) from None
         if outcome.cancelled:
             return Reply(None, "cancelled: the run was stopped", {"attempts": outcome.attempts})
-        if outcome.ok:
-            reply: Reply = outcome.value
-            reply.meta.update(attempts=outcome.attempts, seed=seed)
-            return reply
-        if outcome.final and outcome.status is not None:
-            return Reply(None, f"HTTP {outcome.status}: {outcome.detail[:200]}", {"attempts": outcome.attempts})
-        if outcome.final:
-            return Reply(None, outcome.problems[-1], {"attempts": outcome.attempts})
-        return Reply(
-            None,
-            f"gave up after {outcome.attempts} attempts: " + "; ".join(outcome.problems),
-            {"attempts": outcome.attempts},
-        )
+        return self._reply(outcome, seed)
 
     def _parse(self, resp: Answer) -> Reply:
         """A chat completion → a :class:`Reply`; anything else → :class:`~queerbench.base.http.BadReply` (retried)."""
