@@ -176,7 +176,7 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
         for concurrency, latency in rows:
-            server = FaultyServer(latency=latency)
+            server = FaultyServer(latency=latency, keep_alive=True)
             _timed(server)
             with server:
                 m = _measure(server, concurrency, sizes[(concurrency, latency)], Path(tmp))

@@ -14,6 +14,8 @@ behaviour from that key's list:
 
 ``latency`` (seconds, or a function of the request body) delays every answer; ``hold=N`` makes each request wait
 until N requests have been in flight at once (or ``hold_timeout`` passes), so overlap is checked without timing.
+``keep_alive=True`` speaks HTTP/1.1 and keeps each connection open across requests (as hosted APIs and vLLM do);
+by default every answer closes its connection.
 Recorded: ``calls``, ``bodies``, ``auth_headers``, ``content_types``, ``in_flight`` and ``max_in_flight``. The reply text is
 ``answer`` plus ``[len(prompt)]``, or with ``echo=True`` ``"echo: " + prompt``, so tests can check nothing was mixed.
 """
@@ -47,6 +49,7 @@ class FakeOpenAI:
         hold: int = 0,
         hold_timeout: float = 5.0,
         echo: bool = False,
+        keep_alive: bool = False,
     ) -> None:
         self.script = list(script or [])
         self.by_prompt = {k: list(v) for k, v in (by_prompt or {}).items()}
@@ -61,6 +64,13 @@ class FakeOpenAI:
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
+            # HTTP/1.1 keeps each client connection open across requests, as hosted APIs and vLLM do; HTTP/1.0 (the
+            # default here) closes it after every answer
+            protocol_version = "HTTP/1.1" if keep_alive else "HTTP/1.0"
+            # TCP_NODELAY, as real servers set it: else the body, written after the headers, waits for the client's
+            # delayed ACK (40 ms) on a connection kept open
+            disable_nagle_algorithm = True
+
             def log_message(self, *args: object) -> None:  # keep test output quiet
                 pass
 

@@ -112,14 +112,24 @@ def collect_groups(
     streak = streak if streak is not None else ErrorStreak()
     n_cached = len(results)
     label = f"{desc} ({n_cached} cached)" if n_cached else desc
-    replies = _ask(runner, pending, [settings for _, settings in groups])
+    stored: set[int] = set()  # replies an endpoint's worker already put in the cache
+
+    def keep(i: int, reply: Any) -> bool:
+        rec, s, key, _, _ = pending[i]
+        if cache.keep(key, rec["id"], s, reply.text, reply.meta):
+            stored.add(i)
+            return True
+        return False
+
+    replies = _ask(runner, pending, [settings for _, settings in groups], keep)
     with contextlib.ExitStack() as stack:
         bar = stack.enter_context(progress_bar(len(pending), label, "reply", disable=not show_progress or not pending))
         stack.callback(getattr(replies, "close", lambda: None))  # on an abort a generator runner stops at once
         for done, (i, reply) in enumerate(replies, start=1):
             rec, s, key, _, _ = pending[i]
             if reply.error is None and reply.text is not None:
-                cache.put(key, rec["id"], s, reply.text, reply.meta)
+                if i not in stored:
+                    cache.put(key, rec["id"], s, reply.text, reply.meta)
                 results[key] = {"response": reply.text, "error": None, "cached": False, "meta": reply.meta}
                 streak.n = 0
             else:
@@ -145,15 +155,19 @@ def collect_groups(
 
 
 def _ask(
-    runner: Runner, pending: list[tuple[Any, ...]], settings: list[GenerationSettings]
+    runner: Runner,
+    pending: list[tuple[Any, ...]],
+    settings: list[GenerationSettings],
+    keep: Callable[[int, Any], bool],
 ) -> Iterator[tuple[int, Any]]:
     """``(index in pending, reply)`` as replies arrive: for several groups, one stream through an endpoint's slots
-    (a runner with ``open_stream`` that sends one prompt per request); else the runner's ``generate``, group by group (one
-    group: exactly :func:`collect`'s calls; a runner that packs several prompts into a request batches them there)."""
+    (a runner with ``open_stream`` that sends one prompt per request), whose workers store each reply with
+    ``keep``; else the runner's ``generate``, group by group (one group: exactly :func:`collect`'s calls; a runner
+    that packs several prompts into a request batches them there)."""
     if not pending:
         return
     if len(settings) > 1 and hasattr(runner, "open_stream") and not getattr(runner, "packs_prompts", False):
-        stream = runner.open_stream()
+        stream = runner.open_stream(keep)
         try:
             for i, (rec, _, _, seed, g) in enumerate(pending):
                 stream.submit(i, rec["prompt"], seed, settings[g])
@@ -219,10 +233,20 @@ class StreamCollector:
         self.streak = streak if streak is not None else ErrorStreak()
         self.max_consecutive_errors = max_consecutive_errors
         self._fp = runner.fingerprint()
-        self._stream = runner.open_stream()
+        self._stream = runner.open_stream(self._keep)
         self._ready: list[tuple[Any, dict[str, Any]]] = []
         self._waiting: dict[str, list[tuple[Any, str, int]]] = {}
+        self._first: dict[str, tuple[str, int]] = {}  # a call in flight: the (row id, sample) its reply is stored under
+        self._stored: set[str] = set()  # replies the stream's workers put in the cache
         self.asked = 0
+
+    def _keep(self, key: str, reply: Any) -> bool:
+        """In the worker that received it: store a reply the moment it arrives."""
+        row_id, sample = self._first[key]
+        if self.cache.keep(key, row_id, sample, reply.text, reply.meta):
+            self._stored.add(key)
+            return True
+        return False
 
     def ask(self, tag: Any, row_id: str, prompt: str, sample: int, settings: GenerationSettings) -> None:
         """Ask call ``(row_id, sample)`` with ``settings`` (its result comes out under ``tag``)."""
@@ -236,6 +260,7 @@ class StreamCollector:
             self._waiting[key].append((tag, row_id, sample))
             return
         self._waiting[key] = [(tag, row_id, sample)]
+        self._first[key] = (row_id, sample)
         self._stream.submit(key, prompt, item_seed(settings.seed, row_id, sample), settings)
 
     def results(self) -> Iterator[tuple[Any, dict[str, Any]]]:
@@ -247,9 +272,14 @@ class StreamCollector:
             if not self._waiting:
                 return
             for key, reply in self._stream.replies():
+                del self._first[key]
+                stored = key in self._stored
+                self._stored.discard(key)
                 for tag, row_id, sample in self._waiting.pop(key):
                     if reply.error is None and reply.text is not None:
-                        self.cache.put(key, row_id, sample, reply.text, reply.meta)
+                        if not stored:
+                            self.cache.put(key, row_id, sample, reply.text, reply.meta)
+                            stored = True
                         result = {"response": reply.text, "error": None, "cached": False, "meta": reply.meta}
                         self.streak.n = 0
                     else:

@@ -310,18 +310,27 @@ class OpenAIChatRunner:
                         f"{self.timeout[1]:g} s). Replies received so far are cached; rerun the same command to resume."
                     )
 
-    def open_stream(self) -> ReplyStream:
+    def open_stream(self, keep: Callable[[Any, Reply], bool] | None = None) -> ReplyStream:
         """A stream of calls through this endpoint's slots: :meth:`ReplyStream.submit` prompts (with their seed and
-        settings) at any time, :meth:`ReplyStream.replies` yields ``(key, reply)`` as they arrive."""
-        scheduler = CallScheduler(
+        settings) at any time, :meth:`ReplyStream.replies` yields ``(key, reply)`` as they arrive.
+
+        ``keep(key, reply)``, when given, stores each reply in the worker thread that received it, the moment it
+        arrives, and says whether it did (a reply cache that was closed when the run stopped did not): a stored
+        reply frees its slot before the caller takes it (:class:`~queerbench.models.generation.scheduler.CallScheduler`),
+        so a caller busy with its own work (saving a part) never leaves the slots idle."""
+        return ReplyStream(self, keep)
+
+    def _scheduler(self, settle: Callable[[Any, Outcome], tuple[Any, bool]]) -> CallScheduler:
+        """The worker pool of one stream: this endpoint's slots, retries, backoff and rate limit."""
+        return CallScheduler(
             self._attempt,
             concurrency=self.concurrency,
             max_retries=self.max_retries,
             backoff=self.backoff,
             pace=self.client.limiter.wait,
+            settle=settle,
             sleep=self._sleep,
         )
-        return ReplyStream(self, scheduler)
 
     def generate(
         self, prompts: Sequence[Any], seeds: Sequence[int], settings: GenerationSettings
@@ -352,19 +361,25 @@ class OpenAIChatRunner:
 class ReplyStream:
     """Prompts streamed through one endpoint's slots (:meth:`OpenAIChatRunner.open_stream`)."""
 
-    def __init__(self, runner: OpenAIChatRunner, scheduler: CallScheduler) -> None:
-        self.runner, self._scheduler = runner, scheduler
+    def __init__(self, runner: OpenAIChatRunner, keep: Callable[[Any, Reply], bool] | None = None) -> None:
+        self.runner, self._keep = runner, keep
         self._seeds: dict[Any, int] = {}
+        self._scheduler = runner._scheduler(self._settle)
 
     def submit(self, key: Any, prompt: Any, seed: int, settings: GenerationSettings) -> None:
         """Ask ``prompt`` (its reply comes out under ``key``)."""
         self._seeds[key] = seed
         self._scheduler.submit(key, (prompt, seed, settings))
 
+    def _settle(self, key: Any, outcome: Outcome) -> tuple[Reply, bool]:
+        """In the worker that ended the call: its :class:`Reply`, stored by ``keep`` if it is one."""
+        reply = self.runner._reply(outcome, self._seeds.pop(key))
+        stored = self._keep is not None and reply.error is None and reply.text is not None and self._keep(key, reply)
+        return reply, stored
+
     def replies(self) -> Iterator[tuple[Any, Reply]]:
         """``(key, reply)`` of every prompt submitted so far as it arrives (submissions while iterating included)."""
-        for key, outcome in self._scheduler.results():
-            yield key, self.runner._reply(outcome, self._seeds.pop(key))
+        yield from self._scheduler.results()
 
     def close(self) -> None:
         """No more prompts will be submitted."""
