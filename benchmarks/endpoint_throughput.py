@@ -2,16 +2,19 @@
 concurrency 1, 8 and 64 and latency 100 ms and 500 ms, side by side in one run.
 
 The server (``tests/openai_server.py``'s fake OpenAI server on 127.0.0.1, in this process) answers every request
-after a fixed latency, like a remote model that takes that long per reply, and misbehaves as hosted APIs do:
+after a fixed latency, like a remote model that takes that long per reply, keeps connections open (HTTP/1.1) as hosted
+APIs and serving engines do, and misbehaves as hosted APIs do:
 
-- **each prompt's first request** gets ``429`` with ``Retry-After: 0`` (a per-prompt rate limit);
-- after that, request ``j`` of prompt ``p`` gets a ``500`` (no ``Retry-After``) when ``sha256("500" p#j) mod 7 == 0``
+- **each call's first request** gets ``429`` with ``Retry-After: 0`` (a per-prompt rate limit; a call is a prompt
+  and its sample's seed);
+- after that, request ``j`` of call ``p`` gets a ``500`` (no ``Retry-After``) when ``sha256("500" p#j) mod 7 == 0``
   and a **truncated JSON body** (HTTP 200, half a completion) when ``sha256("cut" p#j) mod 11 == 0``: 1 in 7 and
   1 in 11 requests, the same faults for each prompt at every concurrency whatever the order of arrival;
 - otherwise a one-word reply (``doctor``), which the instructed method parses.
 
 Each measurement is the command a user types, in a fresh process and a fresh output folder (``--method`` instructed by
-way of ``--endpoint``, ``--top-k 1``, ``--toxicity none`` so that the time is the endpoint's, the client's default
+way of ``--endpoint``, ``--top-k`` 1, or 5 (the default: five sampled replies per sentence) for the row whose run is
+otherwise too short to measure, ``--toxicity none`` so that the time is the endpoint's, the client's default
 retry policy: the server's ``Retry-After``, else 0.5 s doubling up to 8 s, less 0–25 % jitter), with
 ``--requests-per-minute 1000000`` (a local server has no quota; the default 600/min would cap every row at
 10 requests/s). The server records when each request arrived and was answered.
@@ -23,8 +26,14 @@ every sentence predicted. A prompt that meets a fault on each of its 6 attempts 
 finishes the others and exits 1 naming it, and the benchmark reruns the command as a user would (the rerun asks only
 the failed prompts); the row's wall time is that of both commands.
 
-Run: ``QUEERBENCH_DATA_DIR=<data folder> python benchmarks/endpoint_throughput.py`` (about 6 minutes on 2 cores;
-``--rows 8x0.1,64x0.5`` measures only those rows, ``--templates 8x0.1=10`` sets a row's size).
+Each row is sized to about 30–150 s of requests at the ideal rate, so that a command's start-up and the retry
+policy's longest wait (a prompt that fails five times waits 0.5 + 1 + 2 + 4 + 8 s) do not decide the ratio alone:
+at 64 × 100 ms all 103 templates with ``--top-k 1`` are about 28 s of requests, and the row runs them with the default
+``--top-k 5``; ``--top-k 64x0.1=1`` measures that smaller run too.
+
+Run: ``QUEERBENCH_DATA_DIR=<data folder> python benchmarks/endpoint_throughput.py`` (about 12 minutes on 2 cores;
+``--rows 8x0.1,64x0.5`` measures only those rows, ``--templates 8x0.1=10`` and ``--top-k 64x0.1=1`` set a row's
+size).
 """
 
 from __future__ import annotations
@@ -46,13 +55,13 @@ import pandas as pd
 
 from tests.openai_server import FakeOpenAI
 
-ROWS = {  # (concurrency, latency s): templates (77 sentences each; 103 is all), ~20–90 s of requests per row
-    (1, 0.1): 2,
-    (1, 0.5): 1,
-    (8, 0.1): 30,
-    (8, 0.5): 10,
-    (64, 0.1): 103,
-    (64, 0.5): 60,
+ROWS = {  # (concurrency, latency s): (templates, --top-k); 77 sentences a template, 103 templates in all
+    (1, 0.1): (2, 1),
+    (1, 0.5): (1, 1),
+    (8, 0.1): (30, 1),
+    (8, 0.5): (10, 1),
+    (64, 0.1): (103, 5),
+    (64, 0.5): (60, 1),
 }
 
 
@@ -76,7 +85,7 @@ class FaultyServer(FakeOpenAI):
         self._local = threading.local()
 
     def _next_mode(self, body: dict) -> str:  # under the server's lock, once per request
-        prompt = str(body["messages"][-1]["content"])
+        prompt = f"{body['messages'][-1]['content']}@{body.get('seed')}"  # a call: its prompt and its sample's seed
         self.tries[prompt] = j = self.tries.get(prompt, 0) + 1
         if j == 1:
             mode = "429"
@@ -109,12 +118,12 @@ def _timed(server: FaultyServer) -> None:
     server.latency = delay
 
 
-def _measure(server: FaultyServer, concurrency: int, templates: int, folder: Path) -> dict[str, Any]:
+def _measure(server: FaultyServer, concurrency: int, templates: int, top_k: int, folder: Path) -> dict[str, Any]:
     with server._cond:
         server.reset()
     out = folder / f"c{concurrency}-t{templates}-{time.monotonic_ns()}"
     cmd = [sys.executable, "-m", "queerbench", "run", "--endpoint", server.url, "--model", "served"]
-    cmd += ["--top-k", "1", "--limit", str(templates), "--toxicity", "none", "--concurrency", str(concurrency)]
+    cmd += ["--top-k", str(top_k), "--limit", str(templates), "--toxicity", "none", "--concurrency", str(concurrency)]
     cmd += ["--requests-per-minute", "1000000", "--out", str(out)]
     env = {**os.environ, "OPENAI_API_KEY": "not-a-secret"}
     wall, commands = 0.0, 0
@@ -128,7 +137,7 @@ def _measure(server: FaultyServer, concurrency: int, templates: int, folder: Pat
         if proc.returncode != 1 or commands == 3:
             raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
     preds = pd.read_parquet(out / "predictions.parquet")
-    assert len(preds) == 77 * templates and preds["tokens"].map(list).tolist() == [["doctor"]] * len(preds)
+    assert len(preds) == 77 * templates and preds["tokens"].map(list).tolist() == [["doctor"] * top_k] * len(preds)
     with server._cond:
         spans, statuses = list(server.spans), dict(server.statuses)
     busy = sum(end - begin for begin, end in spans)
@@ -157,34 +166,37 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", default=None, help="CONCURRENCYxLATENCY,... (default: all six rows)")
     parser.add_argument("--templates", default=None, help="CONCURRENCYxLATENCY=N,... templates of those rows")
+    parser.add_argument("--top-k", default=None, help="CONCURRENCYxLATENCY=K,... --top-k of those rows")
     args = parser.parse_args()
-    sizes = dict(ROWS)
-    for item in (args.templates or "").split(",") if args.templates else []:
-        key, _, n = item.partition("=")
-        c, _, latency = key.partition("x")
-        sizes[(int(c), float(latency))] = int(n)
+    sizes = {row: list(size) for row, size in ROWS.items()}
+    for option, where in ((args.templates, 0), (args.top_k, 1)):
+        for item in option.split(",") if option else []:
+            key, _, n = item.partition("=")
+            c, _, latency = key.partition("x")
+            sizes[(int(c), float(latency))][where] = int(n)
     rows = _parse_rows(args.rows)
     print(
-        "whole `queerbench run` commands (instructed, --top-k 1, --toxicity none) against a fake OpenAI server on "
-        "127.0.0.1: each prompt's first request 429 (Retry-After: 0), then 1 in 7 requests a 500 and 1 in 11 a "
+        "whole `queerbench run` commands (instructed, --toxicity none) against a fake OpenAI server on 127.0.0.1 that "
+        "keeps connections open: each prompt's first request 429 (Retry-After: 0), then 1 in 7 requests a 500 and 1 in 11 a "
         f"truncated JSON body; {os.cpu_count()} CPUs shared by the server and the client"
     )
     print(
-        "| concurrency | latency | templates | requests | wall time | summed latency ÷ wall | over the requests' window "
-        "| ideal |"
+        "| concurrency | latency | templates | top-k | requests | wall time | summed latency ÷ wall "
+        "| over the requests' window | ideal |"
     )
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
         for concurrency, latency in rows:
             server = FaultyServer(latency=latency, keep_alive=True)
             _timed(server)
             with server:
-                m = _measure(server, concurrency, sizes[(concurrency, latency)], Path(tmp))
+                templates, top_k = sizes[(concurrency, latency)]
+                m = _measure(server, concurrency, templates, top_k, Path(tmp))
             ratio, inner = m["busy"] / m["wall"], m["busy"] / m["window"]
             reruns = f" (+{m['commands'] - 1} rerun for the failed prompts)" if m["commands"] > 1 else ""
             verdict = "met" if ratio >= 0.7 * concurrency else "NOT met"
             print(
-                f"| {concurrency} | {latency * 1000:.0f} ms | {sizes[(concurrency, latency)]} | {m['requests']:,} | "
+                f"| {concurrency} | {latency * 1000:.0f} ms | {templates} | {top_k} | {m['requests']:,} | "
                 f"{m['wall']:.0f} s{reruns} | **{ratio:.2f}×** ({ratio / concurrency:.2f} of ideal, ≥ 0.7: {verdict}) | "
                 f"{inner:.2f}× | {concurrency}× |",
                 flush=True,

@@ -163,21 +163,42 @@ def test_a_refused_connection_is_unreachable_or_retried_as_the_rules_say() -> No
     client = HttpClient(rules=RetryRules(retry_refused=True), max_retries=1, sleep=sleeps.append, jitter=lambda: 0.0)
     outcome = client.request("GET", "http://127.0.0.1:9/x", parse=lambda a: a)
     assert not outcome.ok and outcome.attempts == 2 and len(sleeps) == 1
-    assert outcome.problems[0].startswith("connection error (ConnectionError: ")
+    assert outcome.problems[0].startswith("connection error (NewConnectionError: ")
+    assert outcome.problems[0].endswith("Connection refused (http://127.0.0.1:9/x))")
+
+
+def test_the_environments_proxy_is_used_and_no_proxy_exempts_a_host(server: str, monkeypatch: pytest.MonkeyPatch):
+    """As with requests: ``HTTP_PROXY`` sends a request through the proxy (here the test server, which answers it),
+    ``NO_PROXY`` sends it to the host itself (which does not exist)."""
+    url = "http://model-host.invalid/v1/ok/chat/completions"
+    for name in ("HTTP_PROXY", "http_proxy"):
+        monkeypatch.setenv(name, server)
+    for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    outcome = HttpClient(max_retries=0).request("POST", url, json={}, parse=lambda a: a.json())
+    assert outcome.ok and outcome.value["choices"][0]["message"]["content"] == "nurse"
+    for name in ("NO_PROXY", "no_proxy"):
+        monkeypatch.setenv(name, "model-host.invalid")
+    with pytest.raises(Unreachable):
+        HttpClient(max_retries=0).request("POST", url, json={}, parse=lambda a: a.json())
 
 
 def test_every_remote_call_goes_through_the_one_client() -> None:
-    """No module but queerbench.base.http makes HTTP requests of its own (requests' API, urllib, http.client)."""
+    """No module but queerbench.base.http makes HTTP requests of its own (requests, urllib3, urllib, http.client)."""
     found = []
     for path in PACKAGE.rglob("*.py"):
         if path.match("base/http.py"):
             continue
+        reads_settings_only = path.match("base/env.py")  # urllib.request's proxy-variable parsers; no request
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             calls = ("get", "post", "put", "request", "Session", "head")
             if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "requests" and node.attr in calls:  # fmt: skip
                 found.append(f"{path.relative_to(PACKAGE)}: requests.{node.attr}")
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 names = [a.name for a in node.names] + [getattr(node, "module", None) or ""]
-                if any(n.startswith(("urllib.request", "http.client")) for n in names):
+                clients = ("urllib.request", "http.client", "urllib3", "requests", "httpx")
+                if any(n.startswith(clients) for n in names) and not (
+                    reads_settings_only and names[0] == "urllib.request"
+                ):
                     found.append(f"{path.relative_to(PACKAGE)}: {names}")
     assert found == []

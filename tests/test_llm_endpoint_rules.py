@@ -278,7 +278,7 @@ def test_giving_up_lists_every_problem(monkeypatch):
     assert reply.text is None and reply.meta == {"attempts": 4} and sleeps == [1, 2, 4]
     assert reply.error.startswith("gave up after 4 attempts: HTTP 500; malformed reply (")
     assert "; malformed reply (KeyError: " in reply.error and reply.error.endswith(
-        "; connection dropped (ConnectionError)"
+        "; connection dropped (ProtocolError)"
     )
     assert server.calls == runner.calls == 4
 

@@ -13,12 +13,16 @@ never logged.
   :func:`perspective_url`);
 - ``QUEERBENCH_SPACE_*``: the Space's operator settings (:func:`flag`, :func:`whole_number`);
 - ``QUEERBENCH_TASK_PATH``: folders of extra task modules (:func:`task_path`);
-- an endpoint's API key, by the variable its flag names (``OPENAI_API_KEY`` by default: :func:`secret`).
+- an endpoint's API key, by the variable its flag names (``OPENAI_API_KEY`` by default: :func:`secret`);
+- ``HTTP_PROXY``, ``HTTPS_PROXY``, ``ALL_PROXY``, ``NO_PROXY`` (either case) and ``REQUESTS_CA_BUNDLE`` /
+  ``CURL_CA_BUNDLE``: the HTTP client's proxies and certificates, as ``requests`` reads them (:func:`proxies`,
+  :func:`no_proxy`, :func:`ca_bundle`).
 """
 
 from __future__ import annotations
 
 import os
+import urllib.request
 from pathlib import Path
 
 __all__ = [
@@ -27,16 +31,19 @@ __all__ = [
     "OFFLINE",
     "PERSPECTIVE_KEY",
     "PERSPECTIVE_URL",
+    "ca_bundle",
     "cache_dir",
     "data_dir",
     "flag",
     "hf_endpoint",
     "hf_hub_offline",
     "hf_token",
+    "no_proxy",
     "offline",
     "package_index_url",
     "perspective_key",
     "perspective_url",
+    "proxies",
     "secret",
     "task_path",
     "twine_password",
@@ -101,6 +108,23 @@ def perspective_key() -> str:
 def perspective_url() -> str:
     """The Perspective endpoint override (``PERSPECTIVE_API_URL``), stripped; empty when unset."""
     return os.environ.get(PERSPECTIVE_URL, "").strip()
+
+
+def proxies() -> dict[str, str]:
+    """The proxy for each URL scheme (``{"https": "http://proxy:3128", "all": …}``) from ``*_PROXY`` variables, as
+    the standard library reads them."""
+    return {scheme: url for scheme, url in urllib.request.getproxies_environment().items() if scheme != "no"}
+
+
+def no_proxy(host: str) -> bool:
+    """Whether ``NO_PROXY`` exempts ``host`` from the proxy."""
+    return bool(urllib.request.proxy_bypass_environment(host))
+
+
+def ca_bundle() -> str | None:
+    """A file of certificate authorities to verify HTTPS with (``REQUESTS_CA_BUNDLE``, else ``CURL_CA_BUNDLE``);
+    None: certifi's."""
+    return text("REQUESTS_CA_BUNDLE") or text("CURL_CA_BUNDLE")
 
 
 def flag(name: str) -> bool:

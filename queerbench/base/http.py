@@ -1,15 +1,15 @@
 """The one HTTP client of the library: every remote call (OpenAI-compatible endpoints, the Perspective API, an
-embeddings endpoint) goes through :class:`HttpClient` — one ``requests`` session, one retry policy, one rate limiter,
-one rule for secrets in messages.
+embeddings endpoint, a download) goes through :class:`HttpClient` — one ``urllib3`` connection pool, one retry policy,
+one rate limiter, one rule for secrets in messages.
 
-The retry policy is the one serving clients use (the OpenAI and Anthropic Python SDKs do the same):
+Why ``urllib3`` itself and not ``requests`` on top of it: a run keeps dozens of requests in flight from one Python
+process, whose threads share one interpreter lock, and ``requests`` spends about three times urllib3's CPU per
+request (sessions, cookies, environment lookups on every call), which capped a run at a few hundred requests a
+second. What ``requests`` adds that a user relies on is kept: proxies from the environment (``HTTPS_PROXY``,
+``NO_PROXY``, …), certificates from ``certifi`` (or ``REQUESTS_CA_BUNDLE``/``CURL_CA_BUNDLE``), redirects followed,
+gzip bodies decoded, JSON and query parameters encoded.
 
-- a ``Retry-After`` the server sends (delta-seconds or an HTTP date; ``retry-after-ms`` in milliseconds, when sent,
-  wins) **sets** the delay, capped at the client's maximum for it: ``Retry-After: 0`` means retry at once, with no
-  exponential floor, so a server that rate-limits each request once costs one round trip, not a second;
-- without one, exponential backoff ``base · 2^k`` capped at the maximum, shortened by a random 0–25 %
-  (jitter), so that clients which failed together do not all retry at the same instant; ``k`` counts the call's
-  earlier retries that came without a ``Retry-After`` (a server's pacing does not lengthen later waits).
+The retry policy (:mod:`queerbench.base.retry`) is the one serving clients use.
 
 What is worth retrying is a fact about the API, declared by its caller (:class:`RetryRules`): which HTTP statuses
 are transient, and whether a refused connection is (a server one runs oneself that is not running is not: the run
@@ -20,7 +20,6 @@ and the whole body, so a server that sends a byte every few seconds is cut off) 
 
 from __future__ import annotations
 
-import email.utils
 import json
 import random
 import re
@@ -29,11 +28,31 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urlencode, urlsplit
 
-import requests
+import certifi
 import urllib3
-from requests.adapters import HTTPAdapter
+from urllib3.exceptions import (
+    ConnectTimeoutError,
+    HTTPError,
+    LocationValueError,
+    MaxRetryError,
+    NewConnectionError,
+    ProxyError,
+    ReadTimeoutError,
+    SSLError,
+)
+
+from queerbench.base import env
+from queerbench.base.retry import (
+    JITTER,
+    RateLimiter,
+    RetryRules,
+    retries_spent,
+    retry_after_from_headers,
+    retry_after_seconds,
+    retry_delay,
+)
 
 __all__ = [
     "DEFAULT_CONCURRENCY",
@@ -68,64 +87,17 @@ DEFAULT_REQUEST_TIMEOUT = 60.0
 MAX_REPLY_BYTES = 8 * 1024 * 1024
 """The largest reply body read (8 MiB): far above any completion of the lengths queerbench asks for."""
 
-JITTER = 0.25
-"""The largest share by which a backoff without ``Retry-After`` is shortened at random."""
+_DEFAULT_RULES = RetryRules()
+"""Retry 408, 409, 429 and every 5xx; a refused connection is :class:`Unreachable`."""
 
+_HEADERS = {"User-Agent": "queerbench", "Accept": "*/*", "Accept-Encoding": "gzip, deflate"}
+"""Sent with every request (a caller's headers add to these or replace them)."""
 
-def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
-    """``Retry-After`` as seconds: delta-seconds or an HTTP date (relative to wall-clock ``now``, default the current
-    time); ``None`` when absent or unreadable, never negative."""
-    if not value:
-        return None
-    value = value.strip()
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+_RETRIES = urllib3.Retry(total=None, connect=0, read=False, status=0, other=0, redirect=10)
+"""urllib3's own retries: none (the retry policy is :class:`HttpClient`'s), but redirects followed, as ``requests``
+does."""
 
-
-def retry_after_from_headers(headers: Mapping[str, str], now: float | None = None) -> float | None:
-    """The server's wait hint in seconds from a response's headers: ``retry-after-ms`` (milliseconds, as OpenAI's
-    API sends it) when readable, else ``Retry-After``; ``None`` when the server sent neither."""
-    millis = headers.get("retry-after-ms") or headers.get("Retry-After-Ms")
-    if millis:
-        try:
-            return max(0.0, float(millis) / 1000)
-        except ValueError:
-            pass
-    return retry_after_seconds(headers.get("Retry-After") or headers.get("retry-after"), now)
-
-
-def retry_delay(
-    attempt: int,
-    retry_after: float | None,
-    *,
-    base: float,
-    cap: float,
-    rand: Callable[[], float] = random.random,
-    retry_after_cap: float | None = None,
-) -> float:
-    """Seconds to wait before retry ``attempt + 1`` (``attempt`` counts from 0), see the module doc.
-
-    ``retry_after`` (seconds, from :func:`retry_after_from_headers`) is used as it is, within ``retry_after_cap``
-    (default ``cap``: a server that asks for a longer wait than the backoff's cap is still obeyed when this is
-    larger); ``None`` gives ``min(base · 2^attempt, cap) · (1 − JITTER · rand())`` with ``rand()`` in [0, 1).
-    """
-    if retry_after is not None:
-        return min(max(0.0, retry_after), cap if retry_after_cap is None else retry_after_cap)
-    return min(base * 2.0 ** min(attempt, 64), cap) * (1 - JITTER * rand())
-
-
-def retries_spent(max_retries: int, blind: int, paced: int, retry_after: float | None) -> bool:
-    """Whether a call that just failed may not be retried again: ``max_retries`` retries of each kind — after
-    failures without a ``Retry-After`` (``blind``) and after a server's ``Retry-After`` (``paced``: the server
-    scheduling the request, not a sign that it fails) — are the most a call gets."""
-    return (blind if retry_after is None else paced) >= max_retries
+_CHARSET = re.compile(r"charset=([\w.:-]+)", re.IGNORECASE)
 
 
 def scrub(text: str, secret: str | None) -> str:
@@ -156,40 +128,6 @@ def check_endpoint_url(url: str, flag: str = "--endpoint") -> str:
     if port == 0:
         raise ValueError(f"{flag} {url!r}: port 0 cannot be called; give the server's port")
     return url
-
-
-class RateLimiter:
-    """At most one request start per ``interval`` seconds across all threads (``interval`` 0: no limit)."""
-
-    def __init__(self, interval: float, clock: Callable[[], float] = time.monotonic) -> None:
-        self.interval, self._clock = interval, clock
-        self._next: float | None = None
-        self._lock = threading.Lock()
-
-    def wait(self, sleep: Callable[[float], Any]) -> None:
-        """Sleep (with ``sleep``) until this request may start."""
-        if self.interval <= 0:
-            return
-        with self._lock:
-            now = self._clock()
-            slot = now if self._next is None else max(now, self._next)
-            self._next = slot + self.interval
-        if slot > now:
-            sleep(slot - now)
-
-
-@dataclass(frozen=True)
-class RetryRules:
-    """Which failures of an API are worth another attempt: the transient HTTP statuses (``any_5xx``: every 5xx too)
-    and whether a refused connection is (``False``: :class:`Unreachable` at once)."""
-
-    statuses: frozenset[int] = frozenset({408, 409, 429})
-    any_5xx: bool = True
-    retry_refused: bool = False
-
-    def transient(self, status: int) -> bool:
-        """Whether an answer with this HTTP status is worth another attempt."""
-        return status in self.statuses or (self.any_5xx and 500 <= status < 600)
 
 
 class Unreachable(Exception):
@@ -268,15 +206,15 @@ class HttpClient:
     ``max_retries`` retries of each kind (:func:`retries_spent`); ``backoff_base``/``backoff_max`` the delays without a
     ``Retry-After``, ``retry_after_max`` the longest ``Retry-After`` obeyed (None: ``backoff_max``; :func:`retry_delay`);
     ``timeout`` seconds for an answer, headers and whole body; ``connect_timeout`` for the connection;
-    ``requests_per_minute`` the rate limit (None: none); ``pool_size`` the connections kept open (the concurrency of
-    the caller's threads, which share the session); ``secret`` what is scrubbed from messages. ``sleep``/``clock``/
+    ``requests_per_minute`` the rate limit (None: none); ``pool_size`` the connections kept open per host (the
+    concurrency of the caller's threads, which share the pool); ``secret`` what is scrubbed from messages. ``sleep``/``clock``/
     ``jitter`` are injectable for tests (``sleep`` may be replaced per call: a run's stop event ends a wait early).
     """
 
     def __init__(
         self,
         *,
-        rules: RetryRules = RetryRules(),
+        rules: RetryRules = _DEFAULT_RULES,
         max_retries: int = 5,
         backoff_base: float = 1.0,
         backoff_max: float = 60.0,
@@ -302,13 +240,67 @@ class HttpClient:
         self.secret = secret or None
         self.sleep, self.jitter, self._clock = sleep, jitter, clock
         self.limiter = RateLimiter(0.0 if requests_per_minute is None else 60.0 / requests_per_minute, clock)
-        self.session = requests.Session()
-        adapter = HTTPAdapter(pool_connections=1, pool_maxsize=max(1, pool_size))
-        self.session.mount("http://", adapter)
-        self.session.mount("https://", adapter)
+        self._pool_size = max(1, pool_size)
+        self._proxies = env.proxies()  # the environment's (HTTPS_PROXY, …), as requests reads them
+        self._pools: dict[str | None, urllib3.PoolManager] = {}
+        self._bypass: dict[str, bool] = {}
         self._lock = threading.Lock()
         self.calls = 0
         """HTTP requests sent so far (every attempt counts)."""
+
+    def _pool(self, url: str) -> urllib3.PoolManager:
+        """The connection pool for ``url``: direct, or through the environment's proxy for its scheme unless
+        ``NO_PROXY`` exempts its host; each keeps up to ``pool_size`` connections open per host."""
+        parts = urlsplit(url)
+        proxy = self._proxies.get(parts.scheme) or self._proxies.get("all")
+        host = parts.hostname or ""
+        with self._lock:
+            if proxy and self._bypass.setdefault(host, env.no_proxy(host)):
+                proxy = None
+            pool = self._pools.get(proxy)
+            if pool is None:
+                settings: dict[str, Any] = {
+                    "num_pools": 4,
+                    "maxsize": self._pool_size,
+                    "retries": _RETRIES,
+                    "cert_reqs": "CERT_REQUIRED",
+                    "ca_certs": env.ca_bundle() or certifi.where(),
+                }
+                pool = urllib3.ProxyManager(proxy, **settings) if proxy else urllib3.PoolManager(**settings)
+                self._pools[proxy] = pool
+        return pool
+
+    def _send(
+        self,
+        method: str,
+        url: str,
+        *,
+        data: str | bytes | None = None,
+        json: Any = None,
+        params: Mapping[str, Any] | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> urllib3.BaseHTTPResponse:
+        """Send one request; the answer's body is left to be read (``data`` as is, ``json`` encoded, ``params``
+        added to the query). urllib3's errors are raised as they are (a :class:`MaxRetryError` wraps a connection
+        that could not be made)."""
+        sent = {**_HEADERS, **(headers or {})}
+        body = data
+        if json is not None:
+            body = _json_dumps(json)
+            sent.setdefault("Content-Type", "application/json")
+        if isinstance(body, str):
+            body = body.encode("utf-8")
+        if params:
+            url += ("&" if urlsplit(url).query else "?") + urlencode(params)
+        return self._pool(url).request(
+            method,
+            url,
+            body=body,
+            headers=sent,
+            timeout=urllib3.Timeout(connect=self.connect_timeout, read=self.timeout),
+            preload_content=False,
+            decode_content=True,
+        )
 
     def scrub(self, text: str) -> str:
         """``text`` fit for a message: one line, the secret masked (:func:`scrub`)."""
@@ -325,28 +317,53 @@ class HttpClient:
             retry_after_cap=self.retry_after_max,
         )
 
-    def _read(self, resp: requests.Response, started: float) -> bytes:
+    def _read(self, resp: urllib3.BaseHTTPResponse, started: float) -> bytes:
         """The whole body within the deadline (``timeout`` seconds from the request's start) and the size cap.
 
         The body is read as it arrives (urllib3's ``read1``), so a server that drips it is cut off at the deadline:
-        each read waits at most the socket's read timeout, and the deadline is checked between reads."""
-        chunks, size = [], 0
+        each read waits at most the socket's read timeout, and the deadline is checked between reads. A body read
+        whole gives its connection back to the pool (kept open for the next request); any other is closed."""
+        chunks, size, whole = [], 0, False
         try:
             while True:
                 if self._clock() - started > self.timeout:
                     raise _BodyProblem(f"no complete answer within {self.timeout:g} s")
-                piece = resp.raw.read1(64 * 1024, decode_content=True)
+                piece = resp.read1(64 * 1024, decode_content=True)
                 if not piece:
                     break
                 size += len(piece)
                 if size > self.max_bytes:
                     raise _BodyProblem(f"reply larger than {self.max_bytes} bytes")
                 chunks.append(piece)
-        except (requests.RequestException, urllib3.exceptions.HTTPError, OSError) as exc:
+            whole = True
+        except (HTTPError, OSError) as exc:
             raise _BodyProblem(f"connection dropped while reading ({type(exc).__name__})") from None
         finally:
-            resp.close()
+            if whole:
+                resp.release_conn()
+            else:
+                resp.close()
         return b"".join(chunks)
+
+    def _failed(self, exc: BaseException, url: str) -> Attempt:
+        """A request that got no answer: worth another attempt (a dropped connection, a timeout), not (a URL that
+        cannot work), or :class:`Unreachable` (a refused connection, an unknown host, a connect timeout) as the
+        rules say."""
+        cause = exc.reason if isinstance(exc, MaxRetryError) and exc.reason is not None else exc
+        if isinstance(cause, ProxyError) and isinstance(cause.original_error, BaseException):
+            cause = cause.original_error
+        if isinstance(cause, NewConnectionError | ConnectTimeoutError):
+            if not self.rules.retry_refused:
+                timed_out = not isinstance(cause, NewConnectionError)
+                raise Unreachable("connect timeout" if timed_out else "connection refused or unknown host") from None
+            said = self.scrub(f"{cause} ({url})")
+            return Attempt(problem=f"connection error ({type(cause).__name__}: {said})", retry=True)
+        if isinstance(cause, ReadTimeoutError | TimeoutError):
+            return Attempt(problem=f"no answer within {self.timeout:g} s (ReadTimeout)", retry=True)
+        if isinstance(cause, LocationValueError):  # a URL no request can be made to
+            return Attempt(problem=f"request failed ({type(cause).__name__}: {self.scrub(f'{cause} ({url})')})")
+        name = "SSLError" if isinstance(cause, SSLError) else type(cause).__name__
+        return Attempt(problem=f"connection dropped ({name})", retry=True)
 
     def attempt(
         self,
@@ -367,27 +384,12 @@ class HttpClient:
             self.calls += 1
         try:
             started = self._clock()
-            resp = self.session.request(
-                method, url, timeout=(self.connect_timeout, self.timeout), stream=True, **kwargs
-            )
-            answer = Answer(resp.status_code, resp.headers, self._read(resp, started), resp.encoding)
-        except requests.ConnectionError as exc:
-            reason = getattr(exc.args[0], "reason", None) if exc.args else None
-            refused = isinstance(exc, requests.ConnectTimeout) or isinstance(
-                reason, urllib3.exceptions.NewConnectionError
-            )
-            if refused and not self.rules.retry_refused:
-                timed_out = isinstance(exc, requests.ConnectTimeout)
-                raise Unreachable("connect timeout" if timed_out else "connection refused or unknown host") from None
-            if refused:
-                return Attempt(problem=f"connection error ({type(exc).__name__}: {self.scrub(str(exc))})", retry=True)
-            return Attempt(problem=f"connection dropped ({type(exc).__name__})", retry=True)
-        except requests.Timeout as exc:
-            return Attempt(problem=f"no answer within {self.timeout:g} s ({type(exc).__name__})", retry=True)
-        except requests.RequestException as exc:  # a request that cannot be made (a URL no adapter takes)
-            return Attempt(problem=f"request failed ({type(exc).__name__}: {self.scrub(str(exc))})")
+            resp = self._send(method, url, **kwargs)
+            answer = Answer(resp.status, resp.headers, self._read(resp, started), _charset(resp.headers))
         except _BodyProblem as exc:
             return Attempt(problem=str(exc), retry=True)
+        except (HTTPError, OSError) as exc:
+            return self._failed(exc, url)
         status = answer.status_code
         if status == 200:
             try:
@@ -457,16 +459,29 @@ class HttpClient:
             self.calls += 1
         size = 0
         try:
-            with self.session.get(url, stream=True, timeout=(self.connect_timeout, self.timeout)) as resp:
-                if resp.status_code != 200:
-                    return Outcome(
-                        problems=[f"HTTP {resp.status_code}"], attempts=1, status=resp.status_code, final=True
-                    )
-                for piece in resp.iter_content(chunk):
+            resp = self._send("GET", url)
+            try:
+                if resp.status != 200:
+                    return Outcome(problems=[f"HTTP {resp.status}"], attempts=1, status=resp.status, final=True)
+                for piece in resp.stream(chunk, decode_content=True):
                     size += len(piece)
                     if size > self.max_bytes:
                         return Outcome(problems=[f"larger than {self.max_bytes} bytes"], attempts=1, final=True)
                     write(piece)
-        except (requests.RequestException, urllib3.exceptions.HTTPError) as exc:
-            return Outcome(problems=[f"{type(exc).__name__}"], attempts=1, final=True)
+            finally:
+                resp.close()
+        except (HTTPError, OSError) as exc:
+            cause = exc.reason if isinstance(exc, MaxRetryError) and exc.reason is not None else exc
+            return Outcome(problems=[type(cause).__name__], attempts=1, final=True)
         return Outcome(value=size, attempts=1, status=200)
+
+
+def _json_dumps(value: Any) -> str:
+    """A request's JSON body (``json`` is a parameter name in :meth:`HttpClient._send`)."""
+    return json.dumps(value)
+
+
+def _charset(headers: Mapping[str, str]) -> str | None:
+    """The charset a ``Content-Type`` header declares, if any."""
+    found = _CHARSET.search(headers.get("Content-Type") or "")
+    return found.group(1) if found else None

@@ -29,7 +29,8 @@ import time
 from collections.abc import Callable, Hashable, Iterator
 from typing import Any
 
-from queerbench.base.http import Attempt, Outcome, retries_spent
+from queerbench.base.http import Attempt, Outcome
+from queerbench.base.retry import retries_spent
 
 __all__ = ["CallScheduler"]
 
