@@ -3,9 +3,9 @@ embeddings endpoint, a download) goes through :class:`HttpClient` — one ``urll
 one rate limiter, one rule for secrets in messages.
 
 Why ``urllib3`` itself and not ``requests`` on top of it: a run keeps dozens of requests in flight from one Python
-process, whose threads share one interpreter lock, and ``requests`` spends about three times urllib3's CPU per
-request (sessions, cookies, environment lookups on every call), which capped a run at a few hundred requests a
-second. What ``requests`` adds that a user relies on is kept: proxies from the environment (``HTTPS_PROXY``,
+process, whose threads share one interpreter lock, and what ``requests`` adds to every call (a session's cookies and
+hooks, environment and ``.netrc`` lookups, its own response object) made the client's CPU, not the server, set the
+pace of a run at high concurrency. What ``requests`` adds that a user relies on is kept: proxies from the environment (``HTTPS_PROXY``,
 ``NO_PROXY``, …), certificates from ``certifi`` (or ``REQUESTS_CA_BUNDLE``/``CURL_CA_BUNDLE``), redirects followed,
 gzip bodies decoded, JSON and query parameters encoded.
 
