@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-__all__ = ["ResultRow", "comparable_groups", "incomparable_reason", "toxicity_label"]
+__all__ = ["ResultRow", "comparable_groups", "incomparable_reason", "row_problem", "toxicity_label"]
 
 SCHEMA_VERSION = 1
 
@@ -76,6 +76,9 @@ class ResultRow:
         missing = [f for f in ("task", "benchmark", "model", "method", "k", "toxicity", "scores") if f not in data]
         if missing:
             raise ValueError(f"{where} lacks {', '.join(missing)}; rebuild it")
+        problem = row_problem(data)
+        if problem:
+            raise ValueError(f"{where}: {problem}; rebuild it")
         known = set(cls.__dataclass_fields__)
         return cls(**{k: v for k, v in data.items() if k in known})
 
@@ -113,6 +116,74 @@ def comparable_groups(rows: Sequence[ResultRow]) -> list[list[ResultRow]]:
     for row in sorted(rows, key=lambda r: not r.reference):
         groups.setdefault(row.comparable_key(), []).append(row)
     return list(groups.values())
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _number_map(value: Any, name: str, *, ints: bool = False, pairs: bool = False) -> str | None:
+    """What is wrong with a per-group map (``{group: number or null}``; ``pairs``: ``[low, high]`` or null)."""
+    if not isinstance(value, dict):
+        return f"{name!r} must be an object of per-group values, got {type(value).__name__}"
+    for group, v in value.items():
+        if v is None:
+            continue
+        if pairs:
+            if not (isinstance(v, (list, tuple)) and len(v) == 2 and all(x is None or _is_number(x) for x in v)):
+                return f"{name}[{group!r}] must be [low, high] or null, got {v!r}"
+        elif ints:
+            if not (_is_number(v) and float(v).is_integer() and v >= 0):
+                return f"{name}[{group!r}] must be a count, got {v!r}"
+        elif not _is_number(v):
+            return f"{name}[{group!r}] must be a number or null, got {v!r}"
+    return None
+
+
+def row_problem(data: dict[str, Any]) -> str | None:
+    """What makes ``data`` no valid result row, in words (None when it is one): every field a reader uses is checked
+    for its type, so a malformed row (``k: [1]``, ``scores: {"queer": "abc"}``, ``scores: null``) is refused when it is
+    read instead of failing later in a table, a figure or the Space."""
+    for name in ("task", "benchmark", "model", "method", "toxicity"):
+        if not isinstance(data.get(name), str):
+            return f"{name!r} must be a string, got {data.get(name)!r}"
+    for name in ("k", "limit"):
+        value = data.get(name)
+        if value is not None and not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+            return f"{name!r} must be a positive integer or null, got {value!r}"
+    problem = _number_map(data.get("scores"), "scores")
+    if problem:
+        return problem
+    if "ci" in data and data["ci"] is not None and (problem := _number_map(data["ci"], "ci", pairs=True)):
+        return problem
+    if "n" in data and data["n"] is not None and (problem := _number_map(data["n"], "n", ints=True)):
+        return problem
+    for name in ("parse_rate", "refusal_rate"):
+        value = data.get(name)
+        if value is not None and not _is_number(value):
+            return f"{name!r} must be a number or null, got {value!r}"
+    gap = data.get("gap")
+    if gap is not None and not isinstance(gap, dict):
+        return f"'gap' must be an object, got {type(gap).__name__}"
+    for name in ("diff", "p_value"):
+        value = (gap or {}).get(name)
+        if value is not None and not _is_number(value):
+            return f"gap.{name} must be a number or null, got {value!r}"
+    gap_ci = (gap or {}).get("ci")
+    if gap_ci is not None and not (
+        isinstance(gap_ci, (list, tuple)) and len(gap_ci) == 2 and all(x is None or _is_number(x) for x in gap_ci)
+    ):
+        return f"gap.ci must be [low, high] or null, got {gap_ci!r}"
+    for name, kind in (("metric", str), ("signature", str), ("source", str), ("reference", bool)):
+        if name in data and not isinstance(data[name], kind):
+            return f"{name!r} must be a {kind.__name__}, got {data[name]!r}"
+    for name in ("extra",):
+        if data.get(name) is not None and not isinstance(data[name], dict):
+            return f"{name!r} must be an object, got {type(data[name]).__name__}"
+    caveats = data.get("caveats")
+    if caveats is not None and not (isinstance(caveats, list) and all(isinstance(c, str) for c in caveats)):
+        return f"'caveats' must be a list of strings, got {caveats!r}"
+    return None
 
 
 def _clean(value: Any) -> Any:
