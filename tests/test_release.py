@@ -156,7 +156,7 @@ def test_released_metric_space_loads_the_library_not_itself(release: Path) -> No
         "r = app.compute(json.dumps(app.EXAMPLE), 'paper'); print(queerbench.__file__); "
         "print(json.dumps(r['queerbench']))"
     )
-    env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", "PYTHONPATH": str(target)}
+    env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", "PYTHONPATH": str(target), "PYTHONDONTWRITEBYTECODE": "1"}
     proc = subprocess.run(
         [sys.executable, "-c", code], cwd=release / "metric", env=env, capture_output=True, text=True, timeout=300
     )

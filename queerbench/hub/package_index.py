@@ -13,12 +13,13 @@ import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from queerbench import __version__
 from queerbench.base import env
 from queerbench.base.http import Answer, HttpClient, RetryRules
 
-__all__ = ["PYPI_UPLOAD_URL", "PackageIndex", "ReleaseError", "of_version"]
+__all__ = ["PYPI_UPLOAD_URL", "PackageIndex", "ReleaseError", "of_version", "shown_url"]
 
 
 class ReleaseError(ValueError):
@@ -28,6 +29,16 @@ class ReleaseError(ValueError):
 def of_version(name: str, version: str = __version__) -> bool:
     """Whether ``name`` is a queerbench sdist or wheel file of ``version``."""
     return re.fullmatch(rf"queerbench-{re.escape(version)}(\.tar\.gz|\.zip|-[^/]+\.whl)", name, re.I) is not None
+
+
+_USERINFO = re.compile(r"(?<=://)[^/\s?#]*@")
+
+
+def shown_url(text: str) -> str:
+    """``text`` (a URL, or a message holding URLs) fit to print: without the user and password a URL may carry
+    (``https://user:pass@host/`` → ``https://host/``). Twine's ``TWINE_REPOSITORY_URL`` may hold them; the URL itself is
+    still what is connected to."""
+    return _USERINFO.sub("", text)
 
 
 PYPI_UPLOAD_URL = "https://upload.pypi.org/legacy/"
@@ -52,10 +63,23 @@ class PackageIndex:
         derived = _SIMPLE.get(upload) or re.sub(r"legacy/$", "", upload) + "simple/"
         return cls(upload, (env.package_index_url() or derived).rstrip("/") + "/")
 
+    @property
+    def upload_shown(self) -> str:
+        """The upload URL as printed: without a user and password it may carry (:func:`shown_url`)."""
+        return shown_url(self.upload_url)
+
+    @property
+    def simple_shown(self) -> str:
+        """The simple index URL as printed: without a user and password it may carry (:func:`shown_url`)."""
+        return shown_url(self.simple_url)
+
     def files(self, version: str) -> dict[str, str | None]:
         """``{file name: sha256 of its link, or None}``: queerbench's files of ``version`` the index lists now."""
         url = f"{self.simple_url}queerbench/"
-        client = HttpClient(rules=RetryRules(retry_refused=True), max_retries=0, timeout=30.0, pool_size=1)
+        secret = urlsplit(url).password
+        client = HttpClient(
+            rules=RetryRules(retry_refused=True), max_retries=0, timeout=30.0, pool_size=1, secret=secret
+        )
         headers = {"Accept": "text/html", "Cache-Control": "no-cache"}
 
         def page(answer: Answer) -> str:
@@ -63,7 +87,8 @@ class PackageIndex:
 
         outcome = client.request("GET", url, headers=headers, parse=page)
         if not outcome.ok and outcome.status != 404:  # 404: the index has no queerbench at all
-            raise ReleaseError(f"could not read {url}: {'; '.join(outcome.problems) or 'no answer'}")
+            said = "; ".join(outcome.problems).replace(url, shown_url(url)) or "no answer"
+            raise ReleaseError(f"could not read {shown_url(url)}: {said}")
         found = {}
         for href, name in _LINK.findall(outcome.value) if outcome.ok else []:
             digest = re.search(r"#sha256=([0-9a-f]{64})", href)
@@ -90,9 +115,11 @@ class PackageIndex:
                 served, problem = {}, f" (last: {exc})"
             wrong = sorted(n for n in files if served.get(n) not in (None, files[n]))
             if wrong:
-                raise ReleaseError(f"{self.simple_url} serves {', '.join(wrong)} with other contents than this release")
+                shown = self.simple_shown
+                raise ReleaseError(f"{shown} serves {', '.join(wrong)} with other contents than this release")
             if all(n in served for n in files):
                 return
             if time.monotonic() >= deadline:
-                raise ReleaseError(f"{self.simple_url} did not list {', '.join(files)} within {timeout:g} s{problem}")
+                shown = self.simple_shown
+                raise ReleaseError(f"{shown} did not list {', '.join(files)} within {timeout:g} s{problem}")
             time.sleep(max(0.0, min(poll, deadline - time.monotonic())))

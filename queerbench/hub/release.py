@@ -11,21 +11,25 @@
 - ``out/dist``: this version's sdist and wheel, copied from ``python -m build``'s output (``dist=``, e.g. CI's tested
   files, or the checkout's ``dist/``);
 
-plus ``out/release.json``, the manifest ``push`` reads. The metric and Space folders are copied from the repository
-checkout (they are not part of the installed package).
+plus ``out/release.json``, the manifest ``push`` reads: it records every file of the build with its SHA-256. The
+metric and Space folders are copied from the repository checkout (they are not part of the installed package).
+``--overwrite`` replaces only the files an earlier build recorded there (a ``NOTES.md`` or ``.git`` of the user's
+stays; :func:`queerbench.base.files.replace_own_files`).
 
-``push_release(folder, yes=True)`` first checks that the package index lacks this version and no repo has the tag;
-then it uploads the sdist and the wheel with twine (``TWINE_REPOSITORY_URL``, PyPI by default, ``TWINE_USERNAME``,
-``TWINE_PASSWORD``) and waits until the index serves them (:class:`PackageIndex`), so that the Spaces' pinned
-requirements resolve; only then does it create the repos, upload each folder in one commit and tag the three
-commits. A failure says what was published and how to finish. Without ``yes`` it only prints the plan. Secrets come
-from :mod:`queerbench.base.env` and are never printed. Repo ids, the tag pattern and card metadata are data:
-``hub_configs/release.json`` and ``hub_configs/cards.yaml``.
+``push_release(folder, yes=True)`` uploads exactly the files the build recorded, each checked against its checksum (a
+file the build did not write, a symbolic link, a changed file or a ``release.json`` naming a folder outside the build is
+refused in one line before anything is uploaded: :mod:`queerbench.hub.release_files`). It first checks that the package
+index lacks this version and no repo has the tag; then it uploads the sdist and the wheel with twine
+(``TWINE_REPOSITORY_URL``, PyPI by default, ``TWINE_USERNAME``, ``TWINE_PASSWORD``) and waits until the index serves
+them (:class:`PackageIndex`), so that the Spaces' pinned requirements resolve; only then does it create the repos,
+upload each folder in one commit and tag the three commits. A failure says what was published and how to finish. Without
+``yes`` it only prints the plan. Secrets come from :mod:`queerbench.base.env` and are never printed (nor a password
+inside ``TWINE_REPOSITORY_URL``). Repo ids, the tag pattern and card metadata are data: ``hub_configs/release.json`` and
+``hub_configs/cards.yaml``.
 """
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import json
 import platform
@@ -43,8 +47,9 @@ import yaml
 import queerbench
 from queerbench import __version__
 from queerbench.base import env
-from queerbench.base.files import atomic_dir, read_json_object
-from queerbench.hub.package_index import PackageIndex, ReleaseError, of_version
+from queerbench.base.files import read_json_object, replace_own_files
+from queerbench.hub.package_index import PackageIndex, ReleaseError, of_version, shown_url
+from queerbench.hub.release_files import MANIFEST, checked_files, own_files, record, sha256, staged
 
 __all__ = [
     "MANIFEST",
@@ -57,7 +62,6 @@ __all__ = [
     "push_release",
 ]
 
-MANIFEST = "release.json"
 _SPACE_FILES = ("app.py", "README.md", "requirements.txt")
 _METRIC_FILES = ("metric_queerbench.py", "app.py", "README.md", "requirements.txt")
 _REQ_NAME = re.compile(r"^\s*queerbench(\[[^\]]*\])?\s*([<>=!~].*)?$")
@@ -198,10 +202,6 @@ def _space_fixed(cfg: ReleaseConfig) -> dict[str, Any]:
     }
 
 
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def _dist_files(folder: Path) -> list[Path]:
     """The one sdist and the one wheel of queerbench ``__version__`` in ``folder``; ``ReleaseError`` otherwise."""
     ours = [p for p in sorted(folder.glob("queerbench-*")) if of_version(p.name)]
@@ -243,12 +243,9 @@ def build_release(
         "dataset_configs": list(configs),
     }
 
-    def is_ours(folder: Path) -> bool:
-        return (folder / MANIFEST).is_file()
-
     stamp = _stamp(cfg)
     fixed = _space_fixed(cfg)
-    with atomic_dir(out, overwrite=overwrite, is_ours=is_ours) as tmp:
+    with replace_own_files(out, overwrite=overwrite, own_files=own_files, command="queerbench release build") as tmp:
         build_dataset(tmp / "dataset", configs)
         metric_src, metric = root / "metric_queerbench", tmp / "metric"
         metric.mkdir()
@@ -264,7 +261,8 @@ def build_release(
         (tmp / "dist").mkdir()
         for path in _dist_files(Path(dist) if dist is not None else root / "dist"):
             shutil.copyfile(path, tmp / "dist" / path.name)
-        manifest["dist"] = {"folder": "dist", "files": {p.name: _sha256(p) for p in sorted((tmp / "dist").iterdir())}}
+        manifest["dist"] = {"folder": "dist", "files": {p.name: sha256(p) for p in sorted((tmp / "dist").iterdir())}}
+        manifest["files"] = record(tmp)
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
     return Path(out)
 
@@ -275,25 +273,33 @@ def _read_manifest(folder: Path) -> dict[str, Any]:
     if not path.is_file():
         raise ReleaseError(f"{folder} is not a release build (no {MANIFEST}); run `queerbench release build --out DIR`")
     manifest = read_json_object(path, fix="rebuild it with `queerbench release build`")
+    repos = manifest.get("repos")
     for artifact in ("dataset", "metric", "space"):
-        entry = manifest.get("repos", {}).get(artifact)
-        if not entry or not (folder / entry["folder"]).is_dir():
+        entry = repos.get(artifact) if isinstance(repos, dict) else None
+        if not isinstance(entry, dict) or not (folder / str(entry.get("folder"))).is_dir():
             raise ReleaseError(f"{folder} lacks the {artifact} folder; rebuild it with `queerbench release build`")
-    dist = manifest.get("dist") or {"folder": "dist", "files": {}}
-    for name, digest in dist["files"].items():
-        path = folder / dist["folder"] / name
-        if not path.is_file() or _sha256(path) != digest:
-            raise ReleaseError(f"{path} is missing or changed since the build; rebuild with `queerbench release build`")
+    dist = manifest.get("dist")
+    if not isinstance(dist, dict) or not isinstance(dist.get("files"), dict):
+        raise ReleaseError(f"{path} lacks its dist files; rebuild it with `queerbench release build`")
     if len(dist["files"]) != 2 or not all(of_version(n, manifest["version"]) for n in dist["files"]):
         raise ReleaseError(f"{folder} holds no sdist and wheel of its version; rebuild with `queerbench release build`")
+    manifest["checked"] = checked_files(folder, manifest)
     return manifest
+
+
+def hub_offline_variable() -> str:
+    """The variable that keeps ``huggingface_hub`` offline: ``HF_HUB_OFFLINE``, else ``TRANSFORMERS_OFFLINE`` (which it
+    reads when the first is unset), so that a refusal names the one the user set."""
+    if env.text("HF_HUB_OFFLINE") is None and env.text("TRANSFORMERS_OFFLINE") is not None:
+        return "TRANSFORMERS_OFFLINE"
+    return "HF_HUB_OFFLINE"
 
 
 def _hub_failure(what: str, exc: Exception, then: str = "") -> ReleaseError:
     from huggingface_hub.errors import OfflineModeIsEnabled
 
     if isinstance(exc, OfflineModeIsEnabled):
-        cause = "HF_HUB_OFFLINE is set, so the Hub cannot be reached; unset it to push"
+        cause = f"{hub_offline_variable()} is set, so the Hub cannot be reached; unset it to push"
     elif getattr(getattr(exc, "response", None), "status_code", None) in (401, 403):
         cause = f"the Hub refused the token in HF_TOKEN (HTTP {exc.response.status_code}); it needs write access"  # type: ignore[attr-defined]
     else:
@@ -323,13 +329,12 @@ def push_release(
     folder, index, token = Path(folder), PackageIndex.from_env(), env.hf_token()
     endpoint, manifest = endpoint or env.hf_endpoint(), _read_manifest(folder)
     tag, repos, version, dist = manifest["tag"], manifest["repos"], manifest["version"], manifest["dist"]
-    names = ", ".join(dist["files"])
-    log(f"release {tag} (queerbench {version}) from {folder}{f' to {endpoint}' if endpoint else ''}:")
-    upload = "" if index_published else f"upload {names} to {index.upload_url}, then "
-    log(f"  index: {upload}wait until {index.simple_url} serves {names}")
+    names, checked = ", ".join(dist["files"]), manifest["checked"]
+    log(f"release {tag} (queerbench {version}) from {folder}{f' to {shown_url(endpoint)}' if endpoint else ''}:")
+    upload = "" if index_published else f"upload {names} to {index.upload_shown}, then "
+    log(f"  index: {upload}wait until {index.simple_shown} serves {names}")
     for artifact, entry in repos.items():
-        root = folder / entry["folder"]
-        files = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
+        files = sorted(checked[entry["folder"]])
         what = entry["repo_type"] + (f" ({entry['space_sdk']}) repo " if entry.get("space_sdk") else " repo ")
         log(f"  {artifact}: create {what}{entry['repo_id']}, upload {len(files)} files ({', '.join(files)}), tag {tag}")
     if not yes:
@@ -347,12 +352,12 @@ def push_release(
     served = index.files(version)
     if index_published and any(served.get(n, "") not in (None, d) for n, d in dist["files"].items()):
         raise ReleaseError(
-            f"--index-published, but {index.simple_url} serves {sorted(served) or 'none'} of queerbench "
+            f"--index-published, but {index.simple_shown} serves {sorted(served) or 'none'} of queerbench "
             f"{version}, not this build's {names}; nothing was uploaded"
         )
     if served and not index_published:
         raise ReleaseError(
-            f"queerbench {version} is already on {index.simple_url} ({', '.join(sorted(served))}); nothing was "
+            f"queerbench {version} is already on {index.simple_shown} ({', '.join(sorted(served))}); nothing was "
             "uploaded. A published version is never replaced: bump queerbench.__version__ and rebuild (if these are "
             "this build's files, finish the release with --index-published)"
         )
@@ -372,29 +377,48 @@ def push_release(
             "rebuild the release (a published version is never replaced)."
         )
 
+    with tempfile.TemporaryDirectory(prefix="queerbench-release-") as staging:
+        copies = staged(folder, manifest["checked"], Path(staging))  # every file checked before anything is uploaded
+        return _publish(folder, manifest, copies, api, index, (index_published, index_timeout), log)
+
+
+def _publish(
+    folder: Path,
+    manifest: dict[str, Any],
+    copies: dict[str, Path],
+    api: Any,
+    index: PackageIndex,
+    index_step: tuple[bool, float],
+    log: Callable[[str], None],
+) -> dict[str, Any]:
+    """:func:`push_release` once every check passed: the index, then each repo (from ``copies``, the checked copies
+    of exactly its recorded files), then the tags."""
+    tag, repos, version, dist = manifest["tag"], manifest["repos"], manifest["version"], manifest["dist"]
+    names, (index_published, index_timeout) = ", ".join(dist["files"]), index_step
+
     # ---- the package index first (the Spaces' requirements pin this version), then the Hub once it serves it
     finish = f"`queerbench release push --dir {folder} --yes --index-published`"
     try:
         if not index_published:
-            index.upload([folder / dist["folder"] / n for n in dist["files"]])
-            log(f"uploaded {names} to {index.upload_url}")
+            index.upload([copies[dist["folder"]] / n for n in dist["files"]])
+            log(f"uploaded {names} to {index.upload_shown}")
         index.wait_until_served(dist["files"], version, index_timeout)
     except Exception as exc:
-        cause = exc if isinstance(exc, ReleaseError) else f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+        said = shown_url(" ".join(str(exc).split()))[:300]
+        cause = said if isinstance(exc, ReleaseError) else f"{type(exc).__name__}: {said}"
         raise ReleaseError(
-            f"publishing {names} to {index.upload_url} failed: {cause}. Nothing was pushed to the Hub; if "
-            f"{index.simple_url} lists the files now, they are published: finish with {finish}"
+            f"publishing {names} to {index.upload_shown} failed: {cause}. Nothing was pushed to the Hub; if "
+            f"{index.simple_shown} lists the files now, they are published: finish with {finish}"
         ) from exc
-    log(f"{index.simple_url} serves queerbench {version}")
+    log(f"{index.simple_shown} serves queerbench {version}")
 
-    published, message, result = f"Published: queerbench {version} on {index.simple_url}", f"Release {tag}", {}
+    published, message, result = f"Published: queerbench {version} on {index.simple_shown}", f"Release {tag}", {}
     for artifact, entry in repos.items():
         repo_id, repo_type = entry["repo_id"], entry["repo_type"]
         try:
             api.create_repo(repo_id, repo_type=repo_type, space_sdk=entry.get("space_sdk"), exist_ok=True)
-            info = api.upload_folder(
-                repo_id=repo_id, repo_type=repo_type, folder_path=folder / entry["folder"], commit_message=message
-            )
+            upload = copies[entry["folder"]]
+            info = api.upload_folder(repo_id=repo_id, repo_type=repo_type, folder_path=upload, commit_message=message)
         except Exception as exc:
             done = ", ".join(r["repo_id"] for r in result.values()) or "none"
             then = f"{published}; on the Hub, uploaded without a tag: {done}. To finish, fix the cause and run {finish}"
