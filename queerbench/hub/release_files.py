@@ -15,12 +15,13 @@ import hashlib
 import json
 import os
 import re
+import stat
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from queerbench.hub.package_index import ReleaseError
 
-__all__ = ["MANIFEST", "checked_files", "own_files", "record", "staged"]
+__all__ = ["MANIFEST", "checked_files", "own_files", "read_regular", "record", "sha256", "staged"]
 
 MANIFEST = "release.json"
 _BUILT = ("dataset", "metric", "space", "dist")
@@ -30,6 +31,19 @@ _FOLDER_NAME = re.compile(r"[A-Za-z0-9][\w-]*")
 def sha256(path: Path) -> str:
     """The SHA-256 of the file at ``path``, in hex."""
     return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def read_regular(path: Path) -> bytes | None:
+    """The bytes of ``path`` if it is a regular file, opened without following a symbolic link (None otherwise), so
+    that what a push uploads is never what a link points at."""
+    try:
+        handle = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return None
+    with os.fdopen(handle, "rb") as stream:
+        if not stat.S_ISREG(os.fstat(stream.fileno()).st_mode):
+            return None
+        return stream.read()
 
 
 def record(build: Path) -> dict[str, str]:
@@ -120,12 +134,7 @@ def staged(folder: Path, checked: dict[str, dict[str, str]], staging: Path) -> d
         (staging / name).mkdir(parents=True, exist_ok=True)
         for rel, digest in files.items():
             source, dest = folder / name / rel, staging / name / rel
-            try:
-                handle = os.open(source, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-                with os.fdopen(handle, "rb") as stream:
-                    data = stream.read()
-            except OSError:
-                data = None
+            data = read_regular(source)
             if data is None or hashlib.sha256(data).hexdigest() != digest:
                 raise ReleaseError(f"{source} is missing or changed since the build; nothing was uploaded")
             dest.parent.mkdir(parents=True, exist_ok=True)
