@@ -160,13 +160,18 @@ def _check_embedded(model_id: str) -> ModelCheck:
 
 
 def _network_errors() -> tuple[type[BaseException], ...]:
-    """The exceptions of a Hub that cannot be reached: ``OSError`` (``requests``' errors are ones) and ``httpx``'s
-    transport and timeout errors (huggingface_hub 1.x), which are not."""
-    try:
-        import httpx
-    except ImportError:  # an older huggingface_hub on requests
-        return (OSError,)
-    return (OSError, httpx.TransportError)
+    """The exceptions of a Hub that cannot be reached: ``OSError`` (``requests``' errors are ones) and the transport
+    and timeout errors of the HTTP client huggingface_hub is built on (``httpx2`` in 2.x, ``httpx`` in 1.x), which are
+    not."""
+    import importlib
+
+    errors: list[type[BaseException]] = [OSError]
+    for name in ("httpx2", "httpx"):
+        try:
+            errors.append(importlib.import_module(name).TransportError)
+        except (ImportError, AttributeError):  # not installed: huggingface_hub does not use it
+            continue
+    return tuple(errors)
 
 
 def _hub_host(endpoint: str | None) -> str:
