@@ -96,9 +96,7 @@ def _dataframes(demo: Any) -> dict[str, list[str]]:
     import gradio as gr
 
     return {
-        str(b.elem_id or b.label): list(b.value["headers"])
-        for b in demo.blocks.values()
-        if isinstance(b, gr.Dataframe)
+        str(b.elem_id or b.label): list(b.value["headers"]) for b in demo.blocks.values() if isinstance(b, gr.Dataframe)
     }
 
 
