@@ -52,7 +52,7 @@ class PulledRows:
         if self.skipped_files:
             n = len(self.skipped_files)
             parts.append(f"{n} unreadable or unsafely named file{'s' if n != 1 else ''}")
-        return f" Skipped {' and '.join(parts)} of the results dataset." if parts else ""
+        return f" Skipped {' and '.join(parts)} of the results dataset (the Space's log names each)." if parts else ""
 
 
 def _safe_results_name(name: str) -> bool:
