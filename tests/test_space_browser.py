@@ -152,3 +152,64 @@ def test_the_leaderboard_tab_in_a_browser(tmp_path: Path, monkeypatch: pytest.Mo
             assert shot.stat().st_size > 10_000
         finally:
             demo.close()
+
+
+def test_an_offline_evaluation_says_why_in_the_status_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the Hub unreachable, Evaluate and Complete put what failed and why in their status lines (no bare
+    "Error" badges under a status that still says "Choose a model")."""
+    import huggingface_hub.constants
+
+    chromium = need_chromium()
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)  # conftest sets it; nothing listens
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{free_port()}")
+    monkeypatch.setenv("QUEERBENCH_CACHE", str(tmp_path / "cache"))
+    demo = build_demo()
+    _, url, _ = demo.launch(
+        prevent_thread_lock=True, server_name="127.0.0.1", server_port=free_port(), ssr_mode=False, quiet=True
+    )
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+            page = browser.new_page(viewport={"width": 1400, "height": 2200})
+            page.goto(url)
+            expect(page.get_by_text("Content note.")).to_be_visible(timeout=60_000)
+            page.locator("#evaluate-button").click()
+            status = page.locator("#status")
+            expect(status).to_contain_text("Could not evaluate", timeout=60_000)
+            expect(status).to_contain_text("cannot be reached")
+            expect(page.locator("#scores").get_by_text("Error", exact=True)).to_have_count(0)
+            page.get_by_role("tab", name="Playground").click()
+            page.locator("#playground-button").click()
+            expect(page.locator("#playground-status")).to_contain_text("cannot be reached", timeout=60_000)
+            browser.close()
+    finally:
+        demo.close()
+
+
+def test_the_viewer_report_shows_its_figures_with_harmful_words_hidden(tmp_path: Path) -> None:
+    """`queerbench view`: the Report tab's figures load, and the completions the Items tab hides are hidden there."""
+    from queerbench.hub.space.viewer import build_viewer
+    from tests.test_space_defects import _run_folder
+
+    chromium = need_chromium()
+    folder = _run_folder(tmp_path)
+    app = build_viewer(folder)
+    _, url, _ = app.launch(
+        prevent_thread_lock=True, server_name="127.0.0.1", server_port=free_port(), ssr_mode=False, quiet=True
+    )
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+            page = browser.new_page(viewport={"width": 1400, "height": 1600})
+            page.goto(url)
+            report = page.locator("#view-report")
+            expect(report).to_contain_text("Most harmful completions", timeout=60_000)
+            image = report.locator("img").first
+            expect(image).to_be_visible()
+            assert image.evaluate("img => img.complete && img.naturalWidth > 0")
+            assert "bitch" not in report.inner_text() and "prostitute" not in report.inner_text()
+            page.get_by_label("Show harmful completions (slurs and hate)").check()
+            expect(report).to_contain_text("bitch", timeout=30_000)
+            browser.close()
+    finally:
+        app.close()

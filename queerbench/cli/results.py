@@ -69,9 +69,20 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     view = sub.add_parser("view", help="open a run, eval or scm run folder in the local Gradio app")
     view.add_argument("folder", metavar="DIR")
-    view.add_argument("--port", type=int, default=None, help="port to serve on (default: Gradio's)")
+    view.add_argument("--port", type=_port, default=None, help="port to serve on, 1-65535 (default: Gradio's)")
     view.add_argument("--no-browser", action="store_true", help="do not open a browser tab")
     view.set_defaults(func=_view)
+
+
+def _port(text: str) -> int:
+    """A TCP port number (1-65535) for ``view --port``; anything else is argparse's one-line error."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number from 1 to 65535, got {text!r}") from None
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port number from 1 to 65535, got {port}")
+    return port
 
 
 def _eval(args: argparse.Namespace) -> int:
@@ -137,7 +148,8 @@ def _push(args: argparse.Namespace) -> int:
 def _view(args: argparse.Namespace) -> int:
     from queerbench.hub.space.viewer import build_viewer
 
-    app = build_viewer(Path(args.folder))  # one line for a folder that holds no results, before anything starts
+    # one line for a folder that holds no results, or without Gradio (the space extra), before anything starts
+    app = build_viewer(Path(args.folder))
     folder = str(Path(args.folder).resolve())  # the figures are served from the folder itself
     app.launch(server_port=args.port, inbrowser=not args.no_browser, allowed_paths=[folder])
     return 0

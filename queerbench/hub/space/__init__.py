@@ -15,7 +15,10 @@ what a public demo needs on top:
 - a bounded LRU cache of loaded models and a concurrency limit on the events that run models;
 - completions flagged as harmful (HurtLex categories or toxicity flags) hidden until the user asks to see them,
   under the content note the paper gives;
-- every failure shown as a message (``gr.Error``), never as a traceback.
+- every failure shown as a message, never as a traceback: in the tab's status line (what failed and why) for the
+  page's buttons, as ``gr.Error`` for API callers (the ``evaluate`` and ``playground`` endpoints);
+- the embedded model (``embedded:smollm2-135m-instruct``) runs without the Hub, and a Hub that cannot be reached is
+  one message naming it.
 
 Settings (environment variables, read when the app is built or a model is checked):
 ``QUEERBENCH_SPACE_ALLOW_LOCAL`` (``1`` allows local folders), ``QUEERBENCH_SPACE_MAX_PARAMS`` (default 600M),

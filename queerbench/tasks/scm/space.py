@@ -8,6 +8,14 @@ from typing import Any
 
 __all__ = ["build_scm_tab", "run_for_space"]
 
+COLUMNS = ("group", "Warmth", "Competence")
+"""The rating table's headers (shown before a run and after a failed one too)."""
+
+
+def _mean(value: Any) -> float | None:
+    """A mean rating rounded for display (None when there is none)."""
+    return None if value is None else round(float(value), 2)
+
 
 def run_for_space(model_id: str, samples: float, limit: float) -> tuple[str, list[str], Any]:
     """Run the probes (embedded SmolLM2 when ``model_id`` is empty) and return (report, figure paths, table)."""
@@ -36,12 +44,13 @@ def run_for_space(model_id: str, samples: float, limit: float) -> tuple[str, lis
             log=lambda m: None,
         )
     except (ValueError, OSError, RuntimeError) as exc:
-        return f"**Error:** {exc}", [], pd.DataFrame()
+        return f"**Error:** {exc}", [], pd.DataFrame(columns=list(COLUMNS))
     table = pd.DataFrame(
         [
-            {"group": g, "Warmth": v["Warmth"]["mean"], "Competence": v["Competence"]["mean"]}
+            {"group": g, "Warmth": _mean(v["Warmth"]["mean"]), "Competence": _mean(v["Competence"]["mean"])}
             for g, v in res.get("rating_constrained", res["rating_free"]).items()  # paper figure order
-        ]
+        ],
+        columns=list(COLUMNS),
     )
     return (out / "report.md").read_text(encoding="utf-8"), sorted(str(p) for p in out.glob("*.png")), table
 
@@ -49,6 +58,7 @@ def run_for_space(model_id: str, samples: float, limit: float) -> tuple[str, lis
 def build_scm_tab() -> None:
     """Add the "Generative LMs" tab's components; call inside an enclosing ``gr.Blocks()`` context."""
     import gradio as gr
+    import pandas as pd
 
     with gr.Tab("Generative LMs"):
         gr.Markdown(
@@ -61,7 +71,7 @@ def build_scm_tab() -> None:
             samples = gr.Number(label="Samples per prompt", value=1, precision=0, minimum=1, maximum=10)
             limit = gr.Number(label="Prompts per split", value=20, precision=0, minimum=1, maximum=329)
         button = gr.Button("Run SCM probes", variant="primary")
-        table = gr.Dataframe(label="Mean rating per group")
+        table = gr.Dataframe(pd.DataFrame(columns=list(COLUMNS)), label="Mean rating per group")
         gallery = gr.Gallery(label="Figures")
         report = gr.Markdown()
         button.click(run_for_space, inputs=[model, samples, limit], outputs=[report, gallery, table])
