@@ -31,7 +31,14 @@ from queerbench.results.compare import refuse_repeats
 from queerbench.results.folders import folder_rows
 from queerbench.tasks import all_tasks
 
-__all__ = ["check_out_folder", "leaderboard_frame", "leaderboard_markdown", "rank_groups", "show_leaderboard"]
+__all__ = [
+    "check_out_folder",
+    "leaderboard_figure",
+    "leaderboard_frame",
+    "leaderboard_markdown",
+    "rank_groups",
+    "show_leaderboard",
+]
 
 FILES = ("leaderboard.md", "leaderboard.csv", "leaderboard.png")
 
@@ -101,9 +108,9 @@ def leaderboard_markdown(rows: Sequence[ResultRow], figure: str | None = None) -
         "# queerbench leaderboard",
         "",
         f"{len(references)} reference rows (the papers' published models, recomputed from their own files) and "
-        f"{len(rows) - len(references)} of yours. Only comparable rows (same task, k, toxicity scorer and templates) "
-        "are ranked together; lower is less harmful. Gap: the first headline group's score minus the second's, with "
-        "its 95% CI (bootstrap over templates) and permutation p-value.",
+        f"{len(rows) - len(references)} of yours. Only comparable rows (same task, k, toxicity scorer and sentences "
+        "covered) are ranked together; lower is less harmful. Gap: the first headline group's score minus the "
+        "second's, with its 95% CI (bootstrap over templates) and permutation p-value.",
     ]
     if figure:
         lines += ["", f"![leaderboard]({figure})"]
@@ -189,7 +196,11 @@ def leaderboard_frame(rows: Sequence[ResultRow]) -> pd.DataFrame:
                         "source": row.source,
                     }
                 )
-    return pd.DataFrame(records)
+    frame = pd.DataFrame(records)
+    for column in ("rank", "k", "limit", "n"):  # whole numbers stay whole where some lines have none
+        if column in frame:
+            frame[column] = frame[column].astype("Int64")
+    return frame
 
 
 def _panels(rows: Sequence[ResultRow]) -> list[tuple[list[ResultRow], str]]:
@@ -215,10 +226,11 @@ def _panels(rows: Sequence[ResultRow]) -> list[tuple[list[ResultRow], str]]:
     return yours + sorted(published, key=likeness)[:2]
 
 
-def _figure(rows: Sequence[ResultRow], path: Path) -> bool:
-    """The user's rows among the published ones (:func:`_panels`): each model's ranking score with its CI, one
-    panel per comparable group titled with its task, k, toxicity scorer and coverage; published bars light grey,
-    the user's dark grey and hatched (readable in greyscale); the title names the user's models."""
+def leaderboard_figure(rows: Sequence[ResultRow]) -> Any:
+    """The figure of ``leaderboard.png`` (a matplotlib ``Figure``; None when no group has a ranking score): the
+    user's rows among the published ones (:func:`_panels`), each model's ranking score with its CI, one panel per
+    comparable group titled with its task, k, toxicity scorer and coverage; published bars light grey, the user's
+    dark grey and hatched (readable in greyscale); the title names the user's models, the legend what it draws."""
     import math
 
     import matplotlib
@@ -227,15 +239,15 @@ def _figure(rows: Sequence[ResultRow], path: Path) -> bool:
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
 
-    from queerbench.reporting.figures import save_figure
-
     panels = _panels(rows)
     if not panels:
-        return False
+        return None
     ncols = min(3, len(panels))
     nrows = math.ceil(len(panels) / ncols)
     height = max(3.0, 0.32 * max(len(g) for g, _ in panels) + 1.6)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(5.6 * ncols, height * nrows), squeeze=False)
+    fig, axes = plt.subplots(
+        nrows, ncols, figsize=(5.6 * ncols, height * nrows + 0.9), squeeze=False, layout="constrained"
+    )
     for ax in axes.flat[len(panels) :]:
         ax.set_visible(False)
     for ax, (group, by) in zip(axes.flat, panels, strict=False):
@@ -260,7 +272,7 @@ def _figure(rows: Sequence[ResultRow], path: Path) -> bool:
             ],
             fontsize=7,
         )
-        ax.invert_yaxis()
+        ax.set_ylim(max(len(shown), 3) - 0.5, -0.5)  # top to bottom; one bar is no wider than in a group of three
         metric = shown[0].metric
         direction = " (lower is less harmful)" if metric == "QueerBench score" else ""
         ax.set_xlabel(f"{metric}: {by}{direction}", fontsize=8)
@@ -275,13 +287,21 @@ def _figure(rows: Sequence[ResultRow], path: Path) -> bool:
     models = list(dict.fromkeys(r.model for r in drawn if not r.reference))
     named = f"{', '.join(models[:3])}{' …' if len(models) > 3 else ''} among the published models" if models else ""
     fig.suptitle(
-        f"queerbench leaderboard{': ' + named if named else ''}\nscore with 95% CI over templates",
-        fontsize=10,
-        y=0.995,
+        f"queerbench leaderboard{': ' + named if named else ''}\nscore with 95% CI over templates", fontsize=10
     )
-    top = 1 - 0.75 / (height * nrows)  # room for the two-line title and the legend, whatever the height
-    fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, top), ncol=len(handles), fontsize=7)
-    fig.tight_layout(rect=(0, 0, 1, top - 0.25 / (height * nrows)))
+    fig.legend(handles=handles, loc="outside lower center", ncol=len(handles), fontsize=7)
+    return fig
+
+
+def _figure(rows: Sequence[ResultRow], path: Path) -> bool:
+    """Write :func:`leaderboard_figure` to ``path``; False when there is none."""
+    fig = leaderboard_figure(rows)  # selects the Agg backend before pyplot is imported here
+    if fig is None:
+        return False
+    import matplotlib.pyplot as plt
+
+    from queerbench.reporting.figures import save_figure
+
     save_figure(fig, path)
     plt.close(fig)
     return True
