@@ -17,9 +17,10 @@ from matplotlib.colors import to_rgba
 
 from queerbench.base.sources import fetch
 from queerbench.cli import main
+from queerbench.reporting import figures
 from queerbench.reporting.rows import ResultRow
 from queerbench.results.folders import folder_rows, run_row
-from queerbench.results.leaderboard import leaderboard_figure, leaderboard_markdown, rank_groups, show_leaderboard
+from queerbench.results.leaderboard import leaderboard_markdown, rank_groups, show_leaderboard
 from queerbench.results.reference import bundled_reference_path, load_reference_rows
 
 
@@ -230,27 +231,28 @@ def _bars(fig: Any) -> list[tuple[str, tuple[float, ...]]]:
 
 
 @pytest.mark.parametrize("config", ["paper", "default"])
-def test_the_figure_keeps_the_reference_bars_beside_a_users_row(references: list[ResultRow], config: str):
-    mine = ResultRow(
-        task=config, benchmark="QueerBench", model="my-bert", method="mlm", k=5, toxicity="perspective",
-        scores={"queer": 11.0, "non-queer": 9.0}, ci={"queer": [10.0, 12.0]}, source="runs/mine",
-    )  # fmt: skip
-    fig = leaderboard_figure([*references, mine])
+def test_the_figure_keeps_the_reference_bars_beside_a_users_row(
+    references: list[ResultRow], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, config: str
+):
+    drawn: list[Any] = []
+    monkeypatch.setattr(figures, "save_figure", lambda fig, path: drawn.append(fig) or path)
+    run = _run(tmp_path / "run", _scores(config, model="my-bert"))
+    show_leaderboard([run], tmp_path / "board", references)
+    (fig,) = drawn
     bars = _bars(fig)
     published, yours = to_rgba("0.75"), to_rgba("0.35")
     assert sum(colour == yours for _, colour in bars) == 1
     assert sum(colour == published for _, colour in bars) >= 8  # Table 4's eight masked LMs at k = 5
-    legend = [t.get_text() for t in fig.legends[0].get_texts()]
-    assert legend == ["published (reference)", "yours"]
-    assert "my-bert" in fig.get_suptitle()
-    assert any("k=5" in t and config in t for t, _ in bars)
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["published (reference)", "yours"]
+    assert "my-bert" in fig.get_suptitle()  # the title names the model; each panel its task and k
+    assert any("k=5" in title and config in title for title, colour in bars if colour == yours)
 
 
 # ------------------------------------------------------------------------------------------ W11: QueerGen's own metrics
 def test_queergens_own_metrics_are_in_the_csv_at_full_precision_and_at_the_papers_in_the_markdown(
     references: list[ResultRow], tmp_path: Path
 ):
-    show_leaderboard([], tmp_path, references)
+    show_leaderboard([], tmp_path, references)  # the published rows alone
     frame = pd.read_csv(tmp_path / "leaderboard.csv")
     bert = next(r for r in references if r.task == "queergen" and r.model == "BERT Base" and r.k == 1)
     summary = bert.extra["summary"]
