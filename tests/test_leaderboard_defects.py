@@ -104,6 +104,24 @@ def test_imported_subsets_are_never_all_templates_and_never_ranked_with_other_su
     assert frame[frame["source"] == str(first100)]["comparison"].iloc[0] != subset["comparison"].iloc[0]
 
 
+def test_real_lm_eval_imports_of_one_template_and_of_the_first_100_sentences_are_listed_apart(
+    references: list[ResultRow], tmp_path: Path
+):
+    from tests.test_file_defects import _import, _lm_eval_output, _sentences
+
+    template5, first100 = tmp_path / "template5", tmp_path / "first100"
+    _import(_lm_eval_output(tmp_path / "lm-5", _sentences([5])), template5)
+    _import(_lm_eval_output(tmp_path / "lm-100", _sentences(first=100)), first100)
+    rows = show_leaderboard([template5, first100], tmp_path / "board", references)
+    groups = [g for g, _ in rank_groups(rows) if any(not r.reference for r in g)]
+    assert sorted(len(g) for g in groups) == [1, 1]  # never ranked 1 and 2 in one table
+    text = (tmp_path / "board" / "leaderboard.md").read_text()
+    headings = [line for line in text.splitlines() if line.startswith("## QueerBench `default`")]
+    assert len(headings) == 2 and not any("all templates" in h for h in headings), headings
+    assert any("a subset: 77 of 7,931 sentences: template" in h for h in headings)
+    assert any("a subset: 100 of 7,931 sentences: templates" in h for h in headings)
+
+
 def test_a_subset_of_a_task_with_published_rows_is_listed_apart_with_the_reason(references: list[ResultRow]):
     subset = ResultRow(
         task="paper", benchmark="QueerBench", model="mine", method="mlm", k=5, toxicity="perspective",
