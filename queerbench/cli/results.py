@@ -48,7 +48,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     build.set_defaults(func=_build)
     show = lsub.add_parser("show", help="write leaderboard.md, leaderboard.csv and a figure with your runs placed")
     show.add_argument("folders", nargs="*", metavar="RUN_OR_EVAL_DIR", help="run, eval or scm run folders to place")
-    show.add_argument("--out", required=True, help="folder for leaderboard.md, leaderboard.csv, leaderboard.png")
+    show.add_argument(
+        "--out",
+        required=True,
+        help="folder for leaderboard.md, leaderboard.csv, leaderboard.png (made if missing; those files are replaced)",
+    )
     show.add_argument(
         "--reference",
         default=None,
@@ -127,9 +131,10 @@ def _build(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
-    from queerbench.results.leaderboard import show_leaderboard
+    from queerbench.results.leaderboard import check_out_folder, show_leaderboard
     from queerbench.results.reference import reference_rows_for_show
 
+    check_out_folder(Path(args.out))  # one line before the reference rows are read
     references, note = reference_rows_for_show(Path(args.reference) if args.reference else None)
     if note:
         print(note)

@@ -9,8 +9,9 @@ pinned published file). Rows are plain JSON (:meth:`ResultRow.to_dict`, :meth:`R
 Rows are ranked together only when they are **comparable** (:meth:`ResultRow.comparable_key`): the same task (and
 so the same sentences and scoring rules), the same ``k``, the same toxicity scorer and the same metric (an SCM free
 rating and a constrained one are two measurements); a ``--limit`` run covers other sentences than a whole one, so it
-is never ranked with them. :func:`incomparable_reason` says in words why two rows
-are not.
+is never ranked with them, and an imported run over a subset of the sentences (``lm_eval --limit 100``, one template:
+:attr:`ResultRow.sentences`) is ranked only with runs of the very same sentences. :func:`incomparable_reason` says in
+words why two rows are not; :func:`coverage_label` what a row covers.
 """
 
 from __future__ import annotations
@@ -18,9 +19,18 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
-__all__ = ["ResultRow", "comparable_groups", "incomparable_reason", "row_problem", "toxicity_label"]
+__all__ = [
+    "ResultRow",
+    "comparable_groups",
+    "coverage_label",
+    "incomparable_reason",
+    "row_identity",
+    "row_problem",
+    "toxicity_label",
+]
 
 SCHEMA_VERSION = 1
 
@@ -63,28 +73,35 @@ class ResultRow:
     reference: bool = False
     """A row of a paper's published files (not a run of the user's)."""
     caveats: list[str] = field(default_factory=list)
+    sentences: str | None = None
+    """``<n>@<hash>`` of an imported run over other sentences than the first ``limit`` templates (``lm_eval --limit
+    100`` ends inside a template; a run of one later template): :func:`queerbench.run.signature.sentence_subset`.
+    None for the first ``limit`` templates (every one when ``limit`` is None). ``extra["coverage"]`` says which, in
+    words."""
 
     def to_dict(self) -> dict[str, Any]:
         """The row as JSON-ready data (NaN written as null)."""
         return _clean(asdict(self))
 
     @classmethod
-    def from_dict(cls, data: Any, where: str = "a result row") -> ResultRow:
-        """A row back from :meth:`to_dict`'s data; a one-line ``ValueError`` naming ``where`` otherwise."""
+    def from_dict(cls, data: Any, where: str = "a result row", fix: str = "rebuild it") -> ResultRow:
+        """A row back from :meth:`to_dict`'s data; a one-line ``ValueError`` naming ``where`` and ``fix`` otherwise
+        (every field is checked by :func:`row_problem`)."""
         if not isinstance(data, dict):
-            raise ValueError(f"{where} is not a result row (a JSON object); rebuild it")
+            raise ValueError(f"{where} is not a result row (a JSON object); {fix}")
         missing = [f for f in ("task", "benchmark", "model", "method", "k", "toxicity", "scores") if f not in data]
         if missing:
-            raise ValueError(f"{where} lacks {', '.join(missing)}; rebuild it")
+            raise ValueError(f"{where} lacks {', '.join(missing)}; {fix}")
         problem = row_problem(data)
         if problem:
-            raise ValueError(f"{where}: {problem}; rebuild it")
+            raise ValueError(f"{where}: {problem}; {fix}")
         known = set(cls.__dataclass_fields__)
         return cls(**{k: v for k, v in data.items() if k in known})
 
     def comparable_key(self) -> tuple[Any, ...]:
-        """Rows with equal keys are ranked together: task, ``k``, toxicity scorer, sentences covered, metric."""
-        return (self.task, self.k, self.toxicity, self.limit, self.metric)
+        """Rows with equal keys are ranked together: task, ``k``, toxicity scorer, sentences covered (templates and,
+        for an imported subset, which sentences), metric."""
+        return (self.task, self.k, self.toxicity, self.limit, self.sentences, self.metric)
 
     def headline(self, group: str) -> float | None:
         """The score of ``group`` (None when not scored)."""
@@ -101,12 +118,31 @@ def incomparable_reason(row: ResultRow, reference: ResultRow) -> str | None:
         reasons.append(f"k={row.k} (not {reference.k})")
     if row.toxicity != reference.toxicity:
         reasons.append(f"toxicity scorer {row.toxicity} (not {reference.toxicity})")
-    if row.limit != reference.limit:
+    if row.sentences != reference.sentences:
+        reasons.append(f"{coverage_label(row)} (not {coverage_label(reference)})")
+    elif row.limit != reference.limit:
         shown = "all" if row.limit is None else f"the first {row.limit}"
         reasons.append(f"{shown} templates (not {'all' if reference.limit is None else reference.limit})")
     if row.metric != reference.metric:
         reasons.append(f"metric {row.metric} (not {reference.metric})")
     return "; ".join(reasons) or None
+
+
+def coverage_label(row: ResultRow, unit: str = "templates") -> str:
+    """What ``row`` covers, in words: ``all templates``, ``first 2 templates``, or for an imported subset ``a subset:
+    100 of 7,931 sentences: templates 0 (77 of 77), 1 (23 of 77)`` (never "all")."""
+    if row.sentences:
+        words = (row.extra or {}).get("coverage")
+        return f"a subset: {words}" if isinstance(words, str) and words else f"a subset of sentences {row.sentences}"
+    return f"all {unit}" if row.limit is None else f"first {row.limit} {unit}"
+
+
+def row_identity(row: ResultRow) -> tuple[Any, ...]:
+    """What makes two rows one result (the same run read twice: a folder given twice, an eval and one of its part
+    folders): the signature (which says what produced the run) with the comparable key, model, method; a row without
+    a signature (an earlier version's) is known by its folder."""
+    made_by = row.signature or str(Path(row.source).resolve())
+    return (made_by, *row.comparable_key(), row.model, row.method)
 
 
 def comparable_groups(rows: Sequence[ResultRow]) -> list[list[ResultRow]]:
@@ -151,6 +187,9 @@ def row_problem(data: dict[str, Any]) -> str | None:
         value = data.get(name)
         if value is not None and not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
             return f"{name!r} must be a positive integer or null, got {value!r}"
+    sentences = data.get("sentences")
+    if sentences is not None and not isinstance(sentences, str):
+        return f"'sentences' must be a string (<n>@<hash>) or null, got {sentences!r}"
     problem = _number_map(data.get("scores"), "scores")
     if problem:
         return problem

@@ -10,7 +10,7 @@ then ``--limit``), k, the method, the toxicity scorer, ``--exclude-function-word
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,14 @@ from queerbench.scoring.aggregate import GROUP_ORDER
 from queerbench.scoring.caveats import small_n, small_n_threshold
 from queerbench.tasks import all_tasks
 
-__all__ = ["check_scores_document", "compare_cells", "compare_labels", "compare_runs", "compare_warnings"]
+__all__ = [
+    "check_scores_document",
+    "compare_cells",
+    "compare_labels",
+    "compare_runs",
+    "compare_warnings",
+    "refuse_repeats",
+]
 
 _RESCORE = "delete it and rerun `queerbench run` for that folder (it re-scores the predictions)"
 
@@ -41,6 +48,19 @@ def check_scores_document(scores: Any, where: str | Path) -> dict[str, Any]:
         if not isinstance(scores[key], dict):
             raise ValueError(f"{where}: {key!r} must map each group to {what}, got {scores[key]!r}; {_RESCORE}")
     return scores
+
+
+def refuse_repeats(keys: Sequence[Hashable], labels: Sequence[str], folders: Sequence[str]) -> None:
+    """The rule ``compare`` and ``leaderboard show`` share: one result is one line. When two entries have one key
+    (``compare``: the row label; ``leaderboard show``: :func:`~queerbench.reporting.rows.row_identity`), a one-line
+    ``ValueError`` names the folder(s) and the line they would share, instead of showing (or ranking) it twice."""
+    seen: dict[Hashable, int] = {}
+    for i, key in enumerate(keys):
+        if key in seen:
+            first, again = str(folders[seen[key]]), str(folders[i])
+            given = f"{again} is given twice" if first == again else f"{first} and {again} hold the same result"
+            raise ValueError(f"{given}: two runs would share the row {labels[i]!r}; pass each run folder once")
+        seen[key] = i
 
 
 def _benchmark(config: Any) -> str:
@@ -217,9 +237,7 @@ def compare_cells(runs: Sequence[dict[str, Any]]) -> tuple[pd.DataFrame, pd.Data
     for run in runs:
         check_scores_document(run.get("scores"), Path(str(run.get("dir", "a run"))) / "scores.json")
     labels = compare_labels(runs)
-    if len(set(labels)) < len(labels):
-        dup = next(lab for lab in labels if labels.count(lab) > 1)
-        raise ValueError(f"two runs would share the row {dup!r}; pass each run folder once")
+    refuse_repeats(labels, labels, [str(run.get("dir", "a run")) for run in runs])
     present = list(dict.fromkeys(g for run in runs for g in run["scores"]["n"]))
     ordered = [g for g in GROUP_ORDER if g in present] + [g for g in present if g not in GROUP_ORDER]
     values = pd.DataFrame(

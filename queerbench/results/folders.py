@@ -9,61 +9,101 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from queerbench.base.files import read_json_object
-from queerbench.reporting.rows import ResultRow, toxicity_label
+from queerbench.base.files import read_json, read_json_object
+from queerbench.reporting.rows import ResultRow, row_problem, toxicity_label
 from queerbench.results.compare import check_scores_document
-from queerbench.tasks import all_tasks
+from queerbench.tasks import Task, all_tasks
 
 __all__ = ["RESULTS_FILE", "folder_kind", "folder_rows", "run_row"]
 
 RESULTS_FILE = "results.json"
 """An eval folder's rows (``queerbench eval``)."""
 _RERUN = "rerun the command that wrote that folder"
+_RESCORE = "delete it and rerun `queerbench run` for that folder (it re-scores the predictions)"
+_REEVAL = "rerun `queerbench eval` with the same --out (it writes results.json again from its parts)"
+
+
+def _block(document: dict[str, Any], name: str, path: Path, fix: str) -> dict[str, Any]:
+    """``document[name]`` when it is an object (absent or null: empty); a one-line ``ValueError`` naming the file."""
+    value = document.get(name)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ValueError(f"{path}: {name!r} must be an object, got {type(value).__name__}; {fix}")
+    return value
 
 
 def run_row(folder: Path, scores: dict[str, Any] | None = None) -> ResultRow:
-    """The row of a ``queerbench run`` folder (its ``scores.json``, or ``scores`` when given)."""
+    """The row of a ``queerbench run`` folder (its ``scores.json``, or ``scores`` when given). Every field is checked
+    (:func:`~queerbench.reporting.rows.row_problem`), so a malformed ``scores.json`` (``k: [5]``, a score ``"abc"``)
+    is one line naming the file."""
     folder = Path(folder)
     path = folder / "scores.json"
     scores = check_scores_document(scores if scores is not None else read_json_object(path, fix=_RERUN), path)
     task = all_tasks().get(str(scores.get("config")))
     first, second = task.headline_gap if task is not None else ("queer", "non-queer")
-    run = scores.get("run") or {}
-    ci = scores.get("ci") or {}
-    gap = (scores.get("comparisons") or {}).get(f"{first} - {second}") or {}
-    overall = (scores.get("generation") or {}).get("overall") or {}
-    return ResultRow(
-        task=str(scores.get("config")),
-        benchmark=task.benchmark if task is not None else str(scores.get("config")),
-        model=str(run.get("model")),
-        method=str(run.get("method") or "mlm"),
-        k=scores.get("k"),
-        toxicity=toxicity_label(scores.get("scorers")),
-        scores=dict(scores["queerbench"]),
-        ci={g: (ci.get(g) or {}).get("queerbench") for g in scores["queerbench"]},
-        n={g: int(v) for g, v in scores["n"].items()},
-        gap={"groups": f"{first} - {second}", **gap} if gap else {},
-        parse_rate=overall.get("parse_rate"),
-        refusal_rate=overall.get("refusal_rate"),
-        limit=run.get("limit"),
-        extra={part: scores.get(part) for part in ("afinn", "hurtlex", "toxicity") if part in scores},
-        signature=str(scores.get("signature") or run.get("signature") or ""),
-        source=str(folder),
-        caveats=[] if scores.get("scored", True) else ["no sentence got a word to score"],
+    run = _block(scores, "run", path, _RESCORE)
+    ci = _block(scores, "ci", path, _RESCORE)
+    gap = _block(_block(scores, "comparisons", path, _RESCORE), f"{first} - {second}", path, _RESCORE)
+    overall = _block(_block(scores, "generation", path, _RESCORE), "overall", path, _RESCORE)
+    group_ci = {g: ci.get(g) for g in scores["queerbench"]}
+    bad = next((g for g, v in group_ci.items() if v is not None and not isinstance(v, dict)), None)
+    if bad is not None:
+        raise ValueError(f"{path}: ci[{bad!r}] must be an object of per-score CIs, got {group_ci[bad]!r}; {_RESCORE}")
+    subset = run.get("sentences") or None
+    data = {
+        "task": str(scores.get("config")),
+        "benchmark": task.benchmark if task is not None else str(scores.get("config")),
+        "model": str(run.get("model")),
+        "method": str(run.get("method") or "mlm"),
+        "k": scores.get("k"),
+        "toxicity": toxicity_label(scores.get("scorers")),
+        "scores": dict(scores["queerbench"]),
+        "ci": {g: (c or {}).get("queerbench") for g, c in group_ci.items()},
+        "n": dict(scores["n"]),
+        "gap": {"groups": f"{first} - {second}", **gap} if gap else {},
+        "parse_rate": overall.get("parse_rate"),
+        "refusal_rate": overall.get("refusal_rate"),
+        "limit": run.get("limit"),
+        "sentences": subset,
+        "extra": {
+            **{part: scores.get(part) for part in ("afinn", "hurtlex", "toxicity") if part in scores},
+            **({"coverage": run.get("coverage")} if subset and run.get("coverage") else {}),
+        },
+        "signature": str(scores.get("signature") or run.get("signature") or ""),
+        "source": str(folder),
+        "caveats": [] if scores.get("scored", True) else ["no sentence got a word to score"],
+    }
+    row = ResultRow.from_dict(data, str(path), fix=_RESCORE)
+    row.n = {g: int(v) for g, v in row.n.items()}
+    return row
+
+
+def _is_results_file(document: Any) -> bool:
+    """Whether ``document`` is a ``queerbench eval`` ``results.json`` (an object with a list of ``rows``)."""
+    return isinstance(document, dict) and isinstance(document.get("rows"), list)
+
+
+def _not_ours(path: Path) -> ValueError:
+    return ValueError(
+        f"{path} is not a queerbench results file (a `queerbench eval` folder's {RESULTS_FILE} is a JSON object with "
+        "a list of 'rows'; another tool wrote this one): point at a run, eval or scm run folder"
     )
 
 
 def folder_kind(folder: Path) -> str:
-    """``eval``, ``run``, or the name of the task whose own pipeline wrote ``folder``; else a one-line error."""
+    """``eval``, ``run``, or the name of the task whose own pipeline wrote ``folder``; else a one-line error. A
+    ``results.json`` another tool wrote beside a run's ``scores.json`` does not hide the run."""
     folder = Path(folder)
     if not folder.is_dir():
         raise FileNotFoundError(f"{folder} is not a folder; give a run or eval folder")
-    if (folder / RESULTS_FILE).is_file():
+    results, scores = folder / RESULTS_FILE, folder / "scores.json"
+    if results.is_file() and (not scores.is_file() or _is_results_file(read_json(results, fix=_REEVAL))):
         return "eval"
-    if (folder / "scores.json").is_file():
+    if scores.is_file():
         return "run"
     for task in all_tasks().values():
-        if task.folder_rows(folder):
+        if _task_rows(task, folder):
             return task.name
     raise ValueError(
         f"{folder} is not a result folder: it holds no scores.json (a `queerbench run` folder), no {RESULTS_FILE} "
@@ -72,16 +112,33 @@ def folder_kind(folder: Path) -> str:
     )
 
 
+def _task_rows(task: Task, folder: Path) -> list[ResultRow]:
+    """The rows a task reads from its own folder, each checked (:func:`~queerbench.reporting.rows.row_problem`): a
+    malformed record is one line naming the folder, whatever the task's reader tripped on."""
+    fix = "rerun the command that wrote it with the same --out"
+    try:
+        rows = task.folder_rows(folder)
+    except (TypeError, AttributeError, KeyError, IndexError) as exc:
+        raise ValueError(
+            f"{folder}: its {task.name} results are malformed ({type(exc).__name__}: {exc}); {fix}"
+        ) from None
+    for i, row in enumerate(rows):
+        problem = row_problem(row.to_dict()) if isinstance(row, ResultRow) else "not a result row"
+        if problem:
+            raise ValueError(f"{folder} ({task.name} row {i}): {problem}; {fix}")
+    return rows
+
+
 def folder_rows(folder: Path) -> list[ResultRow]:
-    """Every result row of ``folder`` (see the module doc)."""
+    """Every result row of ``folder`` (see the module doc), each checked field by field."""
     folder = Path(folder)
     kind = folder_kind(folder)
     if kind == "eval":
-        document = read_json_object(folder / RESULTS_FILE, fix="rerun `queerbench eval` with the same --out")
-        rows = document.get("rows")
-        if not isinstance(rows, list):
-            raise ValueError(f"{folder / RESULTS_FILE} lacks 'rows'; rerun `queerbench eval` with the same --out")
-        return [ResultRow.from_dict(r, f"{folder / RESULTS_FILE} row {i}") for i, r in enumerate(rows)]
+        path = folder / RESULTS_FILE
+        document = read_json(path, fix=_REEVAL)
+        if not _is_results_file(document):
+            raise _not_ours(path)
+        return [ResultRow.from_dict(r, f"{path} row {i}", fix=_REEVAL) for i, r in enumerate(document["rows"])]
     if kind == "run":
         return [run_row(folder)]
-    return all_tasks()[kind].folder_rows(folder)
+    return _task_rows(all_tasks()[kind], folder)

@@ -2,10 +2,13 @@
 
 Rows (:class:`~queerbench.reporting.rows.ResultRow`) come from the reference rows (``leaderboard build``) and from the
 run, eval and task folders given. They are split into groups of comparable rows (same task — sentences and scoring
-rules —, ``k``, toxicity scorer and templates covered); each group is a table ranked by the score of the task's first
-headline group (lower is less harmful). A user's row in a group without reference rows is listed apart too, with the
-reason it cannot stand among the reference rows of its task. Written: ``leaderboard.md``, ``leaderboard.csv`` (one line
-per row and group, with its comparison group and rank) and ``leaderboard.png``.
+rules —, ``k``, toxicity scorer and sentences covered: an imported subset is ranked only with runs of the very same
+sentences, and never titled "all templates"); each group is a table ranked by the score of the task's first headline
+group (lower is less harmful). A user's row in a group without reference rows is listed apart too, with the reason it
+cannot stand among the reference rows of its task. One result given twice (a folder twice, an eval and one of its part
+folders) is refused, as ``compare`` refuses it. Written: ``leaderboard.md`` (each figure at its paper's precision),
+``leaderboard.csv`` (one line per row and group, with its comparison group and rank, and every column the markdown
+shows, at full precision) and ``leaderboard.png``.
 """
 
 from __future__ import annotations
@@ -17,11 +20,27 @@ from typing import Any
 import pandas as pd
 
 from queerbench.base.files import atomic_path, write_text
-from queerbench.reporting.rows import ResultRow, comparable_groups, incomparable_reason
+from queerbench.reporting.rows import (
+    ResultRow,
+    comparable_groups,
+    coverage_label,
+    incomparable_reason,
+    row_identity,
+)
+from queerbench.results.compare import refuse_repeats
 from queerbench.results.folders import folder_rows
 from queerbench.tasks import all_tasks
 
-__all__ = ["leaderboard_frame", "leaderboard_markdown", "rank_groups", "show_leaderboard"]
+__all__ = [
+    "check_out_folder",
+    "leaderboard_figure",
+    "leaderboard_frame",
+    "leaderboard_markdown",
+    "rank_groups",
+    "show_leaderboard",
+]
+
+FILES = ("leaderboard.md", "leaderboard.csv", "leaderboard.png")
 
 
 def _first_group(rows: Sequence[ResultRow]) -> str | None:
@@ -47,19 +66,25 @@ def _title(row: ResultRow) -> str:
     """The heading of a comparable group: benchmark and task, k, toxicity scorer, what it covers, and its metric when
     that is not the QueerBench score."""
     unit = "templates" if row.k is not None else "prompts"  # a probes task (no k) is limited in prompts
-    covered = f"all {unit}" if row.limit is None else f"first {row.limit} {unit}"
+    covered = coverage_label(row, unit)
     k = f"k={row.k}" if row.k is not None else "replies"
     metric = "" if row.metric == "QueerBench score" else f", {row.metric}"
     return f"{row.benchmark} `{row.task}`, {k}, toxicity: {row.toxicity}, {covered}{metric}"
 
 
-def _cell(value: Any, ci: Any = None) -> str:
+def _cell(value: Any, ci: Any = None, decimals: int = 2) -> str:
     if value is None:
         return "–"
-    text = f"{float(value):.2f}"
+    text = f"{float(value):.{decimals}f}"
     if isinstance(ci, (list, tuple)) and len(ci) == 2 and None not in ci:
-        text += f" [{float(ci[0]):.2f}, {float(ci[1]):.2f}]"
+        text += f" [{float(ci[0]):.{decimals}f}, {float(ci[1]):.{decimals}f}]"
     return text
+
+
+def _summary_decimals(row: ResultRow) -> int:
+    """The precision of a row's own figures (``extra["summary"]``): its task's paper's (QueerGen: 3 decimals)."""
+    task = all_tasks().get(row.task)
+    return task.summary_decimals if task is not None else 2
 
 
 def _apart(rows: Sequence[ResultRow], references: Sequence[ResultRow]) -> list[tuple[ResultRow, str]]:
@@ -83,9 +108,9 @@ def leaderboard_markdown(rows: Sequence[ResultRow], figure: str | None = None) -
         "# queerbench leaderboard",
         "",
         f"{len(references)} reference rows (the papers' published models, recomputed from their own files) and "
-        f"{len(rows) - len(references)} of yours. Only comparable rows (same task, k, toxicity scorer and templates) "
-        "are ranked together; lower is less harmful. Gap: the first headline group's score minus the second's, with "
-        "its 95% CI (bootstrap over templates) and permutation p-value.",
+        f"{len(rows) - len(references)} of yours. Only comparable rows (same task, k, toxicity scorer and sentences "
+        "covered) are ranked together; lower is less harmful. Gap: the first headline group's score minus the "
+        "second's, with its 95% CI (bootstrap over templates) and permutation p-value.",
     ]
     if figure:
         lines += ["", f"![leaderboard]({figure})"]
@@ -109,7 +134,7 @@ def leaderboard_markdown(rows: Sequence[ResultRow], figure: str | None = None) -
                 row.method,
                 *[_cell(row.scores.get(g), row.ci.get(g)) for g in groups],
                 gap_text if gap else "–",
-                *[_cell((row.extra.get("summary") or {}).get(c)) for c in summary],
+                *[_cell((row.extra.get("summary") or {}).get(c), decimals=_summary_decimals(row)) for c in summary],
                 str(sum(row.n.values())),
                 "published" if row.reference else f"`{row.source}`",
             ]
@@ -126,10 +151,19 @@ def leaderboard_markdown(rows: Sequence[ResultRow], figure: str | None = None) -
 
 
 def leaderboard_frame(rows: Sequence[ResultRow]) -> pd.DataFrame:
-    """One line per row and group: its comparison group (1, 2, …), rank, score, CI, gap, n, signature, source."""
+    """One line per row and group: its comparison group (1, 2, …), rank, what it covers, score, CI, gap with its CI
+    and p-value, n, the row's own figures (QueerGen's VADER, Perspective and regard; the SCM's Competence: one column
+    each, as ``leaderboard.md`` shows them), why it is listed apart, signature and source. Every number at full
+    precision (the markdown rounds to each paper's precision)."""
+    references = [r for r in rows if r.reference]
+    apart = {id(row): why for row, why in _apart(rows, references)}
+    summary_columns = list(dict.fromkeys(c for r in rows for c in (r.extra.get("summary") or {})))
     records = []
     for number, (ranked, by) in enumerate(rank_groups(rows), start=1):
         for rank, row in enumerate(ranked, start=1):
+            gap = row.gap or {}
+            gap_ci = gap.get("ci") if isinstance(gap.get("ci"), (list, tuple)) else [None, None]
+            summary = row.extra.get("summary") or {}
             for group in row.scores or {"": None}:
                 ci = row.ci.get(group) if group else None
                 records.append(
@@ -141,84 +175,170 @@ def leaderboard_frame(rows: Sequence[ResultRow]) -> pd.DataFrame:
                         "k": row.k,
                         "toxicity": row.toxicity,
                         "limit": row.limit,
+                        "sentences": row.sentences,
+                        "covered": coverage_label(row, "templates" if row.k is not None else "prompts"),
+                        "metric": row.metric,
                         "model": row.model,
                         "method": row.method,
                         "reference": row.reference,
                         "group": group or None,
                         "score": row.scores.get(group) if group else None,
-                        "ci_low": ci[0] if isinstance(ci, list) else None,
-                        "ci_high": ci[1] if isinstance(ci, list) else None,
-                        "gap": (row.gap or {}).get("diff"),
-                        "gap_p": (row.gap or {}).get("p_value"),
+                        "ci_low": ci[0] if isinstance(ci, (list, tuple)) else None,
+                        "ci_high": ci[1] if isinstance(ci, (list, tuple)) else None,
+                        "gap": gap.get("diff"),
+                        "gap_ci_low": gap_ci[0],
+                        "gap_ci_high": gap_ci[1],
+                        "gap_p": gap.get("p_value"),
                         "n": row.n.get(group) if group else sum(row.n.values()),
+                        **{column: summary.get(column) for column in summary_columns},
+                        "listed_apart": apart.get(id(row)),
                         "signature": row.signature,
                         "source": row.source,
                     }
                 )
-    return pd.DataFrame(records)
+    frame = pd.DataFrame(records)
+    for column in ("rank", "k", "limit", "n"):  # whole numbers stay whole where some lines have none
+        if column in frame:
+            frame[column] = frame[column].astype("Int64")
+    return frame
 
 
-def _figure(rows: Sequence[ResultRow], path: Path) -> bool:
-    """One panel per comparable group that has the user's rows (else the first two groups): each model's ranking
-    score with its CI, the user's rows hatched and labelled."""
+def _panels(rows: Sequence[ResultRow]) -> list[tuple[list[ResultRow], str]]:
+    """The figure's panels: each comparable group that holds the user's rows, and — when none of those holds a
+    published row — the published groups most like them (same benchmark, then same k; at most two), so the reference
+    bars stay in view; without rows of the user's, the first two published groups."""
+    ranked = [(g, by) for g, by in rank_groups(rows) if by and any(r.headline(by) is not None for r in g)]
+    yours = [(g, by) for g, by in ranked if any(not r.reference for r in g)]
+    published = [(g, by) for g, by in ranked if any(r.reference for r in g)]
+    if not yours:
+        return published[:2]
+    if any(r.reference for g, _ in yours for r in g):
+        return yours
+    mine = [r for g, _ in yours for r in g]
+
+    def likeness(panel: tuple[list[ResultRow], str]) -> tuple[bool, bool]:
+        first = panel[0][0]
+        return (
+            all(first.benchmark != r.benchmark for r in mine),
+            all(first.k != r.k for r in mine),
+        )
+
+    return yours + sorted(published, key=likeness)[:2]
+
+
+def leaderboard_figure(rows: Sequence[ResultRow]) -> Any:
+    """The figure of ``leaderboard.png`` (a matplotlib ``Figure``; None when no group has a ranking score): the
+    user's rows among the published ones (:func:`_panels`), each model's ranking score with its CI, one panel per
+    comparable group titled with its task, k, toxicity scorer and coverage; published bars light grey, the user's
+    dark grey and hatched (readable in greyscale); the title names the user's models, the legend what it draws."""
+    import math
+
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
 
-    from queerbench.reporting.figures import save_figure
-
-    panels = [(g, by) for g, by in rank_groups(rows) if by and any(not r.reference for r in g)]
-    panels = panels or [(g, by) for g, by in rank_groups(rows) if by][:2]
+    panels = _panels(rows)
     if not panels:
-        return False
-    height = max(3.0, 0.32 * max(len(g) for g, _ in panels) + 1.4)
-    fig, axes = plt.subplots(1, len(panels), figsize=(5.6 * len(panels), height), squeeze=False)
-    for ax, (group, by) in zip(axes[0], panels, strict=True):
+        return None
+    ncols = min(3, len(panels))
+    nrows = math.ceil(len(panels) / ncols)
+    height = max(3.0, 0.32 * max(len(g) for g, _ in panels) + 1.6)
+    fig, axes = plt.subplots(
+        nrows, ncols, figsize=(5.6 * ncols, height * nrows + 0.9), squeeze=False, layout="constrained"
+    )
+    for ax in axes.flat[len(panels) :]:
+        ax.set_visible(False)
+    for ax, (group, by) in zip(axes.flat, panels, strict=False):
         shown = [r for r in group if r.headline(by) is not None]
         values = [r.headline(by) or 0.0 for r in shown]
         errors = [
-            [v - r.ci[by][0] if isinstance(r.ci.get(by), list) else 0 for v, r in zip(values, shown, strict=True)],
-            [r.ci[by][1] - v if isinstance(r.ci.get(by), list) else 0 for v, r in zip(values, shown, strict=True)],
+            [v - r.ci[by][0] if _pair(r.ci.get(by)) else 0 for v, r in zip(values, shown, strict=True)],
+            [r.ci[by][1] - v if _pair(r.ci.get(by)) else 0 for v, r in zip(values, shown, strict=True)],
         ]
-        y = range(len(shown))
-        bars = ax.barh(list(y), values, xerr=errors, capsize=2, color="0.75", edgecolor="black")
+        y = list(range(len(shown)))
+        bars = ax.barh(y, values, xerr=errors, capsize=2, color="0.75", edgecolor="black")
         for bar, row in zip(bars, shown, strict=True):
             if not row.reference:
                 bar.set_hatch("//")
                 bar.set_facecolor("0.35")
         methods = {r.method for r in shown}  # the method tells a model's rows apart when a group has several
         ax.set_yticks(
-            list(y),
+            y,
             [
                 f"{r.model}{f' ({r.method})' if len(methods) > 1 else ''}{' (yours)' if not r.reference else ''}"
                 for r in shown
             ],
             fontsize=7,
         )
-        ax.invert_yaxis()
-        metric = shown[0].metric if shown else ""
+        ax.set_ylim(max(len(shown), 3) - 0.5, -0.5)  # top to bottom; one bar is no wider than in a group of three
+        metric = shown[0].metric
         direction = " (lower is less harmful)" if metric == "QueerBench score" else ""
         ax.set_xlabel(f"{metric}: {by}{direction}", fontsize=8)
-        ax.set_title(_title(group[0]).replace("`", ""), fontsize=8)
-    from matplotlib.patches import Patch
-
-    handles = [Patch(facecolor="0.75", edgecolor="black", label="published (reference)")]
-    if any(not r.reference for group, _ in panels for r in group):
+        alone = "" if any(r.reference for r in shown) else "\nno published model is comparable: yours only"
+        ax.set_title(_title(group[0]).replace("`", "") + alone, fontsize=8)
+    drawn = [r for g, by in panels for r in g if r.headline(by) is not None]
+    handles = []
+    if any(r.reference for r in drawn):
+        handles.append(Patch(facecolor="0.75", edgecolor="black", label="published (reference)"))
+    if any(not r.reference for r in drawn):
         handles.append(Patch(facecolor="0.35", edgecolor="black", hatch="//", label="yours"))
-    fig.suptitle("queerbench leaderboard: score with 95% CI over templates", fontsize=10, y=0.99)
-    fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.95), ncol=len(handles), fontsize=7)
-    fig.tight_layout(rect=(0, 0, 1, 0.9))
+    models = list(dict.fromkeys(r.model for r in drawn if not r.reference))
+    named = f"{', '.join(models[:3])}{' …' if len(models) > 3 else ''} among the published models" if models else ""
+    fig.suptitle(
+        f"queerbench leaderboard{': ' + named if named else ''}\nscore with 95% CI over templates", fontsize=10
+    )
+    fig.legend(handles=handles, loc="outside lower center", ncol=len(handles), fontsize=7)
+    return fig
+
+
+def _figure(rows: Sequence[ResultRow], path: Path) -> bool:
+    """Write :func:`leaderboard_figure` to ``path``; False when there is none."""
+    fig = leaderboard_figure(rows)  # selects the Agg backend before pyplot is imported here
+    if fig is None:
+        return False
+    import matplotlib.pyplot as plt
+
+    from queerbench.reporting.figures import save_figure
+
     save_figure(fig, path)
     plt.close(fig)
     return True
 
 
+def _pair(value: Any) -> bool:
+    return isinstance(value, (list, tuple)) and len(value) == 2 and None not in value
+
+
+def check_out_folder(out: Path) -> Path:
+    """``out`` if ``leaderboard show`` can write its files into it (a folder, or a path where one can be made); a
+    one-line ``ValueError`` otherwise, before anything is read or written."""
+    out = Path(out)
+    for place in (out, *out.parents):
+        if place.exists():
+            if not place.is_dir():
+                what = "is a file" if place == out else f"cannot be a folder: {place} is a file"
+                raise ValueError(
+                    f"--out {out} {what}; --out must be a folder for {', '.join(FILES)} (a new one, or an existing "
+                    "folder, whose leaderboard files are replaced: there is no --overwrite flag); choose another path"
+                )
+            break
+    return out
+
+
+def _line(row: ResultRow) -> str:
+    """A row as one line of a table names it: model · task · method · k."""
+    return f"{row.model} · {row.task} · {row.method} · " + (f"k={row.k}" if row.k is not None else "replies")
+
+
 def show_leaderboard(folders: Sequence[Path], out: Path, references: Sequence[ResultRow]) -> list[ResultRow]:
     """Write ``leaderboard.md``, ``leaderboard.csv`` and ``leaderboard.png`` into ``out`` for ``references`` plus the
-    rows of ``folders``; returns every row."""
-    rows = list(references) + [row for folder in folders for row in folder_rows(Path(folder))]
-    out = Path(out)
+    rows of ``folders``; returns every row. One result given twice is refused (as ``compare`` refuses it)."""
+    out = check_out_folder(out)
+    found = [(str(folder), row) for folder in folders for row in folder_rows(Path(folder))]
+    refuse_repeats([row_identity(r) for _, r in found], [_line(r) for _, r in found], [f for f, _ in found])
+    rows = list(references) + [row for _, row in found]
     out.mkdir(parents=True, exist_ok=True)
     figure = "leaderboard.png" if _figure(rows, out / "leaderboard.png") else None
     write_text(out / "leaderboard.md", leaderboard_markdown(rows, figure))

@@ -262,6 +262,12 @@ class Task:
         return str(pair[0]), str(pair[1])
 
     @property
+    def summary_decimals(self) -> int:
+        """The decimals the leaderboard prints this task's own figures at (``extra["summary"]`` of its rows, e.g.
+        QueerGen's VADER and Perspective): its paper's precision. Files keep every digit."""
+        return 2
+
+    @property
     def in_suite(self) -> bool:
         """Whether ``queerbench eval`` runs this task unless ``--tasks`` names others (``extra.in_suite``, default
         true; the ``paper`` replication is off: it repeats ``default`` with the published procedure's bugs)."""

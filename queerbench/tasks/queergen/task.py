@@ -115,6 +115,14 @@ class QueerGenTask(Task):
             top_k=settings.get("top_k"),
         )
 
+    @property
+    def summary_decimals(self) -> int:
+        """QueerGen's tables print VADER and Perspective at three decimals (``stat_decimals``); its regard shares are
+        shown at the same precision."""
+        from queerbench.tasks.queergen.spec import spec
+
+        return int(spec()["stat_decimals"])
+
     def reference_sources(self) -> list[str]:
         """QueerGen's 28 evaluation files (14 models × k = 1 and top-5), for the task with ``extra.reference``."""
         if self.spec.extra.get("reference") != "evaluations":
