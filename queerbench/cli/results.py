@@ -32,7 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     ev.add_argument("--dtype", default="float32", help="float32, float16, bfloat16 (default: float32)")
     ev.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples for the CIs (default: 1000)")
     ev.add_argument("--permutations", type=int, default=1000, help="permutations for the p-values (default: 1000)")
-    ev.add_argument("--seed", type=int, default=0)
+    ev.add_argument("--seed", type=int, default=0, help="seed for bootstrap and permutations (default: 0)")
     ev.add_argument("--out", required=True, help="output folder (a rerun resumes it)")
     ev.set_defaults(func=_eval)
 

@@ -7,8 +7,10 @@ passes the log-probability probe (a server that does not is listed with the prob
 ordinary ``queerbench run`` into ``OUT/<task>-<method>`` (resumable); a ``probes`` task runs its own pipeline into
 ``OUT/<task>``. Every generative part keeps its replies in one shared cache, ``OUT/replies.sqlite``. ``OUT/eval.json`` records the
 eval's settings and each part's state, so a rerun of an interrupted eval skips what finished (nothing is predicted or
-scored again) and a different eval is refused in ``OUT``. The card (:mod:`queerbench.results.card`) is written from
-the parts' folders at the end.
+scored again; a finished run part whose ``scores.json`` was lost is scored again from its ``predictions.parquet``,
+with no inference) and a different eval (other settings, the resamples of the CIs and p-values included) is refused
+in ``OUT``. Every setting is checked once, before any folder is made or request sent, with the messages ``queerbench
+run`` gives. The card (:mod:`queerbench.results.card`) is written from the parts' folders at the end.
 """
 
 from __future__ import annotations
@@ -20,15 +22,16 @@ from pathlib import Path
 from typing import Any
 
 from queerbench import __version__
-from queerbench.base.files import read_json_object, write_json
+from queerbench.base.files import CorruptOutputError, read_json_object, write_json
 from queerbench.base.http import DEFAULT_REQUEST_TIMEOUT, DEFAULT_REQUESTS_PER_MINUTE
 from queerbench.base.lock import LOCK_FILES, folder_lock
+from queerbench.models.generation.settings import MethodUnsupportedError
 from queerbench.models.registry import model_ref
-from queerbench.results.folders import folder_rows
+from queerbench.results.folders import folder_kind, folder_rows
 from queerbench.run.pipeline import RunOptions, run_benchmark
-from queerbench.tasks import Task, all_tasks, get_task
+from queerbench.tasks import Task, all_tasks, get_task, task_names
 
-__all__ = ["EVAL_FILE", "EvalPart", "EvalSettings", "plan_eval", "run_eval"]
+__all__ = ["EVAL_FILE", "EvalPart", "EvalSettings", "check_settings", "plan_eval", "read_eval_record", "run_eval"]
 
 EVAL_FILE = "eval.json"
 
@@ -53,8 +56,14 @@ class EvalSettings:
     n_permutations: int = 1000
     seed: int = 0
 
+    def __post_init__(self) -> None:
+        # a task named twice (--tasks default,default) is one task: each part runs, and each row is listed, once
+        if self.tasks is not None:
+            object.__setattr__(self, "tasks", tuple(dict.fromkeys(self.tasks)))
+
     def key(self) -> dict[str, Any]:
-        """What makes two evals the same eval (the settings that change a result)."""
+        """What makes two evals the same eval (the settings that change a result, the resamples of its CIs and
+        p-values included: one card never mixes intervals of different resamples)."""
         return {
             "model": self.model,
             "endpoint": self.endpoint,
@@ -65,7 +74,13 @@ class EvalSettings:
             "toxicity": self.toxicity,
             "dtype": self.dtype,
             "seed": self.seed,
+            "n_bootstrap": self.n_bootstrap,
+            "n_permutations": self.n_permutations,
         }
+
+
+_KEY_DEFAULTS = {"n_bootstrap": 1000, "n_permutations": 1000}
+"""The key entries an eval folder written before they were recorded lacks: it ran with these (the flags' defaults)."""
 
 
 @dataclass
@@ -122,16 +137,42 @@ def plan_eval(settings: EvalSettings) -> tuple[list[EvalPart], str]:
     return parts, what
 
 
+def read_eval_record(path: Path) -> dict[str, Any]:
+    """The eval record ``path`` (``OUT/eval.json``): an object whose ``key`` is an object and whose ``parts`` maps each
+    part's folder to its state (an object); anything else (a hand edit, another tool's file) is one line naming the
+    file and the fix, never an ``AttributeError`` later."""
+    path = Path(path)
+    fix = f"delete {path.parent} (or just {path.name}, and the parts' folders with it) or choose another --out"
+    record = read_json_object(path, fix=fix)
+    if not isinstance(record.get("key"), dict):
+        raise CorruptOutputError(f"{path} has no 'key' object (the eval's settings); {fix}")
+    parts = record.get("parts", {})
+    if not isinstance(parts, dict):
+        raise CorruptOutputError(
+            f"{path}: 'parts' must be an object of part folder → state, not a JSON {type(parts).__name__}; {fix}"
+        )
+    for name, state in parts.items():
+        if not isinstance(state, dict) or not isinstance(state.get("status", ""), str):
+            raise CorruptOutputError(
+                f'{path}: the state of part {name!r} must be an object like {{"status": "done", "note": ""}}, '
+                f"got {state!r:.60}; {fix}"
+            )
+    record["parts"] = parts
+    return record
+
+
 def _check_folder(out: Path, key: dict[str, Any]) -> dict[str, Any]:
     """The eval record in ``out`` when it is this eval's (a rerun resumes it); a new record for an empty or new
-    folder; a one-line refusal for anything else."""
+    folder; a one-line refusal for anything else. A record written before the key held the resamples is this eval's
+    when the eval runs with the defaults it ran with."""
     path = out / EVAL_FILE
     if path.is_file():
-        stored = read_json_object(path, fix=f"delete {out} or choose another --out")
-        if stored.get("key") != key:
-            was = stored.get("key") or {}
+        stored = read_eval_record(path)
+        was = {**_KEY_DEFAULTS, **stored["key"]}
+        if was != key:
             diff = ", ".join(f"{k}: {was.get(k)!r} there, {key[k]!r} now" for k in key if was.get(k) != key[k])
             raise FileExistsError(f"{out} holds another eval ({diff}); choose another --out (or delete that folder)")
+        stored["key"] = key
         return stored
     if out.exists() and any(p.name not in LOCK_FILES for p in out.iterdir()):
         raise FileExistsError(f"{out} is not empty and holds no queerbench eval; choose another --out")
@@ -150,6 +191,7 @@ def run_eval(
 
     out = Path(out)
     parts, what = plan_eval(settings)
+    check_settings(settings, parts)  # every bad value is one line before any folder is made or request sent
     with folder_lock(out, "eval"):
         record = _check_folder(out, settings.key())
         out.mkdir(parents=True, exist_ok=True)
@@ -161,13 +203,21 @@ def run_eval(
                 part.status = "skipped"
                 continue
             if state.get("status") == "done" and (out / part.folder).is_dir():
-                part.status, part.note = "done", "finished earlier (reused)"
-                log(f"{part.folder}: finished earlier, reused")
-                continue
-            log(f"{part.folder}: running …")
+                if _has_result(out / part.folder):
+                    part.status, part.note = "done", "finished earlier (reused)"
+                    log(f"{part.folder}: finished earlier, reused")
+                    continue
+                # its results were lost (a deleted scores.json): the part runs again, which scores the predictions
+                # still in its folder (a run reuses its predictions.parquet: no inference)
+                log(f"{part.folder}: finished earlier but its results are missing; scoring its saved predictions again")
+            else:
+                log(f"{part.folder}: running …")
             try:
                 _run_part(part, settings, out, log)
-                part.status = "done"
+                part.status, part.note = "done", ""
+            except MethodUnsupportedError as exc:  # the server answered: it cannot serve this method (the probe)
+                part.status, part.note = "skipped", str(exc)
+                log(f"{part.folder}: skipped: {exc}")
             except (ValueError, FileExistsError, FileNotFoundError, RuntimeError) as exc:
                 part.status, part.note = "failed", str(exc)
                 log(f"{part.folder}: {exc}")
@@ -200,6 +250,51 @@ def run_eval(
         return document
 
 
+def _has_result(folder: Path) -> bool:
+    """Whether a finished part's folder still holds its result (a run's ``scores.json``, a task's own results)."""
+    try:
+        folder_kind(folder)
+    except (ValueError, FileNotFoundError):
+        return False
+    return True
+
+
+def _part_options(part: EvalPart, settings: EvalSettings, out: Path) -> RunOptions:
+    """The options a run part runs with (checked when made: one line per bad value, as ``queerbench run`` says it).
+    A probes task runs its own pipeline; its options stand for the eval's shared settings (concurrency, rate,
+    toxicity scorer, resamples, seed), checked with the first fill-in-the-blank task."""
+    task = get_task(part.task)
+    blanks = task.runs_blanks
+    return RunOptions(
+        model=settings.model,
+        endpoint=settings.endpoint,
+        revision=settings.revision,
+        config=part.task if blanks else task_names(runs_blanks=True)[0],
+        method=(part.method or "auto") if blanks else "auto",
+        limit=task.eval_limit(settings.limit) if blanks else settings.limit,
+        top_k=settings.top_k,
+        toxicity=settings.toxicity,
+        device=settings.device,
+        dtype=settings.dtype,
+        concurrency=settings.concurrency,
+        requests_per_minute=settings.requests_per_minute,
+        request_timeout=settings.request_timeout,
+        n_bootstrap=settings.n_bootstrap,
+        n_permutations=settings.n_permutations,
+        seed=settings.seed,
+        reply_cache=str(out / "replies.sqlite") if part.method != "mlm" else None,
+    )
+
+
+def check_settings(settings: EvalSettings, parts: list[EvalPart]) -> None:
+    """Check every setting of the eval once, before anything is written or asked: each part that will run gets the
+    options it runs with, so a bad value (``--concurrency 0``, ``--toxicity banana``, ``--seed -1``,
+    ``--bootstrap -1``) is the one line ``queerbench run`` gives for it."""
+    for part in parts:
+        if not part.skipped:
+            _part_options(part, settings, Path("."))
+
+
 def _run_part(part: EvalPart, settings: EvalSettings, out: Path, log: Callable[[str], None]) -> None:
     """Run one part into ``out/part.folder``."""
     task = get_task(part.task)
@@ -220,25 +315,7 @@ def _run_part(part: EvalPart, settings: EvalSettings, out: Path, log: Callable[[
             log=log,
         )
         return
-    options = RunOptions(
-        model=settings.model,
-        endpoint=settings.endpoint,
-        revision=settings.revision,
-        config=part.task,
-        method=part.method or "auto",
-        limit=task.eval_limit(settings.limit),
-        top_k=settings.top_k,
-        toxicity=settings.toxicity,
-        device=settings.device,
-        dtype=settings.dtype,
-        concurrency=settings.concurrency,
-        requests_per_minute=settings.requests_per_minute,
-        request_timeout=settings.request_timeout,
-        n_bootstrap=settings.n_bootstrap,
-        n_permutations=settings.n_permutations,
-        seed=settings.seed,
-        reply_cache=str(out / "replies.sqlite") if part.method != "mlm" else None,
-    )
+    options = _part_options(part, settings, out)
     try:
         run_benchmark(options, folder, log=log)
     except Exception:

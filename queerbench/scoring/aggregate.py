@@ -113,6 +113,9 @@ class ScoringOptions:
             raise ValueError(f"threshold must be in (0, 1), got {self.threshold}")
         if self.n_bootstrap < 0 or self.n_permutations < 0:
             raise ValueError("n_bootstrap and n_permutations must be >= 0")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)) or self.seed < 0:
+            # numpy's own refusal of a negative seed ("expected non-negative integer") names neither flag nor value
+            raise ValueError(f"--seed must be a non-negative integer (it seeds the resamples), got {self.seed!r}")
 
     @property
     def hurtlex_lexicon_level(self) -> str:

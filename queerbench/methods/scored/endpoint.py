@@ -55,7 +55,7 @@ from queerbench.methods.scored.endpoint_steps import (
 )
 from queerbench.models.generation.cache import ResponseCache
 from queerbench.models.generation.completions import CompletionsRunner, completion_job
-from queerbench.models.generation.settings import EndpointError
+from queerbench.models.generation.settings import EndpointError, MethodUnsupportedError
 
 __all__ = [
     "CONSISTENCY_TOLERANCE",
@@ -76,7 +76,7 @@ PROPOSE_FACTOR = 5
 
 
 def _no_echo(url: str, problem: str) -> EndpointError:
-    return EndpointError(
+    return MethodUnsupportedError(
         f"{url} {problem}; --method scored ranks words by the log-probabilities of the prompt's own tokens (echo), "
         "which this server does not give: use --method instructed"
     )
@@ -85,7 +85,8 @@ def _no_echo(url: str, problem: str) -> EndpointError:
 def probe(
     runner: CompletionsRunner, cache: ResponseCache, n_first: int, *, logprobs: int | None = None
 ) -> ServerReport:
-    """Check the server before any scoring (see the module doc); one-line :class:`EndpointError` for each failure."""
+    """Check the server before any scoring (see the module doc); one-line :class:`EndpointError` for each failure
+    (a :class:`MethodUnsupportedError` where the server answered and cannot serve ``scored``)."""
     url = runner.url
     wanted = logprobs or PROPOSE_FACTOR * n_first
     heads = (PROBE_PREFIX, START_TEXT + PROBE_PREFIX)
@@ -123,7 +124,7 @@ def probe(
     top = None if isinstance(nxt, str) or not nxt["top_logprobs"] else nxt["top_logprobs"][0]
     if not isinstance(top, dict) or len(top) < n_first:
         said = nxt if isinstance(nxt, str) else f"it returned {0 if not isinstance(top, dict) else len(top)}"
-        raise EndpointError(
+        raise MethodUnsupportedError(
             f"{url} does not give the top {n_first} next-token log-probabilities that --method scored needs for "
             f"--top-k {n_first // 4} (4 candidates per word; {said}): raise the server's cap (vLLM: vllm serve MODEL "
             f"--max-logprobs {PROPOSE_FACTOR * n_first}) or lower --top-k"
@@ -150,7 +151,7 @@ def probe(
         "tolerance": CONSISTENCY_TOLERANCE,
     }
     if gap > CONSISTENCY_TOLERANCE:
-        raise EndpointError(
+        raise MethodUnsupportedError(
             f"{url} failed the log-probability consistency check: {token!r} after {PROBE_PREFIX!r} has log-probability "
             f"{next_lp:.4f} as the next token but {echoed:.4f} echoed in the prompt (gap {gap:.4f} > "
             f"{CONSISTENCY_TOLERANCE:g}), so its prompt log-probabilities cannot rank words; use --method instructed, "

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from queerbench.models.generation.cache import ResponseCache, cache_key
 from queerbench.models.generation.collect import collect
 from queerbench.models.generation.completions import CompletionsRunner, completion_job
-from queerbench.models.generation.settings import EndpointError, GenerationSettings, item_seed
+from queerbench.models.generation.settings import EndpointError, GenerationSettings, MethodUnsupportedError, item_seed
 from queerbench.models.masked.vocab_filter import WORD  # the whole-word rule of local `scored` and the masked-LM engine
 
 if TYPE_CHECKING:
@@ -102,7 +102,7 @@ def mismatch_error(url: str, sent: str, record: dict) -> EndpointError:
     """The one line for a server that echoed other tokens than the text ``sent``: its log-probabilities are not for
     that text, so nothing can be scored with them."""
     shown = "".join(record["tokens"] or [])[:120]
-    return EndpointError(
+    return MethodUnsupportedError(
         f"{url} echoed other tokens than the prompt it was sent ({sent[-60:]!r} came back as {shown[-80:]!r}): its "
         "log-probabilities are not for this text (a tokenizer mismatch), so nothing is scored; check the server's "
         "model and tokenizer, or use --method instructed"

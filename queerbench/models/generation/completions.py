@@ -28,7 +28,7 @@ from typing import Any
 
 from queerbench.base.http import Answer, BadReply, Unreachable
 from queerbench.models.generation.endpoint import OpenAIChatRunner
-from queerbench.models.generation.settings import EndpointError, GenerationSettings, Reply
+from queerbench.models.generation.settings import EndpointError, GenerationSettings, MethodUnsupportedError, Reply
 
 __all__ = ["CompletionsRunner", "JobStream", "completion_job", "read_choice"]
 
@@ -127,7 +127,7 @@ class CompletionsRunner(OpenAIChatRunner):
 
     def _fatal(self, status: int, resp: Answer) -> EndpointError | None:
         if status == 404 and "model" not in resp.text.lower():
-            return EndpointError(
+            return MethodUnsupportedError(
                 f"{self.url} answered HTTP 404: the server has no /{self.route} route; --method scored needs an "
                 "OpenAI-compatible completions endpoint with log-probabilities (vLLM, llama.cpp's server); for a "
                 "chat-only endpoint use --method instructed"

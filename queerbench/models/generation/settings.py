@@ -18,6 +18,7 @@ __all__ = [
     "EndpointError",
     "EndpointUnreachableError",
     "GenerationSettings",
+    "MethodUnsupportedError",
     "Reply",
     "RunAbortedError",
     "Runner",
@@ -86,6 +87,12 @@ class EndpointError(ValueError):
 
     A ``ValueError`` so that the CLI prints it as one line; replies that arrived before it are in the cache.
     """
+
+
+class MethodUnsupportedError(EndpointError):
+    """The server answered, and it cannot serve the method asked of it (no ``/completions`` route, no echoed
+    log-probabilities, log-probabilities that fail the consistency check): no retry or rerun changes that, and the
+    other methods may still run (``queerbench eval`` lists such a part as skipped, with this reason)."""
 
 
 class EndpointUnreachableError(EndpointError):
