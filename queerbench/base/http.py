@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import unquote, urlencode, urlsplit, urlunsplit
 
 import certifi
 import urllib3
@@ -44,6 +44,7 @@ from urllib3.exceptions import (
 )
 
 from queerbench.base import env
+from queerbench.base.redact import redact_url, scrub
 from queerbench.base.retry import (
     JITTER,
     RateLimiter,
@@ -68,6 +69,7 @@ __all__ = [
     "RetryRules",
     "Unreachable",
     "check_endpoint_url",
+    "join_url",
     "retry_after_from_headers",
     "retry_after_seconds",
     "retry_delay",
@@ -100,34 +102,44 @@ does."""
 _CHARSET = re.compile(r"charset=([\w.:-]+)", re.IGNORECASE)
 
 
-def scrub(text: str, secret: str | None) -> str:
-    """``text`` on one line with ``secret`` replaced by ``***`` where it appears as a token of its own (not inside a
-    longer word, so a short key cannot garble the message: key ``x`` leaves "max exceeded" alone), and any
-    ``key=…`` query parameter masked."""
-    text = " ".join(str(text).split())
-    text = re.sub(r"([?&]key=)[^&\s\"']+", r"\1***", text)
-    if secret:
-        text = re.sub(rf"(?<![\w-]){re.escape(secret)}(?![\w-])", "***", text)
-    return text
-
-
 def check_endpoint_url(url: str, flag: str = "--endpoint") -> str:
     """``url`` if it is an http(s) URL a client can call (scheme, host, a port in range), else a one-line
     ``ValueError`` that says what is wrong, before any request is made; ``flag`` names the option it came from."""
     if not url.strip():
         raise ValueError(f"{flag} is empty; give the server's base URL, e.g. http://127.0.0.1:8000/v1")
     if not url.startswith(("http://", "https://")):
-        raise ValueError(f"{flag} must be an http(s) URL such as https://api.openai.com/v1, got {url!r}")
+        raise ValueError(f"{flag} must be an http(s) URL such as https://api.openai.com/v1, got {redact_url(url)!r}")
+    shown = redact_url(url)  # a message never repeats the credentials a URL carries
     try:
         parts = urlsplit(url)
         port = parts.port  # a port out of range or not a number raises here
     except ValueError as exc:
-        raise ValueError(f"{flag} {url!r} is not a valid URL ({exc}); e.g. http://127.0.0.1:8000/v1") from None
+        raise ValueError(f"{flag} {shown!r} is not a valid URL ({exc}); e.g. http://127.0.0.1:8000/v1") from None
     if not parts.hostname:
-        raise ValueError(f"{flag} {url!r} names no host; e.g. http://127.0.0.1:8000/v1")
+        raise ValueError(f"{flag} {shown!r} names no host; e.g. http://127.0.0.1:8000/v1")
     if port == 0:
-        raise ValueError(f"{flag} {url!r}: port 0 cannot be called; give the server's port")
+        raise ValueError(f"{flag} {shown!r}: port 0 cannot be called; give the server's port")
     return url
+
+
+def join_url(base: str, path: str) -> str:
+    """``base`` with ``path`` added to its path, before its query (``http://h/v1?api-version=1`` and ``chat``:
+    ``http://h/v1/chat?api-version=1``): a query a provider needs, or a key it takes there, stays a query."""
+    parts = urlsplit(base)
+    joined = parts.path.rstrip("/") + "/" + path.lstrip("/")
+    return urlunsplit((parts.scheme, parts.netloc, joined, parts.query, parts.fragment))
+
+
+def _basic_auth(url: str, headers: dict[str, str]) -> str:
+    """``url`` without its userinfo, which becomes an ``Authorization: Basic`` header unless the caller sent one."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    userinfo, _, host = parts.netloc.rpartition("@")
+    if not any(name.lower() == "authorization" for name in headers):
+        user, _, password = userinfo.partition(":")
+        headers.update(urllib3.util.make_headers(basic_auth=f"{unquote(user)}:{unquote(password)}"))
+    return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
 
 
 class Unreachable(Exception):
@@ -292,6 +304,7 @@ class HttpClient:
             body = body.encode("utf-8")
         if params:
             url += ("&" if urlsplit(url).query else "?") + urlencode(params)
+        url = _basic_auth(url, sent)
         return self._pool(url).request(
             method,
             url,

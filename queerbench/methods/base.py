@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import pandas as pd
 
+from queerbench.base.redact import redact_url
+
 if TYPE_CHECKING:
     from queerbench.methods.options import RunOptions
 
@@ -179,8 +181,13 @@ class Method:
     # ------------------------------------------------------------------------------------------------- hooks --
     def key_settings(self, settings: dict[str, Any]) -> dict[str, Any]:
         """The method's key fields of ``settings`` by what they mean (a default written out equals the default left
-        out), so that two runs are the same run exactly when these agree."""
-        return {name: settings.get(name) for name in self.key_fields}
+        out), so that two runs are the same run exactly when these agree. An endpoint is its URL without the
+        credentials it may carry (:func:`~queerbench.base.redact.redact_url`): the key is written to ``run.json`` and
+        the signature."""
+        out = {name: settings.get(name) for name in self.key_fields}
+        if out.get("endpoint"):
+            out["endpoint"] = redact_url(str(out["endpoint"]))
+        return out
 
     def calls_per_sentence(self, options: RunOptions) -> int:
         """Model calls one sentence costs (what a failure count is out of)."""

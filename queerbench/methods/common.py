@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+from queerbench.base.redact import redact_url
 from queerbench.methods.base import Method
 from queerbench.models.generation.settings import DEFAULT_MODEL
 
@@ -37,7 +38,7 @@ class GenerativeMethod(Method):
     def run_facts(self, options: RunOptions, meta: dict[str, Any]) -> dict[str, Any]:
         """Endpoint, fingerprint, decoding, prompt and its format (from the predictor's metadata)."""
         return {
-            "endpoint": options.endpoint,
+            "endpoint": redact_url(options.endpoint) if options.endpoint else None,
             "fingerprint": meta.get("fingerprint"),
             "decoding": meta.get("decoding"),
             "prompt": meta.get("prompt"),

@@ -3,11 +3,33 @@ error and the one device rule. Importing this module does not import torch."""
 
 from __future__ import annotations
 
-__all__ = ["ModelLoadError", "resolve_device"]
+import pickle
+from pathlib import Path
+
+__all__ = ["PICKLE_ERRORS", "ModelLoadError", "refused_pickle", "resolve_device"]
 
 
 class ModelLoadError(ValueError):
     """A model or its tokenizer cannot be used: not found, not fetchable offline, or not the kind of model needed."""
+
+
+PICKLE_ERRORS: tuple[type[BaseException], ...] = (pickle.UnpicklingError,)
+"""What torch raises when a pickle checkpoint (``pytorch_model.bin``) holds anything but tensors: its safe loader
+(``weights_only=True``) refuses to run the code such a file may carry."""
+
+
+def refused_pickle(model: str | Path, exc: BaseException) -> ModelLoadError:
+    """The one line for a pickle checkpoint torch's safe loader refused (``exc``: one of :data:`PICKLE_ERRORS`):
+    which model and file, why, and the fix. Nothing in the file ran."""
+    folder = Path(model).expanduser()
+    bins = sorted(p.name for p in folder.glob("*.bin")) if folder.is_dir() else []
+    where = f"{folder / bins[0]}" if len(bins) == 1 else f"the .bin checkpoint of {model}"
+    said = (str(exc).strip().splitlines() or [type(exc).__name__])[0].split(". ")[0][:80]
+    return ModelLoadError(
+        f"{where} is a pickle that holds more than tensors, and torch's safe loader (weights_only) refused it "
+        f"({said}); nothing in it was run. Use a model that ships model.safetensors (or convert trusted weights "
+        "to safetensors)"
+    )
 
 
 def resolve_device(spec: str = "auto") -> str:

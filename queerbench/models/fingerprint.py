@@ -22,6 +22,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from queerbench.base.redact import redact_url
+
 __all__ = [
     "EMBEDDED_SOURCES",
     "MODEL_FILE_SUFFIXES",
@@ -155,7 +157,8 @@ def fingerprint_model(
     """What identifies the weights behind a model reference: the one fingerprint of the library, so that a resume,
     a reused reply or a reused prediction never mixes two models.
 
-    - an endpoint (``endpoint`` given): ``{"kind": "endpoint", "base_url": <URL without trailing />, "model": <name>}``
+    - an endpoint (``endpoint`` given): ``{"kind": "endpoint", "base_url": <URL without trailing / and without its
+      credentials>, "model": <name>}``
       (all that can be known of a served model);
     - the embedded model (``embedded:smollm2-135m-instruct``, or ``None``): ``{"kind": "embedded", "sha256": <its
       pinned sha256>}`` (read from the source pin, not hashed);
@@ -169,7 +172,9 @@ def fingerprint_model(
     Raises ``ValueError`` for a local folder that holds no model file at all.
     """
     if endpoint:
-        return {"kind": "endpoint", "base_url": endpoint.rstrip("/"), "model": os.fspath(model_id_or_path or "")}
+        # the URL without the credentials it may carry (queerbench.base.redact): a fingerprint is stored and shown
+        url = redact_url(endpoint.rstrip("/"))
+        return {"kind": "endpoint", "base_url": url, "model": os.fspath(model_id_or_path or "")}
     name = DEFAULT_EMBEDDED if model_id_or_path is None else os.fspath(model_id_or_path)
     if name in EMBEDDED_SOURCES:
         from queerbench.base.sources import get_source

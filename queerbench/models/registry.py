@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from queerbench.base.http import check_endpoint_url
+from queerbench.base.redact import redact_url
 from queerbench.models.fingerprint import (
     DEFAULT_EMBEDDED,
     EMBEDDED_SOURCES,
@@ -182,7 +183,7 @@ def load_model(
     causal LM (``(model, tokenizer)``), the kind checked from its configuration before any weight is read.
     ``safetensors_only``: refuse pickle checkpoints (what a public Space must do)."""
     if ref.endpoint:
-        raise ValueError(f"{ref.name} is served by {ref.endpoint}: there is nothing to load here")
+        raise ValueError(f"{ref.name} is served by {redact_url(ref.endpoint)}: there is nothing to load here")
     if backend == "masked_lm":
         from queerbench.models.masked.predict import load_masked_lm
 

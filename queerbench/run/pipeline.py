@@ -30,6 +30,7 @@ import pandas as pd
 from queerbench import __version__
 from queerbench.base.files import atomic_path, read_json_object, read_parquet, write_json, write_text
 from queerbench.base.lock import folder_lock
+from queerbench.base.redact import redact_url
 from queerbench.methods.base import Method
 from queerbench.methods.options import TOXICITY_INPUTS, RunOptions
 from queerbench.methods.registry import get_method, resolve_method
@@ -111,7 +112,11 @@ def _run_record(
     """The ``run`` block of ``scores.json``: what produced the run (options, model metadata, version, timings)."""
     return {
         **run_meta,
-        "options": {k: v for k, v in asdict(options).items() if k != "toxicity_kwargs"},
+        "options": {
+            k: redact_url(v) if k == "endpoint" and v else v
+            for k, v in asdict(options).items()
+            if k != "toxicity_kwargs"
+        },
         "model_metadata": meta,
         "queerbench_version": __version__,
         "reused_predictions": reused,
@@ -294,7 +299,7 @@ def _write_unscored_run(
         "method": options.method,
         "config": options.config,
         "top_k": options.top_k,
-        "endpoint": options.endpoint,
+        "endpoint": redact_url(options.endpoint) if options.endpoint else None,
         "fingerprint": meta.get("fingerprint") or run.fingerprint,
         "decoding": meta.get("decoding"),
         "prompt": meta.get("prompt"),

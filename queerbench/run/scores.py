@@ -52,6 +52,7 @@ def check_predictions_table(predictions: pd.DataFrame, path: str | Path, fix: st
     """Refuse, with one ``ValueError`` line naming ``path``, the row or column and the fix (``fix``: how to get a good
     file again), a predictions table that scoring would misread rather than reject:
 
+    - a table of no rows (nothing to score);
     - a missing column of :data:`PREDICTION_COLUMNS`;
     - a ``tokens`` cell that is not a list of strings: text would be scored letter by letter, ``None`` fails deep in
       the scorers (a sentence with no answer has an empty list, as ``queerbench run`` writes it);
@@ -63,6 +64,11 @@ def check_predictions_table(predictions: pd.DataFrame, path: str | Path, fix: st
       too), so a repeated id is a repeated row, which would be counted twice (n doubles, the CIs narrow).
 
     Rows are counted from 0, as pandas shows them."""
+    if len(predictions) == 0:  # before the columns: a file of no rows (pandas drops its schema) has nothing to score
+        raise ValueError(
+            f"{path} has no rows: there are no predictions to score (a run's predictions.parquet has one row per "
+            f"sentence); {fix}"
+        )
     absent = [c for c in PREDICTION_COLUMNS if c not in predictions.columns]
     if absent:
         raise ValueError(f"{path} lacks the column(s) {absent}, which a run's predictions.parquet has; {fix}")

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from queerbench.base.redact import redact_url
 from queerbench.methods.base import Pacing, Rows, predict_in_parts
 from queerbench.methods.common import preflight_local
 from queerbench.models.generation.settings import DEFAULT_REQUEST_TIMEOUT, DEFAULT_REQUESTS_PER_MINUTE
@@ -113,7 +114,7 @@ class InstructedPredictor:
         return {
             "method": self.method,
             "model": self.model_id,
-            "endpoint": self.endpoint,
+            "endpoint": redact_url(self.endpoint) if self.endpoint else None,
             "fingerprint": self.fingerprint,
             "runner": runner_fp,
             "prompt_format": runner_fp.get("prompt_format", "chat"),

@@ -26,7 +26,7 @@ import math
 from collections.abc import Hashable, Iterator, Sequence
 from typing import Any
 
-from queerbench.base.http import Answer, BadReply, Unreachable
+from queerbench.base.http import Answer, BadReply, Unreachable, join_url
 from queerbench.models.generation.endpoint import OpenAIChatRunner
 from queerbench.models.generation.settings import EndpointError, GenerationSettings, MethodUnsupportedError, Reply
 
@@ -87,6 +87,7 @@ class CompletionsRunner(OpenAIChatRunner):
     """
 
     route = "completions"
+    caps_replies = False
     packs_prompts = True
     """Its requests carry several prompts each: :meth:`generate` packs them (the chat runner's stream sends one)."""
 
@@ -94,7 +95,6 @@ class CompletionsRunner(OpenAIChatRunner):
         super().__init__(base_url, model, **options)
         if isinstance(prompts_per_request, bool) or not isinstance(prompts_per_request, int) or prompts_per_request < 1:
             raise ValueError(f"prompts_per_request must be a whole number >= 1, got {prompts_per_request!r}")
-        self.url = f"{self.base_url}/{self.route}"
         self.prompts_per_request = prompts_per_request
         self.served: dict[str, Any] | None = None
 
@@ -183,10 +183,10 @@ class CompletionsRunner(OpenAIChatRunner):
         from urllib.parse import urlsplit
 
         if path.startswith("/"):
-            parts = urlsplit(self.base_url)
+            parts = urlsplit(self._base)  # the URL as given: its credentials go with the request
             url = f"{parts.scheme}://{parts.netloc}{path}"
         else:
-            url = f"{self.base_url}/{path}"
+            url = join_url(self._base, path)
         headers = {"Authorization": f"Bearer {self._key}"} if self._key else {}
 
         def as_json(answer: Answer) -> Any:

@@ -36,6 +36,7 @@ part of the fingerprint.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import json
 import logging
@@ -57,7 +58,9 @@ from queerbench.base.http import (
     RetryRules,
     Unreachable,
     check_endpoint_url,
+    join_url,
 )
+from queerbench.base.redact import redact_secrets, redact_url, url_secrets
 from queerbench.models.generation.scheduler import CallScheduler
 from queerbench.models.generation.settings import EndpointError, EndpointUnreachableError, GenerationSettings, Reply
 
@@ -67,6 +70,11 @@ log = logging.getLogger(__name__)
 
 RETRY_AFTER_MAX = 60.0
 """The longest ``Retry-After`` a server is obeyed for (a longer one is waited for this long)."""
+
+REPLY_CHARS_PER_TOKEN = 32
+"""A stored reply is cut at ``max_new_tokens`` times this many characters (a token is a few characters; 32 is far
+above any tokenizer's longest): a server that ignores ``max_tokens`` cannot fill the reply cache and the run's
+memory with replies thousands of times longer than asked for. A reply cut there is marked truncated."""
 
 SILENT_ROUNDS = 2
 """Rounds of ``concurrency`` attempts without any answer after which a server is taken for dead."""
@@ -91,6 +99,12 @@ class OpenAIChatRunner:
     so changing them never reuses cached replies. ``sleep``/``clock``/``jitter`` (the random source of the backoff
     jitter, values in [0, 1)) are injectable for tests; by default a backoff wait ends early when the run is stopped.
     """
+
+    route = "chat/completions"
+    """Where the requests go, under the base URL (before its query)."""
+    caps_replies = True
+    """Whether a reply's text is cut at ``max_new_tokens × REPLY_CHARS_PER_TOKEN`` characters (a completions reply
+    is log-probability records, whose length is not the reply's)."""
 
     def __init__(
         self,
@@ -118,12 +132,17 @@ class OpenAIChatRunner:
             raise ValueError(f"--concurrency must be a whole number >= 1, got {concurrency!r}")
         if extra_body is not None and not isinstance(extra_body, dict):
             raise ValueError("extra_body must be a JSON object (a dict)")
-        self.base_url = base_url.rstrip("/")
-        self.url = f"{self.base_url}/chat/completions"
+        # the URL as given, with any credentials it carries, is for the requests alone; what is stored, fingerprinted
+        # and shown is its redacted form (no userinfo, secret query values masked: queerbench.base.redact)
+        self._base = base_url.rstrip("/")
+        self.base_url = redact_url(self._base)
+        self.url = join_url(self.base_url, self.route)
+        self._target = join_url(self._base, self.route)
         self.model_name = model
         self.name = f"{self.base_url}#{model}"
         self.api_key_env = api_key_env
         self._key = env.secret(api_key_env) or None
+        self._secrets = [s for s in (self._key, *url_secrets(self._base)) if s]
         if self._key is None:
             if not is_loopback(self.base_url):
                 raise ValueError(
@@ -139,6 +158,8 @@ class OpenAIChatRunner:
         self._sleep = sleep
         self._silence_lock = threading.Lock()
         self._heard, self._silent = False, 0
+        self.capped = 0
+        """Replies cut at ``max_new_tokens × REPLY_CHARS_PER_TOKEN`` characters so far."""
         self.client = HttpClient(
             rules=RetryRules(),
             max_retries=max_retries,
@@ -231,10 +252,10 @@ class OpenAIChatRunner:
         try:
             outcome = self.client.request(
                 "POST",
-                self.url,
+                self._target,
                 data=json.dumps(self.request_body(prompt, seed, settings)),
                 headers=self.headers(),
-                parse=self._parse,
+                parse=functools.partial(self._read_reply, settings=settings),
                 fatal=self._fatal,
                 stop=stop,
                 sleep=self._sleep or stop.wait,
@@ -244,6 +265,33 @@ class OpenAIChatRunner:
         if outcome.cancelled:
             return Reply(None, "cancelled: the run was stopped", {"attempts": outcome.attempts})
         return self._reply(outcome, seed)
+
+    def _read_reply(self, resp: Answer, settings: GenerationSettings) -> Reply:
+        """A 200 answer → the :class:`Reply` that is kept: parsed (:meth:`_parse`), the key and the URL's credentials
+        masked in its text (a server may echo the ``Authorization`` header it was sent) and cut at
+        ``max_new_tokens × REPLY_CHARS_PER_TOKEN`` characters, marked truncated (``finish_reason`` ``length``,
+        ``capped_from``: the length it had)."""
+        reply = self._parse(resp)
+        if reply.text:
+            reply.text = redact_secrets(reply.text, self._secrets)
+            cap = settings.max_new_tokens * REPLY_CHARS_PER_TOKEN
+            if self.caps_replies and len(reply.text) > cap:
+                reply.meta.update(finish_reason="length", capped_from=len(reply.text))
+                reply.text = reply.text[:cap]
+                with self._silence_lock:
+                    self.capped += 1
+                    first = self.capped == 1
+                if first:  # said once; each cut reply is marked truncated (counted in the SCM report)
+                    log.warning(
+                        "a reply of %d characters from %s was cut at %d (--max-new-tokens %d x %d): the server "
+                        "ignores max_tokens; replies cut so far are marked truncated",
+                        reply.meta["capped_from"],
+                        self.url,
+                        cap,
+                        settings.max_new_tokens,
+                        REPLY_CHARS_PER_TOKEN,
+                    )
+        return reply
 
     def _parse(self, resp: Answer) -> Reply:
         """A chat completion → a :class:`Reply`; anything else → :class:`~queerbench.base.http.BadReply` (retried)."""
@@ -283,10 +331,10 @@ class OpenAIChatRunner:
         try:
             tried = self.client.attempt(
                 "POST",
-                self.url,
+                self._target,
                 data=json.dumps(self.request_body(prompt, seed, settings)),
                 headers=self.headers(),
-                parse=self._parse,
+                parse=functools.partial(self._read_reply, settings=settings),
                 fatal=self._fatal,
             )
         except Unreachable as exc:

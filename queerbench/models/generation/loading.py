@@ -14,7 +14,7 @@ import functools
 from pathlib import Path
 from typing import Any
 
-from queerbench.models.device import resolve_device
+from queerbench.models.device import PICKLE_ERRORS, refused_pickle, resolve_device
 from queerbench.models.generation.settings import DEFAULT_MODEL
 
 __all__ = [
@@ -191,6 +191,8 @@ def load_causal_lm(
         lm = AutoModelForCausalLM.from_pretrained(
             path, dtype=getattr(torch, dtype), trust_remote_code=False, **placement, **kwargs
         )
+    except PICKLE_ERRORS as exc:  # a pickle checkpoint torch's safe loader refused: nothing in it ran
+        raise refused_pickle(path, exc) from None
     except (OSError, ValueError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ModelLoadError(f"cannot load --model {model or DEFAULT_MODEL}: {first[:200]}") from None

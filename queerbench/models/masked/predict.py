@@ -18,6 +18,7 @@ Two modes (:data:`MODES`; a task names its own, ``mlm_mode`` in its data file):
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -26,7 +27,7 @@ import torch
 
 from queerbench.base import env
 from queerbench.models import fingerprint
-from queerbench.models.device import ModelLoadError, resolve_device
+from queerbench.models.device import PICKLE_ERRORS, ModelLoadError, refused_pickle, resolve_device
 from queerbench.models.masked.vocab_filter import detect_family, paper_token, sentence_start_table, whole_word_table
 
 __all__ = [
@@ -274,10 +275,14 @@ def load_masked_lm(
                 "allowed here; choose a model that ships model.safetensors"
             ) from first
         try:  # no safetensors file: allow a PyTorch .bin checkpoint, and say so in the metadata
-            model = AutoModelForMaskedLM.from_pretrained(
-                model_id_or_path, config=config, dtype=torch_dtype, use_safetensors=False, **common
-            )
+            with warnings.catch_warnings():  # torch's note on the pickle protocol is no news to the user
+                warnings.filterwarnings("ignore", message="Detected pickle protocol")
+                model = AutoModelForMaskedLM.from_pretrained(
+                    model_id_or_path, config=config, dtype=torch_dtype, use_safetensors=False, **common
+                )
             weights_format = "pytorch_bin"
+        except PICKLE_ERRORS as exc:  # a malicious or odd pickle: torch's safe loader refused it, nothing ran
+            raise refused_pickle(model_id_or_path, exc) from None
         except (OSError, ValueError) as exc:
             raise _fetch_error("weights", model_id_or_path, revision, first) from exc
     if device_map is None:

@@ -17,7 +17,7 @@ from typing import Any
 import pandas as pd
 
 from queerbench.base.files import atomic_path, read_json_object, read_parquet, write_json
-from queerbench.base.lock import LOCK_FILES, folder_lock
+from queerbench.base.lock import folder_lock
 from queerbench.models.generation import GenerationSettings, ResponseCache, Runner
 from queerbench.models.generation.collect import collect_groups
 from queerbench.models.generation.failures import describe_failures, failed_prompts
@@ -30,6 +30,7 @@ from queerbench.tasks.scm.data import (
     paper_decoding,
 )
 from queerbench.tasks.scm.dataset import scm_splits, select_rows, shuffled_selection_rows
+from queerbench.tasks.scm.folder import check_scm_folder
 from queerbench.tasks.scm.parse import REFUSAL_RULES
 from queerbench.tasks.scm.report import write_figures, write_report
 
@@ -345,37 +346,6 @@ def run_scm(
         figures = write_figures(res, out)
         write_report(res, meta, figures, out)
         return res
-
-
-SCM_RUN_FILES = frozenset({"cache.sqlite", "scm.json"})
-"""A folder holds an SCM run when it has one of these (the reply cache is written first)."""
-
-
-def check_scm_folder(out: Path, model: str | None = None) -> None:
-    """Refuse, in one line and before anything is written, an ``--out`` that is a file, holds files of something
-    other than an SCM run (a ``queerbench run`` folder, say: its report would be overwritten), or holds the finished
-    SCM run of a model other than ``model`` (None: not checked yet). An empty folder or this model's run (a rerun,
-    which resumes from the cache) is fine."""
-    if not out.exists():
-        return
-    if not out.is_dir():
-        raise FileExistsError(f"--out {out} is a file; give a folder")
-    names = {p.name for p in out.iterdir()} - LOCK_FILES
-    if not names:
-        return
-    if not names & SCM_RUN_FILES:
-        raise FileExistsError(
-            f"--out {out} is not empty and holds no SCM run (it has {', '.join(sorted(names)[:3])}"
-            f"{' …' if len(names) > 3 else ''}); choose another --out"
-        )
-    if model is not None and (out / "scm.json").is_file():
-        stored = read_json_object(out / "scm.json", fix=_REDO)
-        run = stored.get("run")
-        other = run.get("model") if isinstance(run, dict) else None
-        if other is not None and other != model:
-            raise FileExistsError(
-                f"--out {out} holds the SCM run of {other}, not {model}; choose another --out (or delete that folder)"
-            )
 
 
 def scm_signature(meta: dict[str, Any], res: dict[str, Any]) -> str:
