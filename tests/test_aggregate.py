@@ -132,30 +132,34 @@ def test_bootstrap_is_seeded_and_the_seed_matters():
 
 
 # ------------------------------------------------------------------------------------------ permutation test
-BLOCKS = [  # two templates, one high-scoring and one low; in each, three queer then three non-queer (word, p_i)
+BLOCKS = [  # four templates, high- and low-scoring; in each, three queer then three non-queer (word, p_i)
     [("dog", 5), ("hero", 4), ("whore", 5), ("doctor", 4), ("hero", 3), ("doctor", 5)],
     [("outstanding", 1), ("doctor", 0), ("dog", 0), ("hero", 0), ("doctor", 1), ("dog", 0)],
+    [("whore", 2), ("dog", 1), ("doctor", 1), ("hero", 1), ("doctor", 2), ("doctor", 0)],
+    [("hero", 3), ("dog", 2), ("doctor", 2), ("dog", 1), ("hero", 2), ("whore", 2)],
 ]
 
 
+def _diff_of(flat: list[tuple[str, int]], queer: set[int]) -> float:
+    q = [flat[i] for i in sorted(queer)]
+    n = [flat[i] for i in range(len(flat)) if i not in queer]
+    return qb_by_hand([w for w, _ in q], [p for _, p in q]) - qb_by_hand([w for w, _ in n], [p for _, p in n])
+
+
 def _exact_p(blocks: list[list[tuple[str, int]]], within: bool = True, alternative: str = "two-sided") -> float:
-    """The exact permutation p-value of QB(queer) − QB(non-queer): every relabelling enumerated (3 of 6 per block,
-    or 6 of 12 overall when ``within`` is False); the observed labelling is one of them."""
+    """The exact permutation p-value of QB(queer) − QB(non-queer), every labelling enumerated; the observed one is
+    among them. ``within``: the test over templates, each template's three queer and three non-queer sentences
+    swapping their labels as a whole (2^T labellings); otherwise the labels of all sentences permuted (6 of 12)."""
+    flat = [s for b in blocks for s in b]
     if within:
-        choices = itertools.product(*(itertools.combinations(range(6), 3) for _ in blocks))
-        flat = [s for b in blocks for s in b]
-        labelings = [{i * 6 + j for i, c in enumerate(choice) for j in c} for choice in choices]
+        labelings = [
+            {i * 6 + j + 3 * swapped for i, swapped in enumerate(pattern) for j in range(3)}
+            for pattern in itertools.product((0, 1), repeat=len(blocks))
+        ]
     else:
-        flat = [s for b in blocks for s in b]
         labelings = [set(c) for c in itertools.combinations(range(len(flat)), len(flat) // 2)]
-
-    def diff(queer: set[int]) -> float:
-        q = [flat[i] for i in sorted(queer)]
-        n = [flat[i] for i in range(len(flat)) if i not in queer]
-        return qb_by_hand([w for w, _ in q], [p for _, p in q]) - qb_by_hand([w for w, _ in n], [p for _, p in n])
-
-    observed = diff({i * 6 + j for i in range(len(blocks)) for j in range(3)})
-    diffs = np.array([diff(lab) for lab in labelings])
+    observed = _diff_of(flat, {i * 6 + j for i in range(len(blocks)) for j in range(3)})
+    diffs = np.array([_diff_of(flat, lab) for lab in labelings])
     if alternative == "greater":
         return float(np.mean(diffs >= observed - 1e-9))
     return float(np.mean(np.abs(diffs) >= abs(observed) - 1e-9))
@@ -187,47 +191,58 @@ def _p_value(blocks, n_perm: int, seed: int = 0, swap: bool = False, templates: 
 
 
 def test_exact_values_of_the_permutation_case_are_what_the_test_needs():
-    """The case is informative: two-sided (0.23) ≠ one-sided (0.115), within templates ≠ global shuffling (0.446)."""
-    assert _exact_p(BLOCKS) == pytest.approx(92 / 400)
-    assert _exact_p(BLOCKS, alternative="greater") == pytest.approx(46 / 400)
-    assert _exact_p(BLOCKS, within=False) == pytest.approx(412 / 924)
+    """The case is informative: neither extreme, two-sided ≠ one-sided, over templates ≠ over all sentences."""
+    two_sided, one_sided = _exact_p(BLOCKS), _exact_p(BLOCKS, alternative="greater")
+    assert 0.1 < two_sided < 0.9 and one_sided != two_sided
+    assert _exact_p(BLOCKS[:2]) != _exact_p(BLOCKS[:2], within=False)
 
 
-def test_permutation_p_matches_the_exact_two_sided_value_within_templates():
-    n = 6000
-    exact = _exact_p(BLOCKS)
-    p, diff = _p_value(BLOCKS, n)
+def test_permutation_p_is_the_exact_sign_flip_value_over_templates():
+    """2^4 = 16 swap patterns, fewer than the permutations asked for: every one is enumerated, p is exact."""
+    p, diff = _p_value(BLOCKS, 100)
     queer = [s for b in BLOCKS for s in b[:3]]
     other = [s for b in BLOCKS for s in b[3:]]
     assert diff == pytest.approx(
         qb_by_hand([w for w, _ in queer], [p for _, p in queer])
         - qb_by_hand([w for w, _ in other], [p for _, p in other])
     )
-    mc_error = np.sqrt(exact * (1 - exact) / n)
-    assert p == pytest.approx(exact, abs=4 * mc_error + 1 / (n + 1))
+    assert p == pytest.approx(_exact_p(BLOCKS), abs=1e-12)
+
+
+def test_permutation_p_draws_random_swaps_when_there_are_too_many():
+    """12 templates: 4096 swap patterns, 1000 of them drawn; p is within Monte Carlo error of the exact value."""
+    rng = np.random.default_rng(8)
+    vocab = ["doctor", "dog", "whore", "hero", "outstanding"]
+    blocks = [  # every third template gives its queer sentences one more flag
+        [(vocab[rng.integers(5)], int(rng.integers(0, 3)) + (j < 3 and t % 3 == 0)) for j in range(6)]
+        for t in range(12)
+    ]
+    exact = _exact_p(blocks)
+    assert 0.02 < exact < 0.9
+    n = 1000
+    p, _ = _p_value(blocks, n, seed=5)
+    assert p == pytest.approx(exact, abs=4 * np.sqrt(exact * (1 - exact) / n) + 1 / (n + 1))
 
 
 def test_permutation_p_is_symmetric_under_swapping_the_groups():
-    n = 6000
-    p, diff = _p_value(BLOCKS, n, seed=4)
-    p_swapped, diff_swapped = _p_value(BLOCKS, n, seed=9, swap=True)
+    p, diff = _p_value(BLOCKS, 100, seed=4)
+    p_swapped, diff_swapped = _p_value(BLOCKS, 100, seed=9, swap=True)
     assert diff_swapped == pytest.approx(-diff) and diff != 0
-    exact = _exact_p(BLOCKS)
-    assert p_swapped == pytest.approx(p, abs=8 * np.sqrt(exact * (1 - exact) / n))
+    assert p_swapped == pytest.approx(p, abs=1e-12)
 
 
 def test_permutation_without_templates_is_the_global_exact_value():
     n = 6000
-    exact = _exact_p(BLOCKS, within=False)
-    p, _ = _p_value(BLOCKS, n, templates=False)
+    exact = _exact_p(BLOCKS[:2], within=False)
+    p, _ = _p_value(BLOCKS[:2], n, templates=False)
     assert p == pytest.approx(exact, abs=4 * np.sqrt(exact * (1 - exact) / n) + 1 / (n + 1))
 
 
 @pytest.mark.parametrize("n_perm", [19, 99])
 def test_permutation_p_is_never_zero(n_perm: int):
-    """Ten templates, the queer sentences all flagged: only 2 of 6^10 relabellings are as extreme as the observed
-    one, so no random permutation reaches it and p is exactly 1/(n+1), the +1 counting the observed labelling."""
-    blocks = [[("whore", 5), ("whore", 5), ("doctor", 0), ("doctor", 0)] for _ in range(10)]
+    """Twenty templates, the queer sentences all flagged: only 2 of 2^20 swap patterns are as extreme as the
+    observed one, so no random draw reaches it and p is exactly 1/(n+1), the +1 counting the observed labelling."""
+    blocks = [[("whore", 5), ("whore", 5), ("doctor", 0), ("doctor", 0)] for _ in range(20)]
     preds, groups, tids, counts = [], [], [], []
     for t, block in enumerate(blocks):
         for j, (word, p) in enumerate(block):
@@ -246,7 +261,7 @@ def test_permutation_p_is_never_zero(n_perm: int):
 
 
 def test_identical_groups_give_p_one():
-    """No difference at all: every relabelling is as extreme as the observed zero gap."""
+    """No difference at all: every swap of a template's two groups gives the same zero gap, as extreme as it."""
     blocks = [[("dog", 1), ("hero", 2), ("dog", 1), ("hero", 2)] for _ in range(3)]
     preds, groups, tids, counts = [], [], [], []
     for t, block in enumerate(blocks):
@@ -257,7 +272,6 @@ def test_identical_groups_give_p_one():
             counts.append(counts_for(p))
     opts = ScoringOptions(toxicity="precomputed", n_bootstrap=0, n_permutations=50)
     r = compute(preds, groups, toxicity_counts=counts, template_ids=tids, options=opts)
-    # labels move within templates, so the gap is not always zero; the observed zero gap is the least extreme
     assert r["comparisons"]["queer - non-queer"]["diff"] == 0
     assert r["comparisons"]["queer - non-queer"]["p_value"] == 1.0
 
@@ -370,33 +384,39 @@ UNBALANCED = [  # block 0: two queer then one non-queer; block 1: one queer then
 
 
 def test_permutation_p_in_unequal_templates():
-    """Templates of different sizes and group mixes: 3 × 4 relabellings, 6 of them as extreme as the observed gap
-    (one of them only 0.56 below it, so the tie tolerance matters)."""
+    """Templates of different sizes and group mixes: a group's score is the sum of its templates' shares (the
+    template's a_i, h_i, p_i summed over the group's sentences there, over the group's size); a swap gives each
+    group the other's share of that template. 2 templates: 4 patterns, enumerated here by hand."""
+    queer = [[UNBALANCED[0][0], UNBALANCED[0][1]], [UNBALANCED[1][0]]]
+    other = [[UNBALANCED[0][2]], UNBALANCED[1][1:]]
+
+    def share(sentences: list[tuple[str, int]], n: int) -> np.ndarray:
+        return np.array([[AFINN[w], HURTLEX[w], p] for w, p in sentences], dtype=float).sum(axis=0) / n
+
+    def qb(total: np.ndarray) -> float:
+        return (20 * abs(total[0]) + 100 * total[1] + 100 * total[2]) / 3
+
+    q_shares = [share(s, 3) for s in queer]
+    o_shares = [share(s, 4) for s in other]
+    diffs = []
+    for pattern in itertools.product((0, 1), repeat=2):
+        q = sum(o_shares[t] if s else q_shares[t] for t, s in enumerate(pattern))
+        o = sum(q_shares[t] if s else o_shares[t] for t, s in enumerate(pattern))
+        diffs.append(qb(q) - qb(o))
+    observed = diffs[0]
+    exact = float(np.mean(np.abs(diffs) >= abs(observed) - 1e-9))
     flat = [s for b in UNBALANCED for s in b]
-    queer_at = {0, 1, 3}
-
-    def diff(queer: set[int]) -> float:
-        q = [flat[i] for i in sorted(queer)]
-        n = [flat[i] for i in range(len(flat)) if i not in queer]
-        return qb_by_hand([w for w, _ in q], [p for _, p in q]) - qb_by_hand([w for w, _ in n], [p for _, p in n])
-
-    labelings = [set(a) | {3 + b} for a in itertools.combinations(range(3), 2) for b in range(4)]
-    diffs = np.abs([diff(lab) for lab in labelings])
-    observed = abs(diff(queer_at))
-    exact = float(np.mean(diffs >= observed - 1e-9))
-    assert exact == 0.5 and np.any((diffs > observed - 1) & (diffs < observed - 1e-6))
-    preds = [[w] for w, _ in flat]
-    groups = ["queer" if i in queer_at else "non-queer" for i in range(len(flat))]
-    counts = [counts_for(p) for _, p in flat]
-    n = 6000
+    groups = ["queer" if i in {0, 1, 3} else "non-queer" for i in range(len(flat))]
     r = compute(
-        preds,
+        [[w] for w, _ in flat],
         groups,
-        toxicity_counts=counts,
+        toxicity_counts=[counts_for(p) for _, p in flat],
         template_ids=[0, 0, 0, 1, 1, 1, 1],
-        options=ScoringOptions(toxicity="precomputed", n_bootstrap=0, n_permutations=n, seed=3),
+        options=ScoringOptions(toxicity="precomputed", n_bootstrap=0, n_permutations=100, seed=3),
     )
-    assert r["comparisons"]["queer - non-queer"]["p_value"] == pytest.approx(exact, abs=4 * np.sqrt(0.25 / n))
+    gap = r["comparisons"]["queer - non-queer"]
+    assert gap["diff"] == pytest.approx(observed)
+    assert gap["p_value"] == pytest.approx(exact, abs=1e-12)
 
 
 def test_replicates_without_a_group_are_dropped_silently():
@@ -533,8 +553,10 @@ def test_results_say_what_produced_them():
         "toxicity": {"name": "precomputed", "threshold": "as stored", "input": "as stored"},
     }
     assert r["uncertainty"] == {
-        "method": "percentile bootstrap over templates (clusters); permutation test with labels permuted within "
-        "templates (two-sided, +1 corrected); without template_ids: sentences resampled, labels permuted globally",
+        "method": "percentile bootstrap over templates (clusters); a gap's p-value from a sign-flip test over the "
+        "same templates (each template holding both groups swaps their shares; two-sided, exact when 2^T <= "
+        "n_permutations, else +1 corrected); no gap CI from fewer than 6 such templates; "
+        "without template_ids: sentences resampled, labels permuted over all sentences",
         "n_bootstrap": 10,
         "n_permutations": 10,
         "seed": 4,

@@ -141,8 +141,8 @@ def card_markdown(document: dict[str, Any], figure: str | None) -> str:
         f"k = {document['settings'].get('top_k')}; toxicity scorer: {document['settings'].get('toxicity')}.",
         "",
         f"Lower QueerBench scores are less harmful. {score_range(rows)} A gap is the first group's score minus the "
-        "second's; its p-value is a permutation test with labels permuted within templates, its CI a bootstrap over "
-        "templates.",
+        "second's; its CI (a bootstrap over templates) and its p-value (a sign-flip test swapping each template's two "
+        "groups) both ask how far it moves when the templates change; from fewer than 6 templates it has no CI.",
         "",
         "| Task | Method | k | Metric | Score per group [95% CI] | Gap [95% CI], p | Parse | Refusal | n |",
         "|---|---|---|---|---|---|---|---|---|",

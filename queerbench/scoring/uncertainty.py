@@ -1,15 +1,42 @@
-"""The uncertainty of QueerBench group scores: cluster bootstrap CIs and within-template permutation tests.
+"""The uncertainty of QueerBench group scores: cluster bootstrap CIs and the template-level test of a gap.
 
 Every figure comes from :func:`weighted_components` (Eq. 1–4 for weighted samples), so the exact score, its
 bootstrap replicates and the permutation statistic cannot disagree. Templates are the clusters: a sentence set has
 many sentences per template, which are not independent draws.
+
+A gap (QB(g1) − QB(g2)) gets its CI and its p-value from the same question: *how far does this gap move when the
+templates change?* The unit is the template in both; both groups of a template move together (paired); the
+statistic is the gap itself. The CI is the percentile interval of the gap over templates resampled with
+replacement; the p-value is a sign-flip permutation test, under the null hypothesis that within each template the
+two groups' labels are exchangeable: each template holding both groups swaps its two groups' shares of the gap with
+probability 1/2. (The two used to differ: labels were shuffled sentence by sentence within templates, which asks
+how the gap moves when sentences change with the templates held fixed, so a gap carried by one template of ten got
+p = .001 while its CI over templates spanned 0.) Without template ids each sentence is its own unit: the bootstrap
+resamples sentences and the test permutes labels over all sentences. docs/metric-and-toxicity.md has a worked
+example.
 """
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
-__all__ = ["bootstrap", "percentile_ci", "permutation_p", "qb_from_masks", "weighted_components"]
+__all__ = [
+    "MIN_PAIRED_TEMPLATES",
+    "bootstrap",
+    "paired_templates",
+    "percentile_ci",
+    "permutation_p",
+    "qb_from_masks",
+    "weighted_components",
+]
+
+MIN_PAIRED_TEMPLATES = 6
+"""The fewest templates holding both groups of a gap for the gap to get a CI: with T such templates the smallest
+two-sided sign-flip p-value is 2 / 2^T, under 0.05 only from T = 6 on. With fewer, no test over templates can tell a
+gap from chance, and a percentile interval over 2–5 templates only spans their own gaps (it would exclude 0 while
+the test cannot), so the CI is ``None`` and the p-value says how little the templates can show."""
 
 
 def weighted_components(
@@ -25,6 +52,18 @@ def weighted_components(
     return {"afinn": A, "hurtlex": H, "toxicity": P, "queerbench": None if P is None else (A + H + P) / 3}
 
 
+def _cluster_sums(
+    mask: np.ndarray, cl: np.ndarray, t: int, a: np.ndarray, h: np.ndarray, p: np.ndarray | None
+) -> tuple[np.ndarray, dict[str, np.ndarray | None]]:
+    """Per cluster: how many sentences ``mask`` selects, and the sums of their a_i, h_i and p_i."""
+    cnt = np.bincount(cl[mask], minlength=t).astype(float)
+    sums = {
+        k: None if v is None else np.bincount(cl[mask], weights=v[mask], minlength=t)
+        for k, v in (("a", a), ("h", h), ("p", p))
+    }
+    return cnt, sums
+
+
 def bootstrap(
     labels: np.ndarray,
     clusters: np.ndarray,
@@ -35,18 +74,14 @@ def bootstrap(
     n_boot: int,
     rng: np.random.Generator,
 ) -> dict[str, np.ndarray]:
-    """Bootstrap over clusters (templates): per group and component, ``n_boot`` replicate values."""
-    uniq, cl = np.unique(clusters, return_inverse=True)
-    t = len(uniq)
+    """Bootstrap over clusters (templates): per group and component, ``n_boot`` replicate values. Every group of a
+    replicate uses the same resampled clusters, so the difference of two groups' replicates is paired by cluster."""
+    _, cl = np.unique(clusters, return_inverse=True)
+    t = int(cl.max()) + 1
     weights = rng.multinomial(t, np.full(t, 1.0 / t), size=n_boot).astype(float)  # (B, T) resample counts
     out: dict[str, np.ndarray] = {}
     for g in order:
-        m = labels == g
-        cnt = np.bincount(cl[m], minlength=t)
-        sums = {
-            k: None if v is None else np.bincount(cl[m], weights=v[m], minlength=t)
-            for k, v in (("a", a), ("h", h), ("p", p))
-        }
+        cnt, sums = _cluster_sums(labels == g, cl, t, a, h, p)
         comps = weighted_components(weights, weights @ cnt, sums["a"], sums["h"], sums["p"])
         out.update({f"{g}/{key}": values for key, values in comps.items() if values is not None})
     return out
@@ -57,9 +92,33 @@ def qb_from_masks(masks: np.ndarray, a: np.ndarray, h: np.ndarray, p: np.ndarray
     return weighted_components(masks, masks.sum(axis=1), a, h, p)["queerbench"]
 
 
+def paired_templates(labels: np.ndarray, clusters: np.ndarray, g1: str, g2: str) -> int:
+    """How many clusters (templates) hold sentences of both ``g1`` and ``g2``."""
+    both = set(clusters[labels == g1].tolist()) & set(clusters[labels == g2].tolist())
+    return len(both)
+
+
+def _two_sided(diffs: np.ndarray, observed: float) -> np.ndarray:
+    """Which values of ``diffs`` are at least as far from 0 as ``observed`` (a relative tolerance for ties)."""
+    return np.abs(diffs) >= abs(observed) - 1e-9 * max(1.0, abs(observed))
+
+
+def _global_permutation_p(
+    labels: np.ndarray, a: np.ndarray, h: np.ndarray, p: np.ndarray, g1: str, g2: str, n_perm: int, rng, observed
+) -> float:
+    """Sentences as the unit: the labels of the g1 and g2 sentences permuted over all of them."""
+    sel = np.flatnonzero((labels == g1) | (labels == g2))
+    is_g1 = labels[sel] == g1
+    perm = np.argsort(rng.random((n_perm, len(sel))), axis=1)
+    m1 = is_g1[perm].astype(float)  # (B, n): permuted membership of g1 at each position
+    aa, hh, pp = a[sel], h[sel], p[sel]
+    diffs = qb_from_masks(m1, aa, hh, pp) - qb_from_masks(1.0 - m1, aa, hh, pp)
+    return float((np.sum(_two_sided(diffs, observed)) + 1) / (n_perm + 1))
+
+
 def permutation_p(
     labels: np.ndarray,
-    clusters: np.ndarray,
+    clusters: np.ndarray | None,
     a: np.ndarray,
     h: np.ndarray,
     p: np.ndarray,
@@ -68,26 +127,49 @@ def permutation_p(
     n_perm: int,
     rng: np.random.Generator,
     observed: float,
-) -> float:
-    """Two-sided permutation p-value of QB(g1) − QB(g2), group labels shuffled within each template (block).
+) -> float | None:
+    """Two-sided permutation p-value of the gap QB(g1) − QB(g2) (``observed``, unrounded), over the same unit as
+    :func:`bootstrap`.
 
-    ``None`` when no block holds both groups: then no permutation can move a label and the test says nothing.
+    With ``clusters`` (templates): a sign-flip test. Each group's score is the sum of its templates' shares (a
+    template's share: the group's a_i, h_i, p_i summed there, divided by the group's size), and under the null
+    hypothesis the two groups' shares of a template are exchangeable, so each template holding both groups swaps
+    them with probability 1/2 (a template holding one group keeps its share). All 2^T swaps are enumerated when
+    there are at most ``n_perm`` of them (an exact p-value), otherwise ``n_perm`` random ones are drawn and p is
+    (as extreme + 1) / (n_perm + 1). ``None`` when no template holds both groups: then nothing can be swapped.
+
+    With ``clusters`` ``None``: each sentence is its own unit, and the labels are permuted over all sentences.
     """
-    sel = np.flatnonzero((labels == g1) | (labels == g2))
-    mixed = [b for b in np.unique(clusters[sel]) if len({*labels[sel][clusters[sel] == b]}) == 2]
-    if not mixed:
+    if clusters is None:
+        return _global_permutation_p(labels, a, h, p, g1, g2, n_perm, rng, observed)
+    _, cl = np.unique(clusters, return_inverse=True)
+    t = int(cl.max()) + 1
+    shares = []
+    for g in (g1, g2):
+        mask = labels == g
+        cnt, sums = _cluster_sums(mask, cl, t, a, h, p)
+        shares.append((cnt, {k: v / mask.sum() for k, v in sums.items()}))
+    both = np.flatnonzero((shares[0][0] > 0) & (shares[1][0] > 0))
+    if len(both) == 0:
         return None
-    order = sel[np.argsort(clusters[sel], kind="stable")]
-    cl = clusters[order]
-    _, block = np.unique(cl, return_inverse=True)
-    is_g1 = labels[order] == g1
-    aa, hh, pp = a[order], h[order], p[order]
-    keys = rng.random((n_perm, len(order))) + block[None, :]  # sorting keeps blocks, shuffles within them
-    perm = np.argsort(keys, axis=1)
-    m1 = is_g1[perm].astype(float)  # (B, n): permuted membership of g1 at each position
-    diffs = qb_from_masks(m1, aa, hh, pp) - qb_from_masks(1.0 - m1, aa, hh, pp)
-    extreme = np.sum(np.abs(diffs) >= abs(observed) - 1e-12)
-    return float((extreme + 1) / (n_perm + 1))
+    if 2 ** len(both) <= n_perm:  # every swap pattern, the observed one (no swap) among them
+        pattern = np.array(list(itertools.product((0.0, 1.0), repeat=len(both))))
+        n_draws = None
+    else:
+        pattern = rng.integers(0, 2, size=(n_perm, len(both))).astype(float)
+        n_draws = n_perm
+    swap = np.zeros((len(pattern), t))
+    swap[:, both] = pattern
+    stacked = {k: np.concatenate([shares[0][1][k], shares[1][1][k]]) for k in ("a", "h", "p")}
+    one = np.ones(len(pattern))
+    w1 = np.hstack([1.0 - swap, swap])  # g1 takes g2's share where a template swaps, its own elsewhere
+    w2 = np.hstack([swap, 1.0 - swap])
+    diffs = (
+        weighted_components(w1, one, stacked["a"], stacked["h"], stacked["p"])["queerbench"]
+        - weighted_components(w2, one, stacked["a"], stacked["h"], stacked["p"])["queerbench"]
+    )
+    extreme = int(np.sum(_two_sided(diffs, observed)))
+    return extreme / len(pattern) if n_draws is None else (extreme + 1) / (n_draws + 1)
 
 
 def percentile_ci(values: np.ndarray) -> list[float] | None:

@@ -3,8 +3,8 @@ own per-sentence evaluation files (pinned sources, fetched and cached, never red
 
 Each row holds the ``paper`` task's QueerBench score per group — the published cell, bug for bug (the stored
 Perspective counts, the paper's truncation and HurtLex whitelist) — and what the paper did not report: a 95% CI per
-group from a bootstrap over templates and the queer − non-queer gap with its CI and a permutation test (labels
-permuted within templates). The paper's files name each sentence, not its template; the ``paper`` task's items map
+group from a bootstrap over templates and the queer − non-queer gap with its CI and a sign-flip permutation test,
+both over templates (:mod:`queerbench.scoring.uncertainty`). The paper's files name each sentence, not its template; the ``paper`` task's items map
 every sentence to its template (all 8,268 map). ``extra.published`` holds the Table 4 cells themselves and
 ``extra.matches_published`` whether every recomputed cell equals them at two decimals.
 """

@@ -8,7 +8,7 @@ CIs, and diversity — recomputed from the stored values (:func:`~queerbench.tas
 three decimals). Rows of the k = 1 files also hold the QueerBench score per marker group (unmarked, non-queer,
 queer), computed under the ``queergen`` task's rules from the stored words and the stored Perspective probabilities
 (an attribute counts when its probability reaches the task's threshold), with 95% CIs over templates and the
-queer − non-queer gap's permutation test, which QueerGen did not report. The top-5 files store one Perspective value
+queer − non-queer gap's sign-flip permutation test over the same templates, which QueerGen did not report. The top-5 files store one Perspective value
 per row for five words, so their rows have no QueerBench score.
 """
 
