@@ -201,3 +201,13 @@ def test_a_chat_only_endpoint_skips_scored_with_the_probes_reason_and_the_eval_s
     card = (out / "card.md").read_text()
     assert "- `default-scored` (skipped): " in card and "has no /completions route" in card
     assert not (out / "default-scored").exists() and not (out / "probe.sqlite").exists()
+
+
+def test_an_endpoint_urls_credentials_never_reach_the_eval_record() -> None:
+    """S2 for eval: eval.json's key and results.json name the endpoint without its userinfo or secret query values."""
+    settings = eval_module.EvalSettings(
+        model="m", endpoint="http://user:hunter2@127.0.0.1:9/v1?api-key=s3cret&api-version=1"
+    )
+    shown = json.dumps(settings.key())
+    assert "hunter2" not in shown and "s3cret" not in shown
+    assert "127.0.0.1:9/v1" in shown and "api-version=1" in shown

@@ -25,6 +25,7 @@ from queerbench import __version__
 from queerbench.base.files import CorruptOutputError, read_json_object, write_json
 from queerbench.base.http import DEFAULT_REQUEST_TIMEOUT, DEFAULT_REQUESTS_PER_MINUTE
 from queerbench.base.lock import LOCK_FILES, folder_lock
+from queerbench.base.redact import redact_url
 from queerbench.models.generation.settings import MethodUnsupportedError
 from queerbench.models.registry import model_ref
 from queerbench.results.folders import folder_kind, folder_rows
@@ -66,7 +67,7 @@ class EvalSettings:
         p-values included: one card never mixes intervals of different resamples)."""
         return {
             "model": self.model,
-            "endpoint": self.endpoint,
+            "endpoint": redact_url(self.endpoint) if self.endpoint else None,
             "revision": self.revision,
             "tasks": list(self.tasks) if self.tasks else None,
             "limit": self.limit,
@@ -101,7 +102,7 @@ def _model_methods(settings: EvalSettings) -> tuple[list[str], str]:
     """The methods the model supports and what it is, in words."""
     ref = model_ref(settings.model, settings.endpoint, settings.revision)
     if ref.endpoint:
-        return ["instructed", "scored"], f"an endpoint ({ref.endpoint}, model {ref.name})"
+        return ["instructed", "scored"], f"an endpoint ({redact_url(ref.endpoint)}, model {ref.name})"
     kind, arch = ref.description
     if kind == "masked":
         return ["mlm"], f"a masked LM ({arch})"
@@ -230,7 +231,7 @@ def run_eval(
         document = {
             "schema_version": 1,
             "model": settings.model,
-            "endpoint": settings.endpoint,
+            "endpoint": redact_url(settings.endpoint) if settings.endpoint else None,
             "model_kind": what,
             "settings": settings.key(),
             "queerbench_version": __version__,

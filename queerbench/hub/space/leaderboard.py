@@ -25,7 +25,7 @@ from typing import Any
 import pandas as pd
 
 from queerbench.base import env
-from queerbench.reporting.rows import ResultRow
+from queerbench.reporting.rows import ResultRow, coverage_label
 from queerbench.results.leaderboard import rank_groups
 
 __all__ = ["PulledRows", "build_leaderboard_tab", "leaderboard_rows", "leaderboard_table", "pushed_rows"]
@@ -134,7 +134,7 @@ def leaderboard_rows(repo_id: str | None = None) -> tuple[list[ResultRow], str]:
 
 
 def _title(row: ResultRow) -> str:
-    covered = "all templates" if row.limit is None else f"first {row.limit} templates"
+    covered = coverage_label(row)
     return f"{row.benchmark} {row.task} · k={row.k} · toxicity {row.toxicity} · {covered}"
 
 
