@@ -26,6 +26,7 @@ _COMMAND_MODULES = (
     "queerbench.cli.release",
     "queerbench.cli.lm_eval",
     "queerbench.cli.results",
+    "queerbench.cli.toxicity",
 )
 
 
