@@ -264,3 +264,12 @@ def test_progress_goes_to_a_pipe_as_lines():
     lines = done.stderr.splitlines()
     assert lines and all(line.startswith("queerbench: predicting: ") for line in lines)
     assert lines[-1].startswith("queerbench: predicting: 3/3 sent (100.0%)")
+
+
+def test_an_embedder_urls_credentials_are_not_in_its_recorded_name() -> None:
+    """S2 for the SCM probes' --embedder URL#MODEL: the name a run records keeps host and path, not the secrets."""
+    from queerbench.tasks.scm.axes import make_embedder
+
+    _, name = make_embedder("http://user:hunter2@127.0.0.1:9/v1?api-key=s3cret#text-embedding-3-small")
+    assert "hunter2" not in name and "s3cret" not in name
+    assert name.startswith("http://127.0.0.1:9/v1") and name.endswith("#text-embedding-3-small")

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from queerbench.base.redact import redact_url
 from queerbench.tasks.scm.data import load_terms
 
 __all__ = [
@@ -397,12 +398,14 @@ def endpoint_embedder(
                     "POST", url, json={"model": model, "input": chunk}, headers=headers, parse=parse
                 )
             except Unreachable as exc:
-                raise RuntimeError(f"{url}: cannot connect ({exc.kind}); check --embedder's URL") from None
+                raise RuntimeError(f"{redact_url(url)}: cannot connect ({exc.kind}); check --embedder's URL") from None
             if outcome.final:
-                raise RuntimeError(f"{url}: {outcome.problems[-1]}; check --embedder's model and the API key")
+                raise RuntimeError(
+                    f"{redact_url(url)}: {outcome.problems[-1]}; check --embedder's model and the API key"
+                )
             if not outcome.ok:
                 raise RuntimeError(
-                    f"{url}: gave up after {outcome.attempts} attempts ({'; '.join(outcome.problems[-2:])})"
+                    f"{redact_url(url)}: gave up after {outcome.attempts} attempts ({'; '.join(outcome.problems[-2:])})"
                 )
             rows.extend(outcome.value)
         return np.asarray(rows, dtype=float)
@@ -417,7 +420,7 @@ def make_embedder(spec: str, *, api_key_env: str = "OPENAI_API_KEY") -> tuple[Em
     if where is None:
         return minilm_embedder, "all-MiniLM-L6-v2"
     url, model = where
-    return endpoint_embedder(url, model, api_key_env=api_key_env), f"{url}#{model}"
+    return endpoint_embedder(url, model, api_key_env=api_key_env), f"{redact_url(url)}#{model}"
 
 
 def check_embedder(spec: str) -> tuple[str, str] | None:
