@@ -89,12 +89,20 @@ class FakeOpenAI:
                     if outer.hold:
                         # max_in_flight, not in_flight: a waiter woken late must not miss a moment that has passed
                         outer._cond.wait_for(lambda: outer.max_in_flight >= outer.hold, timeout=outer.hold_timeout)
+                self._counted = True
                 try:
                     delay = outer.latency(body) if callable(outer.latency) else outer.latency
                     if delay:
                         time.sleep(delay)
                     self._answer(mode, body)
                 finally:
+                    self._leave()
+
+            def _leave(self) -> None:
+                # a request stops being in flight when its answer starts: the client may send its next request
+                # as soon as it has read this one, before this handler returns
+                if getattr(self, "_counted", False):
+                    self._counted = False
                     with outer._cond:
                         outer.in_flight -= 1
 
@@ -106,6 +114,7 @@ class FakeOpenAI:
                     extra = {"Retry-After": arg or "0"} if code == "429" else {}
                     return self._send(int(code), b'{"error": {"message": "injected"}}', extra)
                 if mode == "drop":
+                    self._leave()
                     self.connection.shutdown(socket.SHUT_RDWR)
                     self.close_connection = True
                     return None
@@ -117,6 +126,7 @@ class FakeOpenAI:
                 if mode == "truncated":
                     return self._send(200, payload[: len(payload) // 2])
                 if mode == "cut":
+                    self._leave()
                     self.send_response(200)
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(payload)))
@@ -129,6 +139,7 @@ class FakeOpenAI:
                 return self._send(200, payload)
 
             def _send(self, code: int, payload: bytes, headers: dict[str, str] | None = None) -> None:
+                self._leave()
                 self.send_response(code)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(payload)))
