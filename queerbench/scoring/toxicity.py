@@ -44,13 +44,18 @@ SCORER_CHOICES: tuple[str, ...] = ("embedded", "hf:<model id or path>", "perspec
 _LEAD_HANDLED = ("precomputed", "none")
 
 
-def get_toxicity_scorer(spec: str, *, cache_dir: str | Path | None = None, **kwargs: Any) -> ToxicityScorer:
+def get_toxicity_scorer(
+    spec: str, *, cache_dir: str | Path | None = None, held_out_model: str | None = None, **kwargs: Any
+) -> ToxicityScorer:
     """Build the scorer named by ``spec``: ``embedded`` | ``hf:<model id or path>`` | ``perspective``.
 
     ``kwargs`` go to the scorer's constructor (e.g. ``label_map``/``device``/``batch_size`` for hf, ``qps``/
-    ``max_retries`` for perspective). ``precomputed`` and ``none`` are not scorers: the metric's aggregation handles
-    them, so they raise ``ValueError`` here, as does any unknown spec.
+    ``max_retries`` for perspective). ``held_out_model`` names a published model (as its reference rows name it) whose
+    outputs a scorer fitted on the papers' files must not have seen (its reference rows then carry a new model's
+    error); scorers fitted on nothing ignore it. ``precomputed`` and ``none`` are not scorers: the metric's
+    aggregation handles them, so they raise ``ValueError`` here, as does any unknown spec.
     """
+    del held_out_model  # no scorer below is fitted on the published files
     if not isinstance(spec, str):
         raise TypeError(f"toxicity scorer spec must be a string, got {type(spec).__name__}")
     if spec in _LEAD_HANDLED:
