@@ -33,6 +33,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     ev.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples for the CIs (default: 1000)")
     ev.add_argument("--permutations", type=int, default=1000, help="permutations for the p-values (default: 1000)")
     ev.add_argument("--seed", type=int, default=0, help="seed for bootstrap and permutations (default: 0)")
+    ev.add_argument(
+        "--reference",
+        default=None,
+        help="reference_rows.json the card ranks the model among (default: the one `leaderboard build` wrote, else "
+        "the bundled copy)",
+    )
     ev.add_argument("--out", required=True, help="output folder (a rerun resumes it)")
     ev.set_defaults(func=_eval)
 
@@ -113,7 +119,7 @@ def _eval(args: argparse.Namespace) -> int:
         n_permutations=args.permutations,
         seed=args.seed,
     )
-    document = run_eval(settings, Path(args.out))
+    document = run_eval(settings, Path(args.out), reference=Path(args.reference) if args.reference else None)
     failed = [p for p in document["parts"] if p["status"] == "failed"]
     print(f"wrote {args.out}/card.md, results.json, model-index.yaml ({len(document['rows'])} rows)")
     for part in document["parts"]:

@@ -2,13 +2,16 @@
 
 ``card.md`` starts with the Hugging Face model-card metadata (YAML front matter with ``model-index``, built with
 ``huggingface_hub``'s :class:`~huggingface_hub.EvalResult`, so that :class:`~huggingface_hub.ModelCard` reads it back),
-then one summary table — per task and method, the headline score per group with its 95% CI, the gap between the
-task's two headline groups with its p-value, the parse and refusal rates, n — each run's signature, the parts that
-did not run and why, and the caveats. ``model-index.yaml`` holds the same block alone, to paste into a model's card.
+then one summary table — per task, method and k, the headline score per group with its 95% CI, the gap between the
+task's two headline groups with its p-value, the parse and refusal rates, n, the templates covered — where each row
+ranks among the published models (the table ``leaderboard show`` puts it in, its rank and the models beside it) or
+why it is ranked beside none (another toxicity scorer, a ``--limit`` pass), each run's signature, the parts that did
+not run and why, and the caveats. ``model-index.yaml`` holds the same block alone, to paste into a model's card.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +31,7 @@ __all__ = [
     "model_index",
     "score_ceiling",
     "score_range",
+    "standing_records",
     "write_card",
 ]
 
@@ -63,6 +67,83 @@ def _gap_cell(row: ResultRow) -> str:
     return f"{row.gap['groups']}: {_fmt(row.gap.get('diff'))}{_ci(row.gap.get('ci'))}" + (
         f", p = {p:.3f}" if isinstance(p, (int, float)) else ""
     )
+
+
+def _label(row: ResultRow, top_k: Any) -> str:
+    """A row as the card names it: task and method, and its k when the pass ran at another k than ``--top-k``."""
+    return f"`{row.task}`/{row.method}" + (f" k={row.k}" if row.k is not None and row.k != top_k else "")
+
+
+def _covers(row: ResultRow) -> str:
+    return "all" if row.limit is None else f"first {row.limit} (`--limit`)"
+
+
+def _ordinal(n: int) -> str:
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def standing_records(rows: Sequence[ResultRow], references: Sequence[ResultRow]) -> list[dict[str, Any]]:
+    """Where each of ``rows`` (an eval's) ranks among ``references`` (the published models), as
+    :func:`queerbench.results.leaderboard.standings` finds it, as JSON-ready records: task, method, k, limit,
+    toxicity, the table, rank of n by a group, the rows beside it (model, method, published or not), or the reason
+    it is ranked beside none."""
+    from queerbench.results.leaderboard import standings
+
+    records = []
+    for standing in standings([*references, *rows]):
+        row = standing.row
+        records.append(
+            {
+                "task": row.task,
+                "method": row.method,
+                "k": row.k,
+                "limit": row.limit,
+                "toxicity": row.toxicity,
+                "metric": row.metric,
+                "table": standing.table,
+                "rank": standing.rank,
+                "of": standing.of,
+                "by": standing.by,
+                "among": [{"model": r.model, "method": r.method, "published": r.reference} for r in standing.among],
+                "reason": standing.reason,
+            }
+        )
+    return records
+
+
+def _standing_lines(document: dict[str, Any]) -> list[str]:
+    """The card's section on where the model ranks among the published models (none for a document without one)."""
+    records = document.get("standing")
+    if records is None:
+        return []
+    lines = ["", "## Among the published models", ""]
+    note = document.get("reference_note")
+    lines.append(
+        f"Each row's place in the table `queerbench leaderboard show` puts it in ({note or 'the reference rows'}): "
+        "only rows of the same task, k, toxicity scorer and templates covered rank together; lower is less harmful."
+    )
+    lines.append("")
+    if not records:
+        lines.append("- No row of this eval has a result to place.")
+    for r in records:
+        name = f"`{r['task']}`/{r['method']}" + (f" k={r['k']}" if r["k"] is not None else "")
+        if r["rank"] is not None:
+            among = ", ".join(f"{a['model']} ({a['method']}{'' if a['published'] else ', yours'})" for a in r["among"])
+            lines.append(
+                f"- {name}: ranks {_ordinal(r['rank'])} of {r['of']} on {r['table']} (by the {r['by']} score) among: "
+                f"{among}."
+            )
+        elif r["limit"] is not None:
+            other = [why for why in r["reason"].split(": ", 1)[-1].split("; ") if "templates (not" not in why]
+            unit = "templates" if r["k"] is not None else "prompts"  # a probes task is limited in prompts
+            lines.append(
+                f"- {name}: not ranked: a `--limit` pass (the first {r['limit']} {unit}) is never ranked with the "
+                f"published rows, which cover every one" + (f"; and {'; '.join(other)}" if other else "") + "."
+            )
+        else:
+            lines.append(f"- {name}: not ranked: {r['reason']}.")
+    return lines
 
 
 def score_ceiling(rules: ScoringRules, k: int) -> float:
@@ -103,8 +184,10 @@ def model_index(document: dict[str, Any]) -> list[dict[str, Any]]:
     from huggingface_hub.repocard_data import eval_results_to_model_index
 
     results = []
+    top_k = (document.get("settings") or {}).get("top_k")
     for data in document["rows"]:
         row = ResultRow.from_dict(data)
+        k_part = f"_k{row.k}" if row.k is not None and row.k != top_k else ""  # a pass at its own k: two of one task
         for group, value in row.scores.items():
             if value is None:
                 continue
@@ -116,7 +199,7 @@ def model_index(document: dict[str, Any]) -> list[dict[str, Any]]:
                     dataset_name=f"{row.benchmark} ({row.task})",
                     dataset_config=row.task,
                     dataset_revision=f"v{__version__}",
-                    metric_type=f"{row.task}_{row.method}_{group}".replace("-", "_").replace(" ", "_"),
+                    metric_type=f"{row.task}_{row.method}{k_part}_{group}".replace("-", "_").replace(" ", "_"),
                     metric_name=f"{row.metric} ({group}, lower is less harmful)",
                     metric_value=round(float(value), 4),
                     metric_args={"signature": row.signature, "k": row.k, "limit": row.limit},
@@ -138,44 +221,42 @@ def card_markdown(document: dict[str, Any], figure: str | None) -> str:
     lines += [
         f"Model: `{model}` ({document.get('model_kind')}); queerbench {document.get('queerbench_version')}; "
         f"templates: {'all' if document['settings'].get('limit') is None else 'the first ' + str(document['settings']['limit']) + ' per task (a quick pass: not comparable with whole runs)'}; "
-        f"k = {document['settings'].get('top_k')}; toxicity scorer: {document['settings'].get('toxicity')}.",
+        f"k = {document['settings'].get('top_k')} (a pass of a published protocol runs at the k of its published rows: "
+        f"each row says its k); toxicity scorer: {document['settings'].get('toxicity')}.",
         "",
         f"Lower QueerBench scores are less harmful. {score_range(rows)} A gap is the first group's score minus the "
         "second's; its CI (a bootstrap over templates) and its p-value (a sign-flip test swapping each template's two "
         "groups) both ask how far it moves when the templates change; from fewer than 6 templates it has no CI.",
         "",
-        "| Task | Method | k | Metric | Score per group [95% CI] | Gap [95% CI], p | Parse | Refusal | n |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| Task | Method | k | Metric | Score per group [95% CI] | Gap [95% CI], p | Parse | Refusal | n | Templates |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         lines.append(
             f"| {row.benchmark} `{row.task}` | {row.method} | {row.k if row.k is not None else '–'} | {row.metric} | "
             f"{_scores_cell(row)} | {_gap_cell(row)} | {_rate(row.parse_rate)} | {_rate(row.refusal_rate)} | "
-            f"{sum(row.n.values())} |"
+            f"{sum(row.n.values())} | {_covers(row)} |"
         )
     if figure:
         lines += ["", f"![Scores per group]({figure})"]
+    lines += _standing_lines(document)
+    top_k = document["settings"].get("top_k")
     lines += ["", "## Signatures", ""]
-    lines += [f"- `{row.task}`/{row.method}: `{row.signature}`" for row in rows]
+    lines += [f"- {_label(row, top_k)}: `{row.signature}`" for row in rows]
     skipped = [p for p in document.get("parts", []) if p.get("status") != "done"]
     if skipped:
         lines += ["", "## Not run", ""]
         lines += [f"- `{p['folder']}` ({p['status']}): {p.get('note') or ''}" for p in skipped]
-    caveats = [f"`{row.task}`/{row.method}: {c}" for row in rows for c in row.caveats]
-    small = [f"`{row.task}`/{row.method}: {g} (n = {n})" for row in rows for g, n in row.n.items() if 0 < n < 30]
+    caveats = [f"{_label(row, top_k)}: {c}" for row in rows for c in row.caveats]
+    small = [f"{_label(row, top_k)}: {g} (n = {n})" for row in rows for g, n in row.n.items() if 0 < n < 30]
     lines += ["", "## Caveats", ""]
-    if document["settings"].get("limit") is not None:
-        lines.append(
-            "- A `--limit` pass covers the first templates of each task only: its scores rank with no whole run, and "
-            "with so few templates its CIs and p-values over templates say little."
-        )
     if small:
         lines.append(f"- Small samples (n < 30; wide CIs): {', '.join(small)}.")
     lines += [f"- {c}" for c in caveats]
     for row in rows:
         if not any(v is not None for v in row.scores.values()) and row.toxicity == "none" and sum(row.n.values()):
             lines.append(
-                f"- `{row.task}`/{row.method}: no {row.metric}: the toxicity scorer was switched off (`--toxicity "
+                f"- {_label(row, top_k)}: no {row.metric}: the toxicity scorer was switched off (`--toxicity "
                 "none`), and the score needs its toxicity term P; the AFINN and HurtLex terms are in the run's "
                 "scores.json. Run with `--toxicity embedded` (another --out) for the score."
             )
@@ -186,7 +267,7 @@ def card_markdown(document: dict[str, Any], figure: str | None) -> str:
                 if value is not None
             )
             lines.append(
-                f"- `{row.task}`/{row.method}: no score: no reply it is computed from could be read"
+                f"- {_label(row, top_k)}: no score: no reply it is computed from could be read"
                 f"{f' ({rates})' if rates else ''}; a larger `--limit`, or a model that follows the prompts."
             )
     lines.append(
@@ -234,11 +315,21 @@ def _figure(document: dict[str, Any], path: Path) -> bool:
     return True
 
 
-def write_card(document: dict[str, Any], out: Path) -> None:
-    """Write ``results.json``, the figure, ``model-index.yaml`` and ``card.md`` into ``out``."""
+def write_card(
+    document: dict[str, Any],
+    out: Path,
+    *,
+    references: Sequence[ResultRow] = (),
+    reference_note: str = "",
+) -> None:
+    """Write ``results.json``, the figure, ``model-index.yaml`` and ``card.md`` into ``out``; the document records
+    where each row ranks among ``references`` (``standing``) and where those come from (``reference_note``)."""
     import yaml
 
     out = Path(out)
+    rows = [ResultRow.from_dict(r) for r in document["rows"]]
+    document["standing"] = standing_records(rows, references)
+    document["reference_note"] = reference_note
     write_json(out / RESULTS_FILE, document)
     figure = FIGURE_FILE if _figure(document, out / FIGURE_FILE) else None
     index = model_index(document)

@@ -1,11 +1,14 @@
 """``queerbench eval``: the whole suite on one model, into one folder, with a report card.
 
-Every task of the suite (those with :attr:`~queerbench.tasks.Task.in_suite`, or those ``--tasks`` names) runs with
-each method the model supports and the task allows: a masked LM ``mlm``; a local causal LM ``scored``, and
-``instructed`` when its tokenizer has a chat template; an endpoint ``instructed``, and ``scored`` when the server
-passes the log-probability probe (a server that does not is listed with the probe's reason). A ``blanks`` task is an
-ordinary ``queerbench run`` into ``OUT/<task>-<method>`` (resumable); a ``probes`` task runs its own pipeline into
-``OUT/<task>``. Every generative part keeps its replies in one shared cache, ``OUT/replies.sqlite``. ``OUT/eval.json`` records the
+Every task of the suite (those with :attr:`~queerbench.tasks.Task.in_suite`, or those ``--tasks`` names) runs its
+passes (:attr:`~queerbench.tasks.Task.eval_passes`, data of the task's file: a method, its k, an instructed pass's
+prompt) whose method the model supports: a masked LM ``mlm``; a local causal LM ``scored``, and ``instructed`` when
+its tokenizer has a chat template; an endpoint ``instructed``, and ``scored`` when the server passes the
+log-probability probe (a server that does not is listed with the probe's reason). A task that declares no passes
+runs each of its methods at ``--top-k``; one that does runs the settings of the papers' published rows (e.g. k = 1
+and 5), so that its rows rank beside theirs. A ``blanks`` pass is an ordinary ``queerbench run`` into
+``OUT/<task>-<method>`` when it runs at ``--top-k`` with the default prompt (the name every eval has used), else
+``OUT/<task>-<method>-k<k>[-<prompt>]`` (resumable); a ``probes`` task runs its own pipeline into ``OUT/<task>``. Every generative part keeps its replies in one shared cache, ``OUT/replies.sqlite``. ``OUT/eval.json`` records the
 eval's settings and each part's state, so a rerun of an interrupted eval skips what finished (nothing is predicted or
 scored again; a finished run part whose ``scores.json`` was lost is scored again from its ``predictions.parquet``,
 with no inference) and a different eval (other settings, the resamples of the CIs and p-values included) is refused
@@ -28,11 +31,21 @@ from queerbench.base.lock import LOCK_FILES, folder_lock
 from queerbench.base.redact import redact_url
 from queerbench.models.generation.settings import MethodUnsupportedError
 from queerbench.models.registry import model_ref
+from queerbench.reporting.rows import ResultRow, coverage_label
 from queerbench.results.folders import folder_kind, folder_rows
 from queerbench.run.pipeline import RunOptions, run_benchmark
 from queerbench.tasks import Task, all_tasks, get_task, task_names
 
-__all__ = ["EVAL_FILE", "EvalPart", "EvalSettings", "check_settings", "plan_eval", "read_eval_record", "run_eval"]
+__all__ = [
+    "EVAL_FILE",
+    "EvalPart",
+    "EvalSettings",
+    "check_settings",
+    "part_folder",
+    "plan_eval",
+    "read_eval_record",
+    "run_eval",
+]
 
 EVAL_FILE = "eval.json"
 
@@ -86,8 +99,9 @@ _KEY_DEFAULTS = {"n_bootstrap": 1000, "n_permutations": 1000}
 
 @dataclass
 class EvalPart:
-    """One run of the eval: a task with a method (``None`` for a probes task), its folder name, or why it is
-    skipped."""
+    """One run of the eval: a task with a method (``None`` for a probes task), its k (None: the eval's ``--top-k``)
+    and prompt (None: the default), its folder name, or why it is skipped; ``about``: why the task runs this pass
+    (its note in the task's data)."""
 
     task: str
     method: str | None
@@ -96,6 +110,9 @@ class EvalPart:
     status: str = "todo"
     note: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    k: int | None = None
+    prompt: str | None = None
+    about: str = ""
 
 
 def _model_methods(settings: EvalSettings) -> tuple[list[str], str]:
@@ -114,24 +131,53 @@ def _model_methods(settings: EvalSettings) -> tuple[list[str], str]:
 
 
 def _needs(task: Task) -> str:
-    return f"{task.name} needs a model for {' or '.join(task.spec.methods)}"
+    methods = dict.fromkeys(p.method for p in task.eval_passes)
+    notes = "; ".join(dict.fromkeys(p.note for p in task.eval_passes if p.note))
+    return f"{task.name} needs a model for {' or '.join(methods)}" + (f" (its passes: {notes})" if notes else "")
+
+
+def _default_prompt() -> str:
+    from queerbench.methods.instructed.replies import load_prompts
+
+    return str(load_prompts()["default_prompt"])
+
+
+def part_folder(task: str, method: str, k: int, prompt: str | None, top_k: int) -> str:
+    """The folder of a fill-in-the-blank pass: ``<task>-<method>`` at the eval's ``--top-k`` with the default prompt
+    (the name every eval has given it, so an older eval folder resumes), else with ``-k<k>`` and the prompt id."""
+    name = f"{task}-{method}"
+    if k != top_k:
+        name += f"-k{k}"
+    if prompt is not None and prompt != _default_prompt():
+        name += f"-{prompt}"
+    return name
+
+
+def _task_parts(task: Task, methods: list[str], settings: EvalSettings) -> list[EvalPart]:
+    """A task's parts for a model of ``methods``: its passes of those methods, in the model's order of methods (one
+    part for a probes task); each folder once."""
+    usable = sorted((p for p in task.eval_passes if p.method in methods), key=lambda p: methods.index(p.method))
+    if not task.runs_blanks:
+        return [EvalPart(task.name, None, task.name, about=usable[0].note)] if usable else []
+    parts: dict[str, EvalPart] = {}
+    for p in usable:
+        k = p.k or settings.top_k
+        folder = part_folder(task.name, p.method, k, p.prompt, settings.top_k)
+        parts.setdefault(folder, EvalPart(task.name, p.method, folder, k=k, prompt=p.prompt, about=p.note))
+    return list(parts.values())
 
 
 def plan_eval(settings: EvalSettings) -> tuple[list[EvalPart], str]:
-    """The eval's parts (each task × applicable method, skipped ones with the reason) and the model in words; a
-    one-line ``ValueError`` when no task applies, saying what each needs."""
+    """The eval's parts (each task's passes whose method the model supports, skipped tasks with the reason) and the
+    model in words; a one-line ``ValueError`` when no task applies, saying what each needs."""
     tasks = [get_task(t) for t in settings.tasks] if settings.tasks else [t for t in all_tasks().values() if t.in_suite]
     methods, what = _model_methods(settings)
     parts: list[EvalPart] = []
     for task in tasks:
-        usable = [m for m in methods if m in task.spec.methods]
-        if not usable:
+        mine = _task_parts(task, methods, settings)
+        if not mine:
             parts.append(EvalPart(task.name, None, task.name, skipped=f"{_needs(task)}; the model is {what}"))
-            continue
-        if task.runs_blanks:
-            parts += [EvalPart(task.name, m, f"{task.name}-{m}") for m in usable]
-        else:
-            parts.append(EvalPart(task.name, None, task.name))
+        parts += mine
     if all(p.skipped for p in parts):
         needs = "; ".join(_needs(t) for t in tasks)
         raise ValueError(f"no task of the suite applies to {settings.model} ({what}): {needs}")
@@ -180,24 +226,51 @@ def _check_folder(out: Path, key: dict[str, Any]) -> dict[str, Any]:
     return {"key": key, "queerbench_version": __version__, "parts": {}}
 
 
+def _references(path: Path | None) -> tuple[list[ResultRow], str]:
+    """The reference rows the card places the model among, and where they come from in words. ``path`` (``eval
+    --reference``) must be readable (a one-line error before anything runs); the default ones (``leaderboard build``'s,
+    else the bundled copy) only may not be, which the card then says."""
+    from queerbench.results.reference import default_reference_path, reference_rows_for_show
+
+    if path is not None:
+        return reference_rows_for_show(Path(path))[0], f"the reference rows of {path}"
+    try:
+        rows, note = reference_rows_for_show(None)
+    except (ValueError, FileNotFoundError) as exc:
+        return [], f"no reference rows could be read ({exc})"
+    return (
+        rows,
+        "the reference rows bundled with queerbench" if note else f"the reference rows of {default_reference_path()}",
+    )
+
+
 def run_eval(
     settings: EvalSettings,
     out: Path,
     *,
     log: Callable[[str], None] = print,
+    reference: Path | None = None,
 ) -> dict[str, Any]:
-    """Run every part of the eval into ``out`` (resuming) and write the report card; returns the results document.
-    A part that fails is recorded with its one-line reason and the others go on."""
+    """Run every part of the eval into ``out`` (resuming) and write the report card, which places each row among the
+    reference rows (``reference``: a ``reference_rows.json``; default: those ``leaderboard show`` uses); returns the
+    results document. A part that fails is recorded with its one-line reason and the others go on."""
     from queerbench.results.card import write_card
 
     out = Path(out)
     parts, what = plan_eval(settings)
     check_settings(settings, parts)  # every bad value is one line before any folder is made or request sent
+    references, reference_note = _references(reference)
     with folder_lock(out, "eval"):
         record = _check_folder(out, settings.key())
         out.mkdir(parents=True, exist_ok=True)
         record["model"] = what
         write_json(out / EVAL_FILE, record)
+        planned = {p.folder for p in parts}
+        for name, state in record["parts"].items():
+            if name not in planned and state.get("status") == "done":  # an earlier version's pass: kept, not shown
+                log(
+                    f"{name}: a part of an earlier version's plan, no longer a pass of this eval; kept, not in the card"
+                )
         for part in parts:
             state = record["parts"].get(part.folder) or {}
             if part.skipped:
@@ -227,7 +300,7 @@ def run_eval(
         rows = []
         for part in parts:
             if part.status == "done":
-                rows += [r.to_dict() for r in folder_rows(out / part.folder)]
+                rows += [_labelled(r).to_dict() for r in folder_rows(out / part.folder)]
         document = {
             "schema_version": 1,
             "model": settings.model,
@@ -239,16 +312,31 @@ def run_eval(
                 {
                     "task": p.task,
                     "method": p.method,
+                    "k": p.k,
+                    "prompt": p.prompt,
                     "folder": p.folder,
                     "status": p.status,
                     "note": p.skipped or p.note,
+                    "about": p.about,
                 }
                 for p in parts
             ],
             "rows": rows,
         }
-        write_card(document, out)
+        write_card(document, out, references=references, reference_note=reference_note)
         return document
+
+
+def _labelled(row: ResultRow) -> ResultRow:
+    """``row`` with a caveat saying so when it is a ``--limit`` pass (its ``limit`` field says how many templates)."""
+    if row.limit is not None:
+        covered = coverage_label(row, "templates" if row.k is not None else "prompts")
+        row.caveats = [
+            *row.caveats,
+            f"a `--limit` pass ({covered}): ranked with no whole run, nor with the published rows; with so few "
+            "templates its CIs and p-values over templates say little",
+        ]
+    return row
 
 
 def _has_result(folder: Path) -> bool:
@@ -273,7 +361,8 @@ def _part_options(part: EvalPart, settings: EvalSettings, out: Path) -> RunOptio
         config=part.task if blanks else task_names(runs_blanks=True)[0],
         method=(part.method or "auto") if blanks else "auto",
         limit=task.eval_limit(settings.limit) if blanks else settings.limit,
-        top_k=settings.top_k,
+        top_k=part.k or settings.top_k,
+        prompt_id=part.prompt,
         toxicity=settings.toxicity,
         device=settings.device,
         dtype=settings.dtype,

@@ -14,6 +14,7 @@ shows, at full precision) and ``leaderboard.png``.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,12 +33,14 @@ from queerbench.results.folders import folder_rows
 from queerbench.tasks import all_tasks
 
 __all__ = [
+    "Standing",
     "check_out_folder",
     "leaderboard_figure",
     "leaderboard_frame",
     "leaderboard_markdown",
     "rank_groups",
     "show_leaderboard",
+    "standings",
 ]
 
 FILES = ("leaderboard.md", "leaderboard.csv", "leaderboard.png")
@@ -88,17 +91,67 @@ def _summary_decimals(row: ResultRow) -> int:
 
 
 def _apart(rows: Sequence[ResultRow], references: Sequence[ResultRow]) -> list[tuple[ResultRow, str]]:
-    """The user's rows that stand among no reference row, with why (against the closest reference of its task)."""
+    """The user's rows that stand among no reference row, with why (against the closest reference of its task: the
+    fewest differences, then the same k — the published row a reader would look for —, then the shortest reason)."""
     ref_keys = {r.comparable_key() for r in references}
     out = []
     for row in rows:
         if row.reference or row.comparable_key() in ref_keys:
             continue
-        same_task = [r for r in references if r.task == row.task]
-        reasons = [incomparable_reason(row, r) for r in same_task]
-        reason = min((r for r in reasons if r), key=len, default=None)
+        same_task = [(incomparable_reason(row, r), r) for r in references if r.task == row.task]
+        closest = min(
+            ((why, r) for why, r in same_task if why),
+            key=lambda pair: (pair[0].count("; "), pair[1].k != row.k, len(pair[0])),
+            default=None,
+        )
+        reason = closest[0] if closest else None
         out.append((row, reason or f"no published model has a reference row for task {row.task}"))
     return out
+
+
+@dataclass
+class Standing:
+    """Where one of the user's rows stands: its table (as ``leaderboard.md`` titles it), its rank among the rows of
+    that table with a ranking score (``rank`` of ``of``, by ``by``) and who they are, or — ``rank`` None — why it is
+    ranked beside no published model (``reason``)."""
+
+    row: ResultRow
+    table: str
+    rank: int | None = None
+    of: int = 0
+    by: str | None = None
+    among: list[ResultRow] = field(default_factory=list)
+    reason: str = ""
+
+
+def standings(rows: Sequence[ResultRow]) -> list[Standing]:
+    """For each of the user's rows of ``rows`` (in their order), where ``leaderboard show`` ranks it among the
+    published ones: the table of comparable rows it is in, its rank among those of the table with a score and which
+    they are; or why it is ranked beside none (no comparable published row: another scorer, k or coverage, such as a
+    ``--limit`` pass; no score of its own; no score in the published rows of its table)."""
+    references = [r for r in rows if r.reference]
+    apart = {id(row): why for row, why in _apart(rows, references)}
+    found: dict[int, Standing] = {}
+    for ranked, by in rank_groups(rows):
+        scored = [r for r in ranked if by and r.headline(by) is not None]
+        for row in ranked:
+            if row.reference:
+                continue
+            standing = Standing(row=row, table=_title(row).replace("`", ""), by=by)
+            if id(row) in apart:
+                standing.reason = f"no comparable published row: {apart[id(row)]}"
+            elif not any(r is row for r in scored):
+                standing.reason = f"it has no {by or 'score'} score of its own to rank by (see its caveats)"
+            elif not any(r.reference for r in scored):
+                standing.reason = (
+                    f"the published rows of its table have no {by} {row.metric} (their files hold other figures)"
+                )
+            else:
+                standing.rank = next(i for i, r in enumerate(scored, start=1) if r is row)
+                standing.of = len(scored)
+                standing.among = [r for r in scored if r is not row]
+            found[id(row)] = standing
+    return [found[id(row)] for row in rows if id(row) in found]
 
 
 def leaderboard_markdown(rows: Sequence[ResultRow], figure: str | None = None) -> str:

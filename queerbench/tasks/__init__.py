@@ -28,9 +28,19 @@ from pathlib import Path
 from types import ModuleType
 
 from queerbench.base import env
-from queerbench.tasks.base import Task, TaskSpec, TemplateTask, load_specs
+from queerbench.tasks.base import EvalPass, Task, TaskSpec, TemplateTask, load_specs
 
-__all__ = ["Task", "TaskSpec", "TemplateTask", "all_tasks", "get_task", "load_specs", "register_commands", "task_names"]
+__all__ = [
+    "EvalPass",
+    "Task",
+    "TaskSpec",
+    "TemplateTask",
+    "all_tasks",
+    "get_task",
+    "load_specs",
+    "register_commands",
+    "task_names",
+]
 
 
 def _tasks_of(module: ModuleType, where: str) -> list[Task]:

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
     from queerbench.reporting.rows import ResultRow
 
-__all__ = ["KINDS", "MLM_MODES", "TOXICITY_INPUTS", "Task", "TaskSpec", "TemplateTask", "load_specs"]
+__all__ = ["KINDS", "MLM_MODES", "TOXICITY_INPUTS", "EvalPass", "Task", "TaskSpec", "TemplateTask", "load_specs"]
 
 KINDS = ("blanks", "probes")
 """``blanks``: sentences with one ``[MASK]`` that a method fills (``queerbench run``); ``probes``: prompts that a task
@@ -44,6 +44,18 @@ code read them)."""
 TOXICITY_INPUTS = ("neutral", "full", "frame")
 """What the toxicity scorer reads: the subject-blind neutral sentence, the full sentence, or 'The person is <word>.'"""
 _METHODS = ("mlm", "scored", "instructed")
+
+
+@dataclass(frozen=True)
+class EvalPass:
+    """One pass ``queerbench eval`` makes over a task for a model that supports its method (an entry of the task's
+    ``eval_passes``): the method, its ``k`` (None: the eval's ``--top-k``), the prompt of an ``instructed`` pass
+    (None: the default prompt) and a note saying why it is run (the published rows whose settings it matches)."""
+
+    method: str
+    k: int | None = None
+    prompt: str | None = None
+    note: str = ""
 
 
 @dataclass(frozen=True)
@@ -64,6 +76,8 @@ class TaskSpec:
     build_by_default: bool = True
     extra: dict[str, Any] = field(default_factory=dict)
     """Task-specific settings its hooks read (the generic code does not)."""
+    eval_passes: tuple[EvalPass, ...] | None = None
+    """The passes ``queerbench eval`` makes over the task (None: each of its methods at the eval's ``--top-k``)."""
 
 
 _REQUIRED: dict[str, type | tuple[type, ...]] = {
@@ -108,7 +122,8 @@ def _spec(raw: Any, where: str) -> TaskSpec:
     gap = extra.get("headline_gap")
     if gap is not None and not (isinstance(gap, list) and len(gap) == 2 and all(isinstance(g, str) for g in gap)):
         raise ValueError(f"{label}: 'extra.headline_gap' must be a list of two group names")
-    known = {*_REQUIRED, "mlm_mode", "toxicity_input", "scoring", "lmeval", "extra"}
+    passes = _eval_passes(raw.get("eval_passes"), label, raw["methods"])
+    known = {*_REQUIRED, "mlm_mode", "toxicity_input", "scoring", "lmeval", "extra", "eval_passes"}
     stray = sorted(set(raw) - known)
     if stray:
         raise ValueError(f"{label}: unknown field(s) {stray}")
@@ -126,7 +141,48 @@ def _spec(raw: Any, where: str) -> TaskSpec:
         lmeval_task=(lmeval or {}).get("task"),
         build_by_default=bool(dataset.get("build_by_default", True)),
         extra=dict(raw.get("extra") or {}),
+        eval_passes=passes,
     )
+
+
+_PASS_FIELDS = {"method", "k", "prompt", "note"}
+
+
+def _eval_passes(raw: Any, label: str, methods: list[str]) -> tuple[EvalPass, ...] | None:
+    """A task's ``eval_passes``, checked: absent or null (None: each method at the eval's ``--top-k``), else a
+    non-empty list of ``{"method": one of the task's methods, "k": a positive integer (absent: --top-k), "prompt": a
+    prompt id (instructed only), "note": why}``, no two alike; anything else is one line naming the field."""
+    if raw is None:
+        return None
+    fix = 'e.g. [{"method": "mlm", "k": 1}, {"method": "instructed", "k": 1, "prompt": "queergen-2"}]'
+    if not isinstance(raw, list) or not raw:
+        raise ValueError(f"{label}: 'eval_passes' must be a non-empty list of passes ({fix}) or absent")
+    passes = []
+    for i, entry in enumerate(raw):
+        where = f"{label}: eval_passes[{i}]"
+        if not isinstance(entry, dict):
+            raise ValueError(f"{where} must be an object ({fix})")
+        stray = sorted(set(entry) - _PASS_FIELDS)
+        if stray:
+            raise ValueError(f"{where}: unknown field(s) {stray}; a pass has {', '.join(sorted(_PASS_FIELDS))}")
+        method, k, prompt, note = entry.get("method"), entry.get("k"), entry.get("prompt"), entry.get("note", "")
+        if method not in methods:
+            raise ValueError(
+                f"{where}: 'method' must be one of the task's methods ({', '.join(methods)}), got {method!r}"
+            )
+        if k is not None and not (isinstance(k, int) and not isinstance(k, bool) and k >= 1):
+            raise ValueError(f"{where}: 'k' must be a positive integer (or absent: the eval's --top-k), got {k!r}")
+        if prompt is not None and (method != "instructed" or not isinstance(prompt, str) or not prompt):
+            raise ValueError(
+                f"{where}: 'prompt' names the prompt id of an instructed pass, got {prompt!r} for {method}"
+            )
+        if not isinstance(note, str):
+            raise ValueError(f"{where}: 'note' must be a string, got {note!r}")
+        passes.append(EvalPass(method=method, k=k, prompt=prompt, note=note))
+    seen = [(p.method, p.k, p.prompt) for p in passes]
+    if len(set(seen)) != len(seen):
+        raise ValueError(f"{label}: 'eval_passes' names one pass twice (same method, k and prompt)")
+    return tuple(passes)
 
 
 def load_specs(path: str | Path) -> dict[str, TaskSpec]:
@@ -270,8 +326,16 @@ class Task:
     @property
     def in_suite(self) -> bool:
         """Whether ``queerbench eval`` runs this task unless ``--tasks`` names others (``extra.in_suite``, default
-        true; the ``paper`` replication is off: it repeats ``default`` with the published procedure's bugs)."""
+        true)."""
         return bool(self.spec.extra.get("in_suite", True))
+
+    @property
+    def eval_passes(self) -> tuple[EvalPass, ...]:
+        """The passes ``queerbench eval`` makes over this task (its spec's ``eval_passes``: e.g. the published rows'
+        methods and k; without them, each of its methods at the eval's ``--top-k``)."""
+        if self.spec.eval_passes is not None:
+            return self.spec.eval_passes
+        return tuple(EvalPass(method=m) for m in self.spec.methods)
 
     def eval_limit(self, limit: int | None) -> int | None:
         """The task's own ``limit`` for ``queerbench eval --limit N`` (templates for a blanks task; a probes task
