@@ -262,7 +262,7 @@ def test_the_card_says_where_a_full_eval_ranks_and_among_whom_and_leaderboard_sh
     standing = {s["k"]: s for s in document["standing"]}
     assert standing[1]["rank"] == rank and [a["model"] for a in standing[1]["among"]] == ["low", "high", "higher"]
     assert standing[2]["rank"] is None and "perspective" in standing[2]["reason"]
-    assert "the reference rows of" in card and str(tiny_protocol) in card
+    assert f"the reference rows of `{tiny_protocol.name}` (`--reference`)" in card and str(tmp_path) not in card
     index = yaml.safe_load((out / "model-index.yaml").read_text())["model-index"]
     types = [m["type"] for entry in index for result in entry["results"] for m in result["metrics"]]
     assert {"tiny_mlm_k1_queer", "tiny_mlm_k2_queer"} <= set(types) and len(types) == len(set(types))

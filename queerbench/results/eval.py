@@ -227,21 +227,24 @@ def _check_folder(out: Path, key: dict[str, Any]) -> dict[str, Any]:
 
 
 def _references(path: Path | None) -> tuple[list[ResultRow], str]:
-    """The reference rows the card places the model among, and where they come from in words. ``path`` (``eval
-    --reference``) must be readable (a one-line error before anything runs); the default ones (``leaderboard build``'s,
-    else the bundled copy) only may not be, which the card then says."""
-    from queerbench.results.reference import default_reference_path, reference_rows_for_show
+    """The reference rows the card places the model among, and where they come from in words (a file's name, never
+    a local folder: the card and ``results.json`` may be pushed). ``path`` (``eval --reference``) must be readable (a
+    one-line error before anything runs); the default ones (``leaderboard build``'s, else the bundled copy) only may
+    not be, which the card then says."""
+    from queerbench.results.reference import reference_rows_for_show
 
     if path is not None:
-        return reference_rows_for_show(Path(path))[0], f"the reference rows of {path}"
+        return reference_rows_for_show(Path(path))[0], f"the reference rows of `{Path(path).name}` (`--reference`)"
     try:
         rows, note = reference_rows_for_show(None)
-    except (ValueError, FileNotFoundError) as exc:
-        return [], f"no reference rows could be read ({exc})"
-    return (
-        rows,
-        "the reference rows bundled with queerbench" if note else f"the reference rows of {default_reference_path()}",
-    )
+    except (ValueError, FileNotFoundError):
+        return [], (
+            "no reference rows: the ones `queerbench leaderboard build` wrote cannot be read; rebuild them with "
+            "`queerbench leaderboard build`"
+        )
+    if note:
+        return rows, f"the reference rows bundled with queerbench {__version__}"
+    return rows, "the reference rows `queerbench leaderboard build` wrote"
 
 
 def run_eval(
