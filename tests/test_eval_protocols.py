@@ -1,5 +1,5 @@
-"""``queerbench eval`` runs the papers' protocols (issue 34, deliverable 4): each task's passes are data of its task file
-(``eval_passes``: method, k, prompt), a masked LM gets ``paper`` and QueerGen at the published k, a chat model
+"""``queerbench eval`` runs the papers' protocols (issue 34, deliverable 4): each task's passes are data of its task
+file (``eval_passes``: method, k, prompt), a masked LM gets ``paper`` and QueerGen at the published k, a chat model
 QueerGen's greedy k = 1 with QueerGen's own prompt; each pass is its own part folder, an eval folder of the earlier
 plan resumes, and the card says where each row ranks among the published models (or why it ranks beside none, a
 ``--limit`` pass included).

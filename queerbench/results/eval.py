@@ -8,7 +8,8 @@ log-probability probe (a server that does not is listed with the probe's reason)
 runs each of its methods at ``--top-k``; one that does runs the settings of the papers' published rows (e.g. k = 1
 and 5), so that its rows rank beside theirs. A ``blanks`` pass is an ordinary ``queerbench run`` into
 ``OUT/<task>-<method>`` when it runs at ``--top-k`` with the default prompt (the name every eval has used), else
-``OUT/<task>-<method>-k<k>[-<prompt>]`` (resumable); a ``probes`` task runs its own pipeline into ``OUT/<task>``. Every generative part keeps its replies in one shared cache, ``OUT/replies.sqlite``. ``OUT/eval.json`` records the
+``OUT/<task>-<method>-k<k>[-<prompt>]`` (resumable); a ``probes`` task runs its own pipeline into ``OUT/<task>``.
+Every generative part keeps its replies in one shared cache, ``OUT/replies.sqlite``. ``OUT/eval.json`` records the
 eval's settings and each part's state, so a rerun of an interrupted eval skips what finished (nothing is predicted or
 scored again; a finished run part whose ``scores.json`` was lost is scored again from its ``predictions.parquet``,
 with no inference) and a different eval (other settings, the resamples of the CIs and p-values included) is refused
