@@ -189,6 +189,7 @@ def run_eval(
     """Run every part of the eval into ``out`` (resuming) and write the report card; returns the results document.
     A part that fails is recorded with its one-line reason and the others go on."""
     from queerbench.results.card import write_card
+    from queerbench.results.eval_results import write_eval_results
 
     out = Path(out)
     parts, what = plan_eval(settings)
@@ -248,6 +249,7 @@ def run_eval(
             "rows": rows,
         }
         write_card(document, out)
+        write_eval_results(document, out)  # the Hub's .eval_results/*.yaml entries and their record
         return document
 
 
