@@ -6,7 +6,8 @@ create repos, upload a folder in one commit ("regular" uploads, no LFS/Xet), tag
 - ``POST /api/repos/create``                        → the repo URL (409 when it exists)
 - ``POST /api/validate-yaml``                       → no warnings
 - ``POST /api/{type}s/{id}/preupload/{rev}``        → every file "regular"
-- ``POST /api/{type}s/{id}/commit/{rev}``           → stores the NDJSON ``file`` lines (base64), returns the commit
+- ``POST /api/{type}s/{id}/commit/{rev}``           → stores the NDJSON ``file`` lines (base64), returns the commit;
+  with ``?create_pr=1`` it leaves ``main`` alone and records a pull request (:attr:`Repo.pulls`) with its files
 - ``POST /api/{type}s/{id}/tag/{rev}``              → a tag (409 when it exists)
 - ``GET  /api/{type}s/{id}/refs``                   → branches and tags (404 RepoNotFound when missing)
 - ``GET  /api/{type}s/{id}/tree/{rev}``              → the repo's files (``list_repo_files``; one page)
@@ -28,7 +29,7 @@ import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import unquote, urlparse
+from urllib.parse import parse_qs, unquote, urlparse
 
 __all__ = ["HubServer", "HubState", "Repo"]
 
@@ -47,6 +48,8 @@ class Repo:
     files: dict[str, bytes] = field(default_factory=dict)
     commits: list[str] = field(default_factory=list)
     tags: dict[str, str] = field(default_factory=dict)  # tag → commit oid
+    pulls: list[dict[str, Any]] = field(default_factory=list)
+    """Pull requests opened with ``create_pr``: ``{"num", "title", "description", "files": {path: bytes}}``."""
 
     @property
     def head(self) -> str:
@@ -179,6 +182,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         path = unquote(urlparse(self.path).path)
+        query = parse_qs(urlparse(self.path).query)
         body = self._body()
         self.state.requests.append(("POST", path))
         if path == "/api/validate-yaml":
@@ -206,6 +210,32 @@ class _Handler(BaseHTTPRequestHandler):
             files = json.loads(body).get("files", [])
             return self._send(
                 200, {"files": [{"path": f["path"], "uploadMode": "regular", "shouldIgnore": False} for f in files]}
+            )
+        if action == "commit" and query.get("create_pr") == ["1"]:
+            with self.state.lock:
+                header: dict[str, Any] = {}
+                files: dict[str, bytes] = {}
+                for line in body.decode().splitlines():
+                    item = json.loads(line) if line.strip() else {}
+                    if item.get("key") == "header":
+                        header = item["value"]
+                    elif item.get("key") == "file":
+                        files[item["value"]["path"]] = base64.b64decode(item["value"]["content"])
+                num = len(repo.pulls) + 1
+                repo.pulls.append(
+                    {
+                        "num": num,
+                        "title": header.get("summary"),
+                        "description": header.get("description"),
+                        "files": files,
+                    }
+                )
+                oid = hashlib.sha1(repo.head.encode() + body).hexdigest()
+            prefix = {"models": "", "datasets": "datasets/", "spaces": "spaces/"}[kind]
+            url = f"{self.server.url}/{prefix}{repo_id}"
+            return self._send(
+                200,
+                {"commitOid": oid, "commitUrl": f"{url}/commit/{oid}", "pullRequestUrl": f"{url}/discussions/{num}"},
             )
         if action == "commit":
             with self.state.lock:

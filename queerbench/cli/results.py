@@ -19,7 +19,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     ev = sub.add_parser(
         "eval",
         help="run the whole suite on one model (each task with each method the model supports) into one folder, "
-        "with a report card (card.md, results.json, a figure, a model-index block)",
+        "with a report card (card.md, results.json, a figure, a model-index block) and the Hub's .eval_results",
     )
     ev.add_argument("--model", default=None, help="Hub id, local folder or embedded:… (default: the embedded SmolLM2)")
     endpoint_arguments(ev, endpoint_help="an OpenAI-compatible base URL serving --model")
@@ -75,6 +75,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     push.add_argument("--repo", default=None, help="the results dataset (default: hub_configs/release.json's results)")
     push.add_argument("--with-predictions", action="store_true", help="also upload the per-sentence predictions")
     push.add_argument("--yes", action="store_true", help="really upload (default: say what would be uploaded)")
+    push.add_argument(
+        "--pull-request",
+        action="store_true",
+        help="instead, open a pull request adding an eval's .eval_results/*.yaml to the model's own Hub repo, where "
+        "the model page and the benchmark's leaderboards show them (dry run unless --yes)",
+    )
+    push.add_argument(
+        "--model-repo",
+        default=None,
+        metavar="ID",
+        help="with --pull-request: the model's Hub repo (default: the eval's --model, when that is a Hub id)",
+    )
     push.set_defaults(func=_push)
 
     view = sub.add_parser("view", help="open a run, eval or scm run folder in the local Gradio app")
@@ -121,7 +133,7 @@ def _eval(args: argparse.Namespace) -> int:
     )
     document = run_eval(settings, Path(args.out), reference=Path(args.reference) if args.reference else None)
     failed = [p for p in document["parts"] if p["status"] == "failed"]
-    print(f"wrote {args.out}/card.md, results.json, model-index.yaml ({len(document['rows'])} rows)")
+    print(f"wrote {args.out}/card.md, results.json, model-index.yaml, .eval_results/ ({len(document['rows'])} rows)")
     for part in document["parts"]:
         print(f"  {part['folder']}: {part['status']}" + (f" ({part['note']})" if part.get("note") else ""))
     return 1 if failed else 0
@@ -152,6 +164,21 @@ def _show(args: argparse.Namespace) -> int:
 def _push(args: argparse.Namespace) -> int:
     from queerbench.hub.results import push_results
 
+    if args.pull_request:
+        from queerbench.hub.results_pr import push_eval_results_pr
+
+        other = [
+            flag for flag, given in (("--repo", args.repo), ("--with-predictions", args.with_predictions)) if given
+        ]
+        if other:
+            raise ValueError(
+                f"{' and '.join(other)} set where the results dataset is pushed to, and --pull-request sends only an "
+                "eval's .eval_results files to the model's repo; drop one of them"
+            )
+        push_eval_results_pr(Path(args.folder), model_repo=args.model_repo, yes=args.yes)
+        return 0
+    if args.model_repo is not None:
+        raise ValueError("--model-repo names the model's repo for --pull-request; add --pull-request or drop it")
     push_results(Path(args.folder), repo_id=args.repo, yes=args.yes, with_predictions=args.with_predictions)
     return 0
 

@@ -1,11 +1,18 @@
-"""Build the Hub-ready dataset folder: Parquet per config and split plus a README card with ``configs:``.
+"""Build the Hub-ready dataset folder: Parquet per config and split, a README card with ``configs:`` and the
+benchmark's ``eval.yaml``.
 
-Layout (docs/hub.md, "The dataset"): ``<config>/<split>-00000-of-00001.parquet`` and ``README.md``. The folder loads offline
-with ``datasets.load_dataset(folder, "<config>", split="nouns")``. Building twice gives byte-identical Parquet.
+Layout (docs/hub.md, "The dataset"): ``<config>/<split>-00000-of-00001.parquet``, ``README.md`` and ``eval.yaml``. The
+folder loads offline with ``datasets.load_dataset(folder, "<config>", split="nouns")``. Building twice gives
+byte-identical Parquet.
+
+``eval.yaml`` makes the dataset a Hub benchmark: its name, description and evaluation framework
+(``hub_configs/cards.yaml``, ``benchmark``) and one task (leaderboard) per metric and group of each config built, with
+the config and split that hold the group (:func:`queerbench.results.eval_results.benchmark_tasks`): every task id an
+eval's ``.eval_results`` entries use for the released configs.
 
 The folder is built aside and moved into place (:func:`queerbench.base.files.replace_own_files`). ``--overwrite``
-replaces the files an earlier build wrote — its ``README.md`` and the Parquet files that card lists — and nothing
-else: a researcher's notes, a ``.gitattributes`` or the ``.git`` folder of a Hub clone stay.
+replaces the files an earlier build wrote — its ``README.md``, its ``eval.yaml`` and the Parquet files that card
+lists — and nothing else: a researcher's notes, a ``.gitattributes`` or the ``.git`` folder of a Hub clone stay.
 """
 
 from __future__ import annotations
@@ -21,10 +28,19 @@ import yaml
 
 from queerbench import __version__
 from queerbench.base.files import replace_own_files
+from queerbench.base.release_config import load_release_config
 from queerbench.base.sources import describe_sources
+from queerbench.results.eval_results import BENCHMARK_FILE, benchmark_problem, benchmark_tasks
 from queerbench.tasks import Task, all_tasks
 
-__all__ = ["build_dataset", "config_splits", "dataset_configs", "default_configs", "load_local_split"]
+__all__ = [
+    "benchmark_yaml",
+    "build_dataset",
+    "config_splits",
+    "dataset_configs",
+    "default_configs",
+    "load_local_split",
+]
 
 
 def dataset_configs() -> tuple[str, ...]:
@@ -116,6 +132,36 @@ def _card(configs: Sequence[str], tables: dict[str, dict[str, pa.Table]]) -> str
     return "---\n" + yaml.safe_dump(meta, sort_keys=False, allow_unicode=True) + "---\n" + body
 
 
+_DESCRIPTION = "Harm toward LGBTQIA+ people in language models' completions (lower QueerBench scores are less harmful)."
+
+
+def _benchmark_meta() -> dict[str, str]:
+    """The benchmark's name, description and evaluation framework (``hub_configs/cards.yaml``, ``benchmark``)."""
+    meta = load_release_config().cards.get("benchmark", {})
+    return {
+        "name": str(meta.get("name") or "QueerBench"),
+        "description": " ".join(str(meta.get("description") or _DESCRIPTION).split()),
+        "evaluation_framework": str(meta.get("evaluation_framework") or "queerbench"),
+    }
+
+
+def benchmark_yaml(frames: dict[str, dict[str, pd.DataFrame]]) -> str:
+    """The benchmark's ``eval.yaml`` for the configs in ``frames`` (``{config: {split: frame}}``): the Hub's fields
+    (name, description, evaluation framework) and one task per metric and group of each config."""
+    meta = _benchmark_meta()
+    built = "; ".join(f"`{c}`: {_task_of(c).spec.title}" for c in frames)
+    data = {
+        "name": meta["name"],
+        "description": f"{meta['description']} Configs: {built}.".strip(),
+        "evaluation_framework": meta["evaluation_framework"],
+        "tasks": benchmark_tasks(frames),
+    }
+    problem = benchmark_problem(data)
+    if problem:
+        raise ValueError(f"the benchmark's {BENCHMARK_FILE} would be invalid: {problem}; fix hub_configs/cards.yaml")
+    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=120)
+
+
 def _card_sources(configs: Sequence[str]) -> list[str]:
     """The sources a card lists: every project source that is no benchmark's own sentence or reference file, plus
     the sources of the configs built (a benchmark's stored evaluations and tables are reproduction references, not
@@ -129,7 +175,8 @@ def _card_sources(configs: Sequence[str]) -> list[str]:
 
 def _own_files(folder: Path) -> list[str] | None:
     """The files an earlier ``dataset build`` wrote in ``folder``: its card (``README.md``, front matter naming
-    QueerBench) and the Parquet files the card's ``configs`` list; None when the folder holds no such card."""
+    QueerBench), its ``eval.yaml`` (a valid benchmark file of the same name) and the Parquet files the card's
+    ``configs`` list; None when the folder holds no such card."""
     readme = folder / "README.md"
     if not readme.is_file():
         return None
@@ -145,6 +192,12 @@ def _own_files(folder: Path) -> list[str] | None:
     ):
         return None
     files = ["README.md"]
+    try:
+        benchmark = yaml.safe_load((folder / BENCHMARK_FILE).read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        benchmark = None
+    if benchmark_problem(benchmark) is None and benchmark.get("name") == _benchmark_meta()["name"]:
+        files.append(BENCHMARK_FILE)  # ours; an eval.yaml of anyone else's stops an --overwrite
     for config in meta["configs"]:
         for entry in (config.get("data_files") or []) if isinstance(config, dict) else []:
             if isinstance(entry, dict) and isinstance(entry.get("path"), str):
@@ -153,7 +206,8 @@ def _own_files(folder: Path) -> list[str] | None:
 
 
 def build_dataset(out: str | Path, configs: Sequence[str] | None = None, *, overwrite: bool = False) -> Path:
-    """Write the Hub-ready dataset folder for ``configs`` into ``out`` (atomically) and return its path.
+    """Write the Hub-ready dataset folder for ``configs`` into ``out`` (atomically: Parquet, the card and the
+    benchmark's ``eval.yaml``) and return its path.
 
     ``out`` must be empty or absent, or, with ``overwrite=True``, hold an earlier dataset build: its files (the card
     and the Parquet files it lists) are replaced and every other file there is left alone. ``configs`` None:
@@ -171,6 +225,7 @@ def build_dataset(out: str | Path, configs: Sequence[str] | None = None, *, over
             for c, splits in frames.items()
         }
         (tmp / "README.md").write_text(_card(configs, tables), encoding="utf-8")
+        (tmp / BENCHMARK_FILE).write_text(benchmark_yaml(frames), encoding="utf-8")
     return Path(out)
 
 

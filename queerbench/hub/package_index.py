@@ -18,12 +18,9 @@ from urllib.parse import urlsplit
 from queerbench import __version__
 from queerbench.base import env
 from queerbench.base.http import Answer, HttpClient, RetryRules
+from queerbench.base.release_config import ReleaseError
 
 __all__ = ["PYPI_UPLOAD_URL", "PackageIndex", "ReleaseError", "of_version", "shown_url"]
-
-
-class ReleaseError(ValueError):
-    """A release cannot be built or pushed; the message says why and what to do."""
 
 
 def of_version(name: str, version: str = __version__) -> bool:

@@ -32,13 +32,10 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import platform
 import re
 import shutil
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +45,7 @@ import queerbench
 from queerbench import __version__
 from queerbench.base import env
 from queerbench.base.files import read_json_object, replace_own_files
+from queerbench.base.release_config import ReleaseConfig, load_release_config
 from queerbench.hub.package_index import PackageIndex, ReleaseError, of_version, shown_url
 from queerbench.hub.release_files import MANIFEST, checked_files, own_files, record, sha256, staged
 
@@ -65,71 +63,6 @@ __all__ = [
 _SPACE_FILES = ("app.py", "README.md", "requirements.txt")
 _METRIC_FILES = ("metric_queerbench.py", "app.py", "README.md", "requirements.txt")
 _REQ_NAME = re.compile(r"^\s*queerbench(\[[^\]]*\])?\s*([<>=!~].*)?$")
-
-
-# --------------------------------------------------------------------------------------------------- settings
-def _hub_config_text(name: str, checkout: Path | None = None) -> str:
-    """A file of ``hub_configs/``: from the installed package, else from the checkout (an older editable install)."""
-    try:
-        return resources.files("queerbench.hub_configs").joinpath(name).read_text(encoding="utf-8")
-    except (ModuleNotFoundError, FileNotFoundError):
-        root = checkout or Path(queerbench.__file__).resolve().parents[1]
-        path = root / "hub_configs" / name
-        if not path.is_file():
-            raise ReleaseError(f"hub_configs/{name} not found (looked in the package and in {root})") from None
-        return path.read_text(encoding="utf-8")
-
-
-@dataclass(frozen=True)
-class ReleaseConfig:
-    """Where a release goes and what its cards say (``hub_configs/release.json`` and ``cards.yaml``)."""
-
-    namespace: str
-    dataset: str
-    metric: str
-    space: str
-    results: str
-    dataset_configs: tuple[str, ...]
-    tag_pattern: str
-    python_version: str
-    requirement_pattern: str
-    cards: dict[str, dict[str, Any]]
-
-    def repo_id(self, artifact: str) -> str:
-        """``namespace/name`` of ``dataset``, ``metric``, ``space`` or ``results``."""
-        return f"{self.namespace}/{getattr(self, artifact)}"
-
-    def tag(self, version: str = __version__) -> str:
-        """The one tag all three repos get for ``version`` (``v0.1.0``)."""
-        return self.tag_pattern.format(version=version)
-
-    def requirement(self, extras: str = "", version: str = __version__) -> str:
-        """The pinned requirement line for queerbench (``queerbench[space,scm]==0.1.0``)."""
-        return self.requirement_pattern.format(extras=extras, version=version)
-
-
-def load_release_config(namespace: str | None = None, checkout: Path | None = None) -> ReleaseConfig:
-    """Read the release settings; ``namespace`` overrides the configured one (e.g. to push to your own account)."""
-    data = json.loads(_hub_config_text("release.json", checkout))
-    cards = yaml.safe_load(_hub_config_text("cards.yaml", checkout)) or {}
-    missing = [k for k in ("namespace", "dataset", "metric", "space") if not data.get(k)]
-    if missing:
-        raise ReleaseError(f"hub_configs/release.json lacks {missing}")
-    ns = namespace or data["namespace"]
-    if not re.fullmatch(r"[A-Za-z0-9][\w.-]*", ns):
-        raise ReleaseError(f"{ns!r} is not a valid Hub namespace (a user or organisation name)")
-    return ReleaseConfig(
-        namespace=ns,
-        dataset=data["dataset"],
-        metric=data["metric"],
-        space=data["space"],
-        results=data.get("results", "queerbench-results"),
-        dataset_configs=tuple(data.get("dataset_configs", ("default", "paper"))),
-        tag_pattern=data.get("tag", "v{version}"),
-        python_version=str(data.get("python_version") or ".".join(platform.python_version_tuple()[:2])),
-        requirement_pattern=data.get("queerbench_requirement", "queerbench{extras}=={version}"),
-        cards={k: dict(v or {}) for k, v in cards.items()},
-    )
 
 
 # ------------------------------------------------------------------------------------------------------ build
@@ -181,7 +114,7 @@ def _pinned_requirements(source: Path, pin: Callable[[str], str]) -> str:
 
 
 def _stamp(cfg: ReleaseConfig) -> str:
-    tag = cfg.tag()
+    tag = cfg.tag(__version__)
     return (
         f"> **Release {tag}** (queerbench {__version__}). Released together, under the same tag: the dataset "
         f"[`{cfg.repo_id('dataset')}`](https://huggingface.co/datasets/{cfg.repo_id('dataset')}/tree/{tag}), the "
@@ -234,7 +167,7 @@ def build_release(
     configs = dataset_configs or cfg.dataset_configs
     manifest = {
         "version": __version__,
-        "tag": cfg.tag(),
+        "tag": cfg.tag(__version__),
         "repos": {
             name: {"repo_id": cfg.repo_id(name), "repo_type": kind, "folder": name}
             | ({"space_sdk": "gradio"} if sdk else {})
@@ -256,7 +189,7 @@ def build_release(
         for name, src, dst in (("metric", metric_src, metric), ("space", space_src, space)):
             card = _card(src / "README.md", cfg.cards.get(name, {}), fixed, stamp)
             (dst / "README.md").write_text(card, encoding="utf-8")
-            pinned = _pinned_requirements(src / "requirements.txt", cfg.requirement)
+            pinned = _pinned_requirements(src / "requirements.txt", lambda extras: cfg.requirement(extras, __version__))
             (dst / "requirements.txt").write_text(pinned, encoding="utf-8")
         (tmp / "dist").mkdir()
         for path in _dist_files(Path(dist) if dist is not None else root / "dist"):

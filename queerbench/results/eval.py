@@ -259,6 +259,7 @@ def run_eval(
     reference rows (``reference``: a ``reference_rows.json``; default: those ``leaderboard show`` uses); returns the
     results document. A part that fails is recorded with its one-line reason and the others go on."""
     from queerbench.results.card import write_card
+    from queerbench.results.eval_results import write_eval_results
 
     out = Path(out)
     parts, what = plan_eval(settings)
@@ -328,6 +329,7 @@ def run_eval(
             "rows": rows,
         }
         write_card(document, out, references=references, reference_note=reference_note)
+        write_eval_results(document, out)  # the Hub's .eval_results/*.yaml entries and their record
         return document
 
 

@@ -317,6 +317,12 @@ class Task:
         pair = self.spec.extra.get("headline_gap") or ("queer", "non-queer")
         return str(pair[0]), str(pair[1])
 
+    def leaderboard_metrics(self) -> dict[str, str]:
+        """The metrics this task's result rows report (their ``metric``), each with the short id that names it in a
+        Hub task id (an eval's ``.eval_results`` entries and the benchmark's ``eval.yaml``): a ``blanks`` task's rows
+        hold the QueerBench score; a ``probes`` task names its own."""
+        return {"QueerBench score": "score"} if self.runs_blanks else {}
+
     @property
     def summary_decimals(self) -> int:
         """The decimals the leaderboard prints this task's own figures at (``extra["summary"]`` of its rows, e.g.

@@ -19,6 +19,8 @@ from queerbench.tasks.base import Task, TaskSpec, load_specs
 __all__ = ["TASKS", "ScmTask", "register_commands"]
 
 SPECS: dict[str, TaskSpec] = load_specs(Path(__file__).with_name("tasks.json"))
+FREE_RATING = "SCM free rating: Warmth (1–5)"
+CONSTRAINED_RATING = "SCM constrained rating: Warmth (1–5)"
 
 
 class ScmTask(Task):
@@ -35,6 +37,10 @@ class ScmTask(Task):
         from queerbench.tasks.scm.dataset import scm_splits
 
         return scm_splits()
+
+    def leaderboard_metrics(self) -> dict[str, str]:
+        """The free rating's and the constrained rating's Warmth (two measurements: never one leaderboard)."""
+        return {FREE_RATING: "warmth_free", CONSTRAINED_RATING: "warmth_constrained"}
 
     def space_tab(self) -> tuple[str, Any] | None:
         """The Space's "Generative LMs" tab (when its optional parts are installed)."""
@@ -102,14 +108,14 @@ class ScmTask(Task):
             row(
                 "rating_free",
                 "instructed",
-                "SCM free rating: Warmth (1–5)",
+                FREE_RATING,
                 parse_rate=(res.get("parse_rate") or {}).get("rating"),
                 refusal_rate=survey.get("rate"),
             )
         ]
         constrained = res.get("rating_constrained") or {}
         if any(((c or {}).get("Warmth") or {}).get("mean") is not None for c in constrained.values()):
-            rows.append(row("rating_constrained", "scored", "SCM constrained rating: Warmth (1–5)"))
+            rows.append(row("rating_constrained", "scored", CONSTRAINED_RATING))
         return rows
 
     def folder_table(self, folder: Path) -> pd.DataFrame | None:
