@@ -35,8 +35,8 @@ __all__ = [
     "bundled_reference_path",
     "default_reference_path",
     "load_reference_rows",
-    "reference_scorer_names",
     "reference_rows_for_show",
+    "reference_scorer_names",
 ]
 
 REFERENCE_FILE = "reference_rows.json"
@@ -107,11 +107,22 @@ def build_reference_rows(
         f"building the reference rows of {len(sources)} published files ({', '.join([STORED, *names])}) on "
         f"{workers} process(es) …"
     )
+
+    def done(i: int, job: tuple[str, str, int, int, str | None]) -> None:
+        if job[4] is not None:  # a re-scoring takes a while the first time: say which are done
+            log(f"  {i}/{len(jobs)} {job[1]} ({job[4]}) {time.perf_counter() - started:.0f} s")
+
     if workers == 1:
-        parts = [_rows_of(job) for job in jobs]
+        parts = []
+        for i, job in enumerate(jobs, start=1):
+            parts.append(_rows_of(job))
+            done(i, job)
     else:
         with ProcessPoolExecutor(max_workers=workers) as pool:
-            parts = list(pool.map(_rows_of, jobs))
+            parts = []
+            for i, (job, part) in enumerate(zip(jobs, pool.map(_rows_of, jobs), strict=True), start=1):
+                parts.append(part)
+                done(i, job)
     rows = [row for part in parts for row in part]
     document = {
         "schema_version": SCHEMA_VERSION,

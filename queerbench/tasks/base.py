@@ -297,9 +297,7 @@ class Task:
         """The pinned published files the task's reference rows come from (one job each; none by default)."""
         return []
 
-    def reference_rows(
-        self, source: str, *, n_resamples: int, seed: int, scorer: str | None = None
-    ) -> list[ResultRow]:
+    def reference_rows(self, source: str, *, n_resamples: int, seed: int, scorer: str | None = None) -> list[ResultRow]:
         """The reference rows (:class:`~queerbench.reporting.rows.ResultRow`) one published file gives: the
         published model's scores recomputed from it, with their CIs and gap test. ``scorer`` None: with the toxicity
         values stored in the file (the row's ``toxicity`` is ``perspective``); else the offline scorer of that

@@ -43,9 +43,7 @@ def _table4() -> Any:
     return read_table4(paths[0].parent)
 
 
-def paper_reference_row(
-    task: Any, source: str, *, n_resamples: int, seed: int, scorer: str | None = None
-) -> ResultRow:
+def paper_reference_row(task: Any, source: str, *, n_resamples: int, seed: int, scorer: str | None = None) -> ResultRow:
     """The reference row of one evaluation file (``source``: a pinned source name) under ``task`` (``paper``): with
     the stored Perspective counts (``scorer`` None), or re-scored by the offline toxicity scorer ``scorer`` (a
     ``--toxicity`` name) exactly as ``queerbench score FILE --config paper --toxicity SCORER`` scores it
@@ -99,7 +97,12 @@ def paper_reference_row(
             ("method", "published"),
             ("model", model),
             ("k", k),
-            ("tox", "perspective(stored)" if scorer is None else described(scorer, (result.get("scorers") or {}).get("toxicity"))),
+            (
+                "tox",
+                "perspective(stored)"
+                if scorer is None
+                else described(scorer, (result.get("scorers") or {}).get("toxicity")),
+            ),
             ("hurtlex", "paper-whitelist"),
             ("ci", f"{n_resamples}/{n_resamples}/{seed}"),
             ("src", f"{source}@{short_hash(digest)}"),

@@ -78,9 +78,7 @@ class QueerBenchTask(Task):
 
         return paper_reference_sources()
 
-    def reference_rows(
-        self, source: str, *, n_resamples: int, seed: int, scorer: str | None = None
-    ) -> list[Any]:
+    def reference_rows(self, source: str, *, n_resamples: int, seed: int, scorer: str | None = None) -> list[Any]:
         """Table 4's row of one evaluation file, with CIs and the gap test (:mod:`.reference`)."""
         if source not in self.reference_sources():
             raise ValueError(f"{source} is not one of task {self.name}'s published files")

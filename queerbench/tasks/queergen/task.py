@@ -131,9 +131,7 @@ class QueerGenTask(Task):
 
         return queergen_reference_sources()
 
-    def reference_rows(
-        self, source: str, *, n_resamples: int, seed: int, scorer: str | None = None
-    ) -> list[Any]:
+    def reference_rows(self, source: str, *, n_resamples: int, seed: int, scorer: str | None = None) -> list[Any]:
         """The reference row of one QueerGen evaluation file (:mod:`.reference`)."""
         if source not in self.reference_sources():
             raise ValueError(f"{source} is not one of task {self.name}'s published files")
