@@ -64,7 +64,12 @@ def test_a_users_score_of_a_queergen_file_gives_its_embedded_reference_rows_figu
     assert main(argv) == 0
     scored = json.loads(out.read_text())
     assert row.model == "BERT Base" and row.k == 1 and row.toxicity == "embedded"
-    assert row.extra["queergen"]["perspective"] == scored["perspective"]  # the scorer's probabilities, per group
+    # the scorer's mean probabilities per group (its cache returns each text's value as first computed; a fresh
+    # computation in another batch may differ in the 11th digit, which no flag at 0.5 sees)
+    ours, theirs = row.extra["queergen"]["perspective"], scored["perspective"]
+    assert ours.keys() == theirs.keys() == {"unmarked", "non-queer", "queer"}
+    for group, figures in ours.items():
+        assert figures == pytest.approx(theirs[group], rel=1e-9)
     assert row.extra["queergen"]["vader"] == scored["vader"] and row.extra["queergen"]["regard"] == scored["regard"]
     assert {g for g, v in row.scores.items() if v is not None} == {"unmarked", "non-queer", "queer"}
 

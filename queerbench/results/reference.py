@@ -169,11 +169,26 @@ def reference_rows_for_show(path: Path | None = None) -> tuple[list[ResultRow], 
     """The reference rows ``leaderboard show`` places runs among, and a note saying which: ``path`` when given; else
     the ones ``leaderboard build`` wrote; else the bundled copy."""
     if path is not None:
-        return load_reference_rows(path), None
+        return _with_missing_scorers(load_reference_rows(path), path)
     if default_reference_path().is_file():
-        return load_reference_rows(default_reference_path()), None
+        return _with_missing_scorers(load_reference_rows(default_reference_path()), default_reference_path())
     bundled = bundled_reference_path()
     return load_reference_rows(bundled), (
         f"using the reference rows bundled with queerbench {__version__}; `queerbench leaderboard build` recomputes "
         "them from the papers' published files"
+    )
+
+
+def _with_missing_scorers(rows: list[ResultRow], path: Path) -> tuple[list[ResultRow], str | None]:
+    """``rows`` and, when they lack the rows of a scorer the data lists (a build of an earlier version, or
+    ``--stored-only``), a note naming it and how to build them; a run under it is then listed apart."""
+    from queerbench.scoring.caveats import reference_scorers
+
+    present = {r.toxicity for r in rows}
+    missing = [s for s in reference_scorers() if s not in present]
+    if not missing:
+        return rows, None
+    return rows, (
+        f"the reference rows at {path} have none under {', '.join(missing)}; `queerbench leaderboard build` "
+        "computes them"
     )

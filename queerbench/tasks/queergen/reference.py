@@ -105,8 +105,7 @@ def queergen_reference_row(
     that scorer's probabilities by the task's rule."""
     from queerbench.tasks.queergen.evaluations import read_evaluation_csv, score_rows
     from queerbench.tasks.queergen.score import queergen_result, score_queergen_csv
-    from queerbench.tasks.queergen.spec import spec
-    from queerbench.tasks.queergen.task import scorer_rules
+    from queerbench.tasks.queergen.spec import check_scoring_config, spec
 
     relpath = Path(get_source(source).relpath or "")
     stem, top5 = relpath.stem, relpath.parent.name == "evaluations_top_5"
@@ -118,7 +117,7 @@ def queergen_reference_row(
     if scorer is None:
         qg = score_queergen_csv(path, toxicity="precomputed", regard="precomputed", vader="recompute", seed=seed)
     else:  # the steps of score_queergen_csv, keeping the per-sentence scores for the QueerBench score
-        config = scorer_rules(task.name)
+        config = check_scoring_config(task.name)  # the rules `score --config` applies (scorer_rules)
         frame = read_evaluation_csv(path)
         kwargs = {"held_out_model": label}
         scored, meta = score_rows(
