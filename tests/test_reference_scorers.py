@@ -217,3 +217,14 @@ def test_the_spaces_leaderboard_tab_has_one_comparison_per_scorer_and_says_how_t
     assert any("toxicity perspective" in t for t in titles) and any("toxicity embedded" in t for t in titles)
     notes = scorer_notes(bundled)
     assert caveats.reference_note("perspective") in notes and caveats.reference_note("embedded") in notes
+
+
+def test_show_says_when_the_built_rows_lack_a_listed_scorer(bundled: list[ResultRow], tmp_path: Path):
+    from queerbench.results.reference import reference_rows_for_show
+
+    path = tmp_path / "reference_rows.json"
+    stored = [r.to_dict() for r in bundled if r.toxicity == "perspective"]  # a --stored-only build
+    path.write_text(json.dumps({"rows": stored}))
+    rows, note = reference_rows_for_show(path)
+    assert len(rows) == 44 and note and "have none under embedded" in note and "leaderboard build" in note
+    assert reference_rows_for_show(bundled_reference_path())[1] is None
