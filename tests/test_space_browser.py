@@ -114,11 +114,13 @@ def test_the_leaderboard_tab_in_a_browser(tmp_path: Path, monkeypatch: pytest.Mo
     import huggingface_hub.constants
 
     from queerbench.reporting.rows import ResultRow
+    from queerbench.results.reference import bundled_reference_path, load_reference_rows
     from tests.hub_server import HubServer
 
     chromium = need_chromium()
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)  # conftest sets it; the mock is local
     monkeypatch.setenv("QUEERBENCH_CACHE", str(tmp_path / "cache"))  # the bundled reference rows
+    bundled = len(load_reference_rows(bundled_reference_path()))  # the 44 published rows under every scorer
     pushed = ResultRow(
         task="paper", benchmark="QueerBench", model="pushed-model-xyz", method="mlm", k=5, toxicity="perspective",
         scores={"queer": 0.5, "non-queer": 0.4}, n={"queer": 10}, source="runs/p",
@@ -137,7 +139,7 @@ def test_the_leaderboard_tab_in_a_browser(tmp_path: Path, monkeypatch: pytest.Mo
                 page = browser.new_page(viewport={"width": 1400, "height": 2000})
                 page.goto(url)
                 page.get_by_role("tab", name="Leaderboard").click()
-                expect(page.get_by_text("44 reference rows and 1 pushed")).to_be_visible(timeout=60_000)
+                expect(page.get_by_text(f"{bundled} reference rows and 1 pushed")).to_be_visible(timeout=60_000)
                 table = page.locator("#leaderboard-table")
                 expect(table.get_by_text("bert-base-uncased").filter(visible=True).first).to_be_visible()
                 page.locator("#leaderboard-task input").first.click()

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["SEPARATOR", "format_signature", "parse_signature", "short_hash", "show"]
+__all__ = ["SEPARATOR", "described", "format_signature", "parse_signature", "short_hash", "show"]
 
 SEPARATOR = "|"
 
@@ -38,3 +38,13 @@ def parse_signature(text: str) -> dict[str, str]:
         name, _, value = part.partition(":")
         out[name] = value.replace("%7C", SEPARATOR).replace("%25", "%")
     return out
+
+
+def described(name: str, description: Any) -> str:
+    """``name@<12 hex digits>``: ``name`` with the sha256 of its JSON ``description`` (what made it: a scorer's
+    weights, its fit), so that a signature changes when what stands behind the name does."""
+    import hashlib
+    import json
+
+    text = json.dumps(description, sort_keys=True, default=str)
+    return f"{name}@{hashlib.sha256(text.encode('utf-8')).hexdigest()[:12]}"

@@ -51,6 +51,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     build.add_argument("--resamples", type=int, default=1000, help="bootstrap and permutation resamples (default 1000)")
     build.add_argument("--seed", type=int, default=0)
     build.add_argument("--workers", type=int, default=None, help="processes (default: one per CPU core)")
+    build.add_argument(
+        "--toxicity",
+        action="append",
+        default=[],
+        metavar="SCORER",
+        help="also re-score every published file with this offline scorer (e.g. hf:<model id or path>; repeatable), "
+        "besides the stored Perspective values and the scorers listed in queerbench/data/scorer_caveats.json "
+        "(reference_scorers: embedded)",
+    )
+    build.add_argument(
+        "--stored-only",
+        action="store_true",
+        help="only the stored Perspective values (and any --toxicity): skip the listed scorers (under a minute)",
+    )
     build.set_defaults(func=_build)
     show = lsub.add_parser("show", help="write leaderboard.md, leaderboard.csv and a figure with your runs placed")
     show.add_argument("folders", nargs="*", metavar="RUN_OR_EVAL_DIR", help="run, eval or scm run folders to place")
@@ -140,10 +154,14 @@ def _eval(args: argparse.Namespace) -> int:
 
 
 def _build(args: argparse.Namespace) -> int:
-    from queerbench.results.reference import build_reference_rows
+    from queerbench.results.reference import build_reference_rows, reference_scorer_names
 
     build_reference_rows(
-        Path(args.out) if args.out else None, n_resamples=args.resamples, seed=args.seed, workers=args.workers
+        Path(args.out) if args.out else None,
+        n_resamples=args.resamples,
+        seed=args.seed,
+        workers=args.workers,
+        scorers=reference_scorer_names(args.toxicity, stored_only=args.stored_only),
     )
     return 0
 

@@ -30,6 +30,7 @@ from queerbench.reporting.rows import (
 )
 from queerbench.results.compare import refuse_repeats
 from queerbench.results.folders import folder_rows
+from queerbench.scoring.caveats import reference_note
 from queerbench.tasks import all_tasks
 
 __all__ = [
@@ -39,6 +40,7 @@ __all__ = [
     "leaderboard_frame",
     "leaderboard_markdown",
     "rank_groups",
+    "scorer_note",
     "show_leaderboard",
     "standings",
 ]
@@ -73,6 +75,15 @@ def _title(row: ResultRow) -> str:
     k = f"k={row.k}" if row.k is not None else "replies"
     metric = "" if row.metric == "QueerBench score" else f", {row.metric}"
     return f"{row.benchmark} `{row.task}`, {k}, toxicity: {row.toxicity}, {covered}{metric}"
+
+
+def scorer_note(rows: Sequence[ResultRow]) -> str | None:
+    """What a comparable group's table says about how its published rows were made under its toxicity scorer (the
+    scorer's ``reference_note`` in ``queerbench/data/scorer_caveats.json``: the stored values, a re-scoring, or
+    leave-one-model-out fits); None when the group has no published row or its scorer no note."""
+    if not any(r.reference for r in rows):
+        return None
+    return reference_note(rows[0].toxicity)
 
 
 def _cell(value: Any, ci: Any = None, decimals: int = 2) -> str:
@@ -162,8 +173,10 @@ def leaderboard_markdown(rows: Sequence[ResultRow], figure: str | None = None) -
         "",
         f"{len(references)} reference rows (the papers' published models, recomputed from their own files) and "
         f"{len(rows) - len(references)} of yours. Only comparable rows (same task, k, toxicity scorer and sentences "
-        "covered) are ranked together; lower is less harmful. Gap: the first headline group's score minus the "
-        "second's, with its 95% CI (bootstrap over templates) and permutation p-value.",
+        "covered) are ranked together; lower is less harmful. The published models' rows exist under each toxicity "
+        "scorer (the values stored in their files, and each offline scorer re-scoring their own predictions), so "
+        "a run under any of them is ranked among them. Gap: the first headline group's score minus the second's, "
+        "with its 95% CI (bootstrap over templates) and permutation p-value.",
     ]
     if figure:
         lines += ["", f"![leaderboard]({figure})"]
@@ -174,6 +187,9 @@ def leaderboard_markdown(rows: Sequence[ResultRow], figure: str | None = None) -
         if by:
             lines.append(f"Ranked by the {by} score ({ranked[0].metric}).")
             lines.append("")
+        note = scorer_note(ranked)
+        if note:
+            lines += [note, ""]
         header = ["Rank", "Model", "Method", *groups, "Gap, p", *summary, "n", "Source"]
         lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         for rank, row in enumerate(ranked, start=1):

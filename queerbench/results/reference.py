@@ -1,8 +1,13 @@
 """The papers' published models as reference rows (``queerbench leaderboard build``).
 
 Every task that has published files (:meth:`queerbench.tasks.Task.reference_sources`) gives one or more rows per
-file (:meth:`~queerbench.tasks.Task.reference_rows`); the files are independent, so they are computed in worker
-processes, one per CPU core. The rows are saved as one JSON document (``reference_rows.json``: the rows, the number
+file (:meth:`~queerbench.tasks.Task.reference_rows`): with the toxicity values stored in the file (``perspective``),
+and once more for each offline scorer — the ones listed in ``queerbench/data/scorer_caveats.json``
+(``reference_scorers``, :func:`queerbench.scoring.caveats.reference_scorers`) and any the command adds — which scores
+the file's own texts by the task's protocol, as ``queerbench score FILE --toxicity SCORER`` does, told which model it
+scores (``held_out_model``: a scorer fitted on the published files scores each model with a fit that never saw its
+outputs). No scorer is named here: a scorer joins by being listed. The jobs (file × scorer) are independent, so they
+are computed in worker processes, one per CPU core. The rows are saved as one JSON document (``reference_rows.json``: the rows, the number
 of resamples, the seed, the version that built them), by default in the queerbench cache, where ``leaderboard show``,
 ``eval`` and the Space read them. The published files themselves stay where :func:`queerbench.base.sources.fetch` keeps
 them; only the computed rows are written.
@@ -12,7 +17,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -31,6 +36,7 @@ __all__ = [
     "default_reference_path",
     "load_reference_rows",
     "reference_rows_for_show",
+    "reference_scorer_names",
 ]
 
 REFERENCE_FILE = "reference_rows.json"
@@ -41,9 +47,38 @@ def default_reference_path() -> Path:
     return env.cache_dir() / REFERENCE_FILE
 
 
-def _rows_of(job: tuple[str, str, int, int]) -> list[dict[str, Any]]:
-    task, source, n_resamples, seed = job
-    return [r.to_dict() for r in get_task(task).reference_rows(source, n_resamples=n_resamples, seed=seed)]
+STORED = "perspective"
+"""The rows of the toxicity values stored in the published files (the papers scored with the Perspective API)."""
+
+
+def _rows_of(job: tuple[str, str, int, int, str | None]) -> list[dict[str, Any]]:
+    task, source, n_resamples, seed, scorer = job
+    rows = get_task(task).reference_rows(source, n_resamples=n_resamples, seed=seed, scorer=scorer)
+    return [r.to_dict() for r in rows]
+
+
+def reference_scorer_names(extra: Sequence[str] = (), *, stored_only: bool = False) -> list[str]:
+    """The offline scorers whose reference rows ``leaderboard build`` computes: those listed in the data
+    (:func:`~queerbench.scoring.caveats.reference_scorers`) and ``extra`` (``--toxicity``), each once, checked by
+    name (a one-line error for an unknown one, for ``perspective``: its rows are the stored values, and for
+    ``precomputed``/``none``); only ``extra`` when ``stored_only``."""
+    from queerbench.scoring.aggregate import check_toxicity_scorer
+    from queerbench.scoring.caveats import reference_scorers
+
+    names: list[str] = []
+    for name in [*([] if stored_only else reference_scorers()), *extra]:
+        name = f"hf:{name[3:].strip()}" if name.startswith("hf:") else name.strip()
+        if name in (STORED, "precomputed", "none"):
+            raise ValueError(
+                f"--toxicity {name}: the published models' {STORED} rows come from the values stored in their files "
+                "and are always built; name an offline scorer (embedded, hf:<model id or path>, …)"
+            )
+        if name == "hf:":
+            raise ValueError("--toxicity hf: needs a model id or path, e.g. hf:unitary/unbiased-toxic-roberta")
+        check_toxicity_scorer(name)
+        if name not in names:
+            names.append(name)
+    return names
 
 
 def build_reference_rows(
@@ -52,29 +87,49 @@ def build_reference_rows(
     n_resamples: int = 1000,
     seed: int = 0,
     workers: int | None = None,
+    scorers: Sequence[str] | None = None,
     log: Callable[[str], None] = print,
 ) -> dict[str, Any]:
     """Compute every task's reference rows and write them to ``out`` (default :func:`default_reference_path`);
-    returns the document. ``workers``: processes (default: the CPU cores; 1 computes in this process)."""
+    returns the document. ``scorers``: the offline scorers re-scoring every published file besides its stored values
+    (default: :func:`reference_scorer_names`, the data's list; ``()``: the stored values only). ``workers``:
+    processes (default: the CPU cores; 1 computes in this process)."""
     if n_resamples < 0:
         raise ValueError(f"--resamples must be >= 0, got {n_resamples}")
-    jobs = [(t.name, s, n_resamples, seed) for t in all_tasks().values() for s in t.reference_sources()]
-    if not jobs:
+    names = reference_scorer_names() if scorers is None else reference_scorer_names(scorers, stored_only=True)
+    sources = [(t.name, s) for t in all_tasks().values() for s in t.reference_sources()]
+    if not sources:
         raise ValueError("no task has published files to build reference rows from")
+    jobs = [(task, source, n_resamples, seed, scorer) for scorer in [None, *names] for task, source in sources]
     workers = max(1, min(workers or os.cpu_count() or 1, len(jobs)))
     started = time.perf_counter()
-    log(f"building {len(jobs)} reference rows' files on {workers} process(es) …")
+    log(
+        f"building the reference rows of {len(sources)} published files ({', '.join([STORED, *names])}) on "
+        f"{workers} process(es) …"
+    )
+
+    def done(i: int, job: tuple[str, str, int, int, str | None]) -> None:
+        if job[4] is not None:  # a re-scoring takes a while the first time: say which are done
+            log(f"  {i}/{len(jobs)} {job[1]} ({job[4]}) {time.perf_counter() - started:.0f} s")
+
     if workers == 1:
-        parts = [_rows_of(job) for job in jobs]
+        parts = []
+        for i, job in enumerate(jobs, start=1):
+            parts.append(_rows_of(job))
+            done(i, job)
     else:
         with ProcessPoolExecutor(max_workers=workers) as pool:
-            parts = list(pool.map(_rows_of, jobs))
+            parts = []
+            for i, (job, part) in enumerate(zip(jobs, pool.map(_rows_of, jobs), strict=True), start=1):
+                parts.append(part)
+                done(i, job)
     rows = [row for part in parts for row in part]
     document = {
         "schema_version": SCHEMA_VERSION,
         "queerbench_version": __version__,
         "n_resamples": n_resamples,
         "seed": seed,
+        "scorers": [STORED, *names],
         "rows": rows,
     }
     path = out or default_reference_path()
@@ -114,11 +169,26 @@ def reference_rows_for_show(path: Path | None = None) -> tuple[list[ResultRow], 
     """The reference rows ``leaderboard show`` places runs among, and a note saying which: ``path`` when given; else
     the ones ``leaderboard build`` wrote; else the bundled copy."""
     if path is not None:
-        return load_reference_rows(path), None
+        return _with_missing_scorers(load_reference_rows(path), path)
     if default_reference_path().is_file():
-        return load_reference_rows(default_reference_path()), None
+        return _with_missing_scorers(load_reference_rows(default_reference_path()), default_reference_path())
     bundled = bundled_reference_path()
     return load_reference_rows(bundled), (
         f"using the reference rows bundled with queerbench {__version__}; `queerbench leaderboard build` recomputes "
         "them from the papers' published files"
+    )
+
+
+def _with_missing_scorers(rows: list[ResultRow], path: Path) -> tuple[list[ResultRow], str | None]:
+    """``rows`` and, when they lack the rows of a scorer the data lists (a build of an earlier version, or
+    ``--stored-only``), a note naming it and how to build them; a run under it is then listed apart."""
+    from queerbench.scoring.caveats import reference_scorers
+
+    present = {r.toxicity for r in rows}
+    missing = [s for s in reference_scorers() if s not in present]
+    if not missing:
+        return rows, None
+    return rows, (
+        f"the reference rows at {path} have none under {', '.join(missing)}; `queerbench leaderboard build` "
+        "computes them"
     )

@@ -8,7 +8,10 @@ figures and ``compare`` say the same thing in the same words:
   embedded scorer, its Cohen's κ with the paper's stored Perspective flags for the input the run's scorer read;
 - :func:`small_n` → whether a group's n is below :func:`small_n_threshold` (30) sentences, and :func:`small_n_note` the warning
   with the width of its 95% CI;
-- :func:`identity_flags` → which flagged completions are identity words (the scorer's known reaction).
+- :func:`identity_flags` → which flagged completions are identity words (the scorer's known reaction);
+- :func:`reference_scorers` → the offline scorers ``leaderboard build`` re-scores the published models with (the
+  file's ``reference_scorers``), and :func:`reference_note` what a table of a scorer's reference rows says about how
+  they were made (its ``reference_note``: e.g. that a fitted scorer's rows come from leave-one-model-out fits).
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ from typing import Any
 __all__ = [
     "identity_flags",
     "load_caveats",
+    "reference_note",
+    "reference_scorers",
     "schema_problems",
     "scorer_caveat",
     "small_n",
@@ -30,6 +35,9 @@ __all__ = [
 ]
 
 _FILE = "scorer_caveats.json"
+_DEFAULT_REFERENCE_SCORERS = ("embedded",)
+_NOT_RESCORERS = ("perspective", "precomputed", "none")
+"""Not offline re-scorers: the published rows already hold Perspective's stored values; the others score nothing."""
 
 
 @functools.cache
@@ -54,6 +62,14 @@ def schema_problems(data: Any) -> list[str]:
     small = data.get("small_n") or {}
     if not isinstance(small.get("threshold"), int) or small["threshold"] < 2 or not isinstance(small.get("text"), str):
         problems.append("small_n needs an integer threshold of at least 2 and a text")
+    listed = data.get("reference_scorers", list(_DEFAULT_REFERENCE_SCORERS))
+    if not isinstance(listed, list) or not all(isinstance(n, str) and n.strip() for n in listed):
+        problems.append("reference_scorers must be a list of --toxicity names")
+    else:
+        bad = [n for n in listed if n in (*_NOT_RESCORERS, "hf:")]
+        bad += [n for i, n in enumerate(listed) if n in listed[:i]]
+        if bad:
+            problems.append(f"reference_scorers must name offline scorers, each once (not {bad[0]!r})")
     scorers = data.get("scorers")
     if not isinstance(scorers, dict) or not scorers:
         return [*problems, "scorers must map scorer names to their caveats"]
@@ -61,6 +77,9 @@ def schema_problems(data: Any) -> list[str]:
         limits = (entry or {}).get("limits")
         if not isinstance(limits, list) or not limits or not all(isinstance(t, str) and t.strip() for t in limits):
             problems.append(f"scorer {name!r} needs a non-empty list of limits")
+        note = (entry or {}).get("reference_note")
+        if note is not None and not (isinstance(note, str) and note.strip()):
+            problems.append(f"scorer {name!r}: reference_note must be a text")
         agreement = (entry or {}).get("agreement")
         if agreement is None:
             continue
@@ -123,6 +142,21 @@ def scorer_caveat(scorer: str | None, toxicity_input: str | None = None) -> list
             kappas = ", ".join(f"{a} {v:.2f}" for a, v in zip(agreement["attributes"], rows[f], strict=True))
             lines.append(f"{agreement['what']}, {f} input: {kappas} (`{agreement['command']}`).")
     return lines
+
+
+def reference_scorers() -> list[str]:
+    """The offline scorers (``--toxicity`` names) whose rows ``leaderboard build`` computes for every published model
+    besides the stored Perspective values: the caveats file's ``reference_scorers`` (default ``["embedded"]``). A
+    scorer joins by being listed there; no code names it."""
+    return list(load_caveats().get("reference_scorers", _DEFAULT_REFERENCE_SCORERS))
+
+
+def reference_note(scorer: str | None) -> str | None:
+    """What a table of the published models' rows under ``scorer`` says about how they were made (the scorer's
+    ``reference_note``, e.g. that they come from leave-one-model-out fits); None when its entry has none."""
+    entry = _entry(scorer)
+    note = (entry or {}).get("reference_note")
+    return str(note) if note else None
 
 
 def _input_form(toxicity_input: str | None) -> str | None:

@@ -367,9 +367,14 @@ class Task:
         """The pinned published files the task's reference rows come from (one job each; none by default)."""
         return []
 
-    def reference_rows(self, source: str, *, n_resamples: int, seed: int) -> list[ResultRow]:
+    def reference_rows(self, source: str, *, n_resamples: int, seed: int, scorer: str | None = None) -> list[ResultRow]:
         """The reference rows (:class:`~queerbench.reporting.rows.ResultRow`) one published file gives: the
-        published model's scores recomputed from it, with their CIs and gap test."""
+        published model's scores recomputed from it, with their CIs and gap test. ``scorer`` None: with the toxicity
+        values stored in the file (the row's ``toxicity`` is ``perspective``); else the offline scorer of that
+        ``--toxicity`` name scores the file's texts by the task's protocol, exactly as ``queerbench score FILE
+        --toxicity SCORER`` does, with ``toxicity_kwargs={"held_out_model": <the row's model>}`` (a scorer fitted on
+        the published files scores the model with a fit that never saw its outputs); the row's ``toxicity`` is
+        ``scorer``."""
         raise ValueError(f"task {self.name} has no published results")
 
     # ----------------------------------------------------------------------------------------------- Space --

@@ -28,7 +28,14 @@ from queerbench.base import env
 from queerbench.reporting.rows import ResultRow, coverage_label
 from queerbench.results.leaderboard import rank_groups
 
-__all__ = ["PulledRows", "build_leaderboard_tab", "leaderboard_rows", "leaderboard_table", "pushed_rows"]
+__all__ = [
+    "PulledRows",
+    "build_leaderboard_tab",
+    "leaderboard_rows",
+    "leaderboard_table",
+    "pushed_rows",
+    "scorer_notes",
+]
 
 log = logging.getLogger("queerbench.space")
 _ANY = "(any)"
@@ -184,6 +191,17 @@ def leaderboard_table(rows: list[ResultRow], task: str = _ANY, k: str = _ANY) ->
     return out
 
 
+def scorer_notes(rows: list[ResultRow]) -> str:
+    """One sentence per toxicity scorer the published rows come under, saying how they were made (the scorer's
+    ``reference_note`` in ``queerbench/data/scorer_caveats.json``: the stored values, a re-scoring of the models' own
+    predictions, leave-one-model-out fits); empty when none has a note."""
+    from queerbench.results.leaderboard import scorer_note
+
+    scorers = dict.fromkeys(r.toxicity for r in rows if r.reference)
+    notes = [scorer_note([r for r in rows if r.reference and r.toxicity == name]) for name in scorers]
+    return " ".join(n for n in notes if n)
+
+
 def _empty() -> pd.DataFrame:
     """A table with no rows but its headers (Gradio shows placeholder headers 1 2 3 for a frame without columns)."""
     return pd.DataFrame(columns=list(EMPTY_COLUMNS))
@@ -206,7 +224,8 @@ def build_leaderboard_tab(repo_id: str | None = None) -> None:
     gr.Markdown(
         "The papers' published models (recomputed from their own files, with 95% CIs over templates and the "
         "permutation test of the queer − non-queer gap) and the results pushed with `queerbench results push`. Only "
-        f"comparable rows are ranked together; lower is less harmful. {note}",
+        f"comparable rows are ranked together (the same toxicity scorer among them); lower is less harmful. "
+        f"{scorer_notes(rows)} {note}",
         elem_id="leaderboard-note",
     )
     with gr.Row():

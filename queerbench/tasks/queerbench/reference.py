@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from queerbench import __version__
-from queerbench.base.signature import format_signature, short_hash
+from queerbench.base.signature import described, format_signature, short_hash
 from queerbench.base.sources import fetch, get_source, list_sources, sha256_file
 from queerbench.reporting.rows import ResultRow
 from queerbench.scoring.aggregate import compute
@@ -43,8 +43,13 @@ def _table4() -> Any:
     return read_table4(paths[0].parent)
 
 
-def paper_reference_row(task: Any, source: str, *, n_resamples: int, seed: int) -> ResultRow:
-    """The reference row of one evaluation file (``source``: a pinned source name) under ``task`` (``paper``)."""
+def paper_reference_row(task: Any, source: str, *, n_resamples: int, seed: int, scorer: str | None = None) -> ResultRow:
+    """The reference row of one evaluation file (``source``: a pinned source name) under ``task`` (``paper``): with
+    the stored Perspective counts (``scorer`` None), or re-scored by the offline toxicity scorer ``scorer`` (a
+    ``--toxicity`` name) exactly as ``queerbench score FILE --config paper --toxicity SCORER`` scores it
+    (:meth:`~queerbench.tasks.queerbench.task.QueerBenchTask.score_file`: each template with ``[MASK]`` filled by each
+    token, the text Perspective scored), the scorer told which model it scores (``held_out_model``, the row's
+    ``model``), so that a scorer fitted on the published files scores it with a fit that never saw its outputs."""
     from queerbench.tasks.queerbench.paper_data import TABLE4_MODELS, read_paper_csv, table4_column
 
     path = fetch(source)
@@ -59,18 +64,30 @@ def paper_reference_row(task: Any, source: str, *, n_resamples: int, seed: int) 
     missing = [s for s in frame["template"] if s not in template_of]
     if missing:
         raise ValueError(f"{source}: {len(missing)} sentences are not the paper task's (first: {missing[0]!r})")
-    options = task.scoring_options(toxicity="precomputed", n_bootstrap=n_resamples, n_permutations=n_resamples)
-    options = dataclasses.replace(options, seed=seed, rules=dataclasses.replace(options.rules, uncertainty=True))
-    result = compute(
-        frame["tokens"].tolist(),
-        frame["group"].tolist(),
-        toxicity_counts=frame["perspective_counts"].tolist(),
-        template_ids=[template_of[s] for s in frame["template"]],
-        options=options,
-    )
+    if scorer is None:
+        options = task.scoring_options(toxicity="precomputed", n_bootstrap=n_resamples, n_permutations=n_resamples)
+        options = dataclasses.replace(options, seed=seed, rules=dataclasses.replace(options.rules, uncertainty=True))
+        result = compute(
+            frame["tokens"].tolist(),
+            frame["group"].tolist(),
+            toxicity_counts=frame["perspective_counts"].tolist(),
+            template_ids=[template_of[s] for s in frame["template"]],
+            options=options,
+        )
+    else:
+        options = task.scoring_options(
+            toxicity=scorer,
+            n_bootstrap=n_resamples,
+            n_permutations=n_resamples,
+            seed=seed,
+            toxicity_kwargs={"held_out_model": model},
+        )
+        options = dataclasses.replace(options, rules=dataclasses.replace(options.rules, uncertainty=True))
+        result = task.score_file(path, {"options": options, "config": task.name, "top_k": None})
     column = table4_column(Path(get_source(source).relpath or path))
     published = {g: float(v) for g, v in _table4().loc[column].items()}
     matches = all(f"{result['queerbench'][g]:.2f}" == f"{v:.2f}" for g, v in published.items())
+    label = "perspective" if scorer is None else scorer
     first, second = task.headline_gap
     comparison = (result.get("comparisons") or {}).get(f"{first} - {second}") or {}
     digest = sha256_file(path)
@@ -80,7 +97,12 @@ def paper_reference_row(task: Any, source: str, *, n_resamples: int, seed: int) 
             ("method", "published"),
             ("model", model),
             ("k", k),
-            ("tox", "perspective(stored)"),
+            (
+                "tox",
+                "perspective(stored)"
+                if scorer is None
+                else described(scorer, (result.get("scorers") or {}).get("toxicity")),
+            ),
             ("hurtlex", "paper-whitelist"),
             ("ci", f"{n_resamples}/{n_resamples}/{seed}"),
             ("src", f"{source}@{short_hash(digest)}"),
@@ -93,7 +115,7 @@ def paper_reference_row(task: Any, source: str, *, n_resamples: int, seed: int) 
         model=model,
         method="mlm",
         k=k,
-        toxicity="perspective",
+        toxicity=label,
         scores={g: float(v) for g, v in result["queerbench"].items()},
         ci={g: (result.get("ci") or {}).get(g, {}).get("queerbench") for g in result["queerbench"]},
         n={g: int(v) for g, v in result["n"].items()},
@@ -105,12 +127,17 @@ def paper_reference_row(task: Any, source: str, *, n_resamples: int, seed: int) 
             "afinn": result["afinn"],
             "hurtlex": result["hurtlex"],
             "toxicity": result["toxicity"],
+            **({} if scorer is None else {"toxicity_scorer": (result.get("scorers") or {}).get("toxicity")}),
         },
         signature=signature,
         source=f"{source} ({get_source(source).version}, sha256 {short_hash(digest)})",
         reference=True,
         caveats=[
-            "the paper's predictions and stored Perspective counts; the paper's scoring code, bugs included "
-            "(truncation, HurtLex whitelist)"
+            (
+                "the paper's predictions and stored Perspective counts"
+                if scorer is None
+                else f"the paper's predictions re-scored with {scorer} (the full sentences Perspective scored)"
+            )
+            + "; the paper's scoring code, bugs included (truncation, HurtLex whitelist)"
         ],
     )

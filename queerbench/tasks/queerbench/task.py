@@ -78,13 +78,13 @@ class QueerBenchTask(Task):
 
         return paper_reference_sources()
 
-    def reference_rows(self, source: str, *, n_resamples: int, seed: int) -> list[Any]:
+    def reference_rows(self, source: str, *, n_resamples: int, seed: int, scorer: str | None = None) -> list[Any]:
         """Table 4's row of one evaluation file, with CIs and the gap test (:mod:`.reference`)."""
         if source not in self.reference_sources():
             raise ValueError(f"{source} is not one of task {self.name}'s published files")
         from queerbench.tasks.queerbench.reference import paper_reference_row
 
-        return [paper_reference_row(self, source, n_resamples=n_resamples, seed=seed)]
+        return [paper_reference_row(self, source, n_resamples=n_resamples, seed=seed, scorer=scorer)]
 
     def check_predictions(self, predictions: pd.DataFrame, path: Path) -> None:
         """Refuse, in one line naming the row, the value and this task's groups, a row whose group is none of this

@@ -15,7 +15,13 @@ from queerbench.tasks.queergen.aggregate import aggregate, published_tables
 from queerbench.tasks.queergen.evaluations import model_label, pinned_source, read_evaluation_csv, score_rows
 from queerbench.tasks.queergen.spec import spec
 
-__all__ = ["queergen_block", "reproduce_published_tables", "score_queergen_csv", "tables_as_records"]
+__all__ = [
+    "queergen_block",
+    "queergen_result",
+    "reproduce_published_tables",
+    "score_queergen_csv",
+    "tables_as_records",
+]
 
 
 def tables_as_records(tables: dict[str, pd.DataFrame]) -> dict[str, list[dict[str, Any]]]:
@@ -39,6 +45,15 @@ def queergen_block(
     rows, meta = score_rows(
         frame, config=config, toxicity=toxicity, regard=regard, vader=vader, toxicity_kwargs=toxicity_kwargs
     )
+    return queergen_result(rows, meta, config=config, seed=seed, label=label)
+
+
+def queergen_result(
+    rows: pd.DataFrame, meta: dict[str, Any], *, config: str = "queergen", seed: int = 0, label: str = "model"
+) -> dict[str, Any]:
+    """QueerGen's scores of the per-sentence scores ``rows`` that :func:`score_rows` gave with its provenance
+    ``meta``: the second half of :func:`queergen_block`, for a caller that also reads the per-sentence scores (the
+    reference rows' QueerBench score)."""
     result = aggregate(rows, config=config, seed=seed)
     result["scorers"] = meta
     result["tables"] = tables_as_records(published_tables({label: result}))

@@ -131,13 +131,13 @@ class QueerGenTask(Task):
 
         return queergen_reference_sources()
 
-    def reference_rows(self, source: str, *, n_resamples: int, seed: int) -> list[Any]:
+    def reference_rows(self, source: str, *, n_resamples: int, seed: int, scorer: str | None = None) -> list[Any]:
         """The reference row of one QueerGen evaluation file (:mod:`.reference`)."""
         if source not in self.reference_sources():
             raise ValueError(f"{source} is not one of task {self.name}'s published files")
         from queerbench.tasks.queergen.reference import queergen_reference_row
 
-        return [queergen_reference_row(self, source, n_resamples=n_resamples, seed=seed)]
+        return [queergen_reference_row(self, source, n_resamples=n_resamples, seed=seed, scorer=scorer)]
 
     def report_sections(self, scores: dict[str, Any]) -> list[str]:
         """QueerGen's scores per group (when the run has them)."""
