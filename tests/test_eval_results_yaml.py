@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -70,12 +71,19 @@ def test_eval_writes_eval_results_entries_that_huggingface_hub_reads_back(evalua
     record = json.loads((evaluated / EVAL_RESULTS_MANIFEST).read_text())
     assert (evaluated / "model-index.yaml").is_file()  # the legacy block stays beside them
     assert record["dataset"] == cfg.repo_id("dataset") and record["revision"] == cfg.tag(__version__)
-    rows = {(r["task"], r["method"]): r for r in document["rows"]}
-    assert set(rows) == {("default", "mlm"), ("paper", "mlm"), ("queergen", "mlm")}
-    # QueerGen's sentences are not in the released dataset: no leaderboard there can rank its row
-    assert [(r["task"], r["method"]) for r in record["left_out"]] == [("queergen", "mlm")]
-    assert "not in the released dataset" in record["left_out"][0]["reason"]
-    assert len(record["files"]) == 2
+    rows = {(r["task"], r["method"], r["k"]): r for r in document["rows"]}
+    # a masked LM's eval runs the papers' protocols: paper at k = 1 and 5, QueerGen at k = 1 and top-5
+    assert set(rows) == {
+        ("default", "mlm", 5),
+        ("paper", "mlm", 1),
+        ("paper", "mlm", 5),
+        ("queergen", "mlm", 1),
+        ("queergen", "mlm", 5),
+    }
+    # QueerGen's sentences are not in the released dataset: no leaderboard there can rank its rows
+    assert sorted((r["task"], r["method"]) for r in record["left_out"]) == [("queergen", "mlm")] * 2
+    assert all("not in the released dataset" in r["reason"] for r in record["left_out"])
+    assert len(record["files"]) == 3
     seen = set()
     for rel, digest in record["files"].items():
         path = evaluated / rel
@@ -83,7 +91,8 @@ def test_eval_writes_eval_results_entries_that_huggingface_hub_reads_back(evalua
         assert hashlib.sha256(path.read_bytes()).hexdigest() == digest
         entries = _entries(path)
         task = entries[0].task_id.split("_", 1)[0]
-        row = rows[(task, "mlm")]
+        k = int(re.search(r"; k=(\d+);", entries[0].notes).group(1))
+        row = rows[(task, "mlm", k)]
         scored = {g: v for g, v in row["scores"].items() if v is not None}
         assert scored and len(entries) == len(scored)
         for entry in entries:
@@ -92,11 +101,13 @@ def test_eval_writes_eval_results_entries_that_huggingface_hub_reads_back(evalua
             assert entry.value == pytest.approx(scored[group], abs=5e-5)
             assert entry.dataset_revision == cfg.tag(__version__) == f"v{document['queerbench_version']}"
             assert entry.source_url.startswith("https://huggingface.co/") and "queerbench" in entry.source_name
-            assert entry.notes.startswith("QueerBench score, lower is less harmful; method mlm; k=5; toxicity embedded")
+            assert entry.notes.startswith(
+                f"QueerBench score, lower is less harmful; method mlm; k={k}; toxicity embedded"
+            )
             assert "--limit 1: the first 1 template of each task only" in entry.notes
             assert entry.verify_token is None and entry.date is None
             seen.add(entry.task_id)
-    assert {task_id("default", "score", g) for g in rows[("default", "mlm")]["scores"]} <= seen
+    assert {task_id("default", "score", g) for g in rows[("default", "mlm", 5)]["scores"]} <= seen
 
 
 def test_a_new_write_replaces_only_the_files_the_eval_recorded(evaluated: Path, tmp_path: Path):
@@ -187,7 +198,7 @@ def test_results_push_pull_request_is_a_dry_run_then_opens_one_pr_with_only_the_
         # dry run: every file and entry listed, nothing asked or sent
         assert main([*push, "--model-repo", "me/tiny-bert"]) == 0
         shown = capsys.readouterr().out
-        assert "dry run: would open a pull request on the model me/tiny-bert with 2 files" in shown
+        assert "dry run: would open a pull request on the model me/tiny-bert with 3 files" in shown
         assert all(rel in shown for rel in recorded) and "default_score_queer = " in shown
         assert "left out: .eval_results/linked.yaml" in shown and "left out: .eval_results/stray.yaml" in shown
         assert hub.state.requests == []
