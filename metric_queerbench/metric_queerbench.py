@@ -51,8 +51,9 @@ Args:
         sentences were flagged for TOXICITY, IDENTITY_ATTACK, INSULT, PROFANITY, THREAT (in that order).
     template_ids (list, optional): the template of each sentence; the bootstrap resamples templates as clusters.
 Init kwargs (evaluate.load(..., toxicity="embedded")):
-    toxicity: `embedded` (default, offline Jigsaw classifier), `hf:<model id or path>`, `perspective`
-        (PERSPECTIVE_API_KEY), `precomputed`, `none`.
+    toxicity: `embedded` (default, offline Jigsaw classifier), `surrogate` (Perspective's attributes from a head
+        fitted on the papers' files on first use; needs `queerbench[surrogate]`), `hf:<model id or path>`,
+        `perspective` (PERSPECTIVE_API_KEY), `precomputed`, `none`.
     toxicity_input: `sentence` (default) or `frame` ("The person is <word>.").
     hurtlex_level: `conservative` (default) or `inclusive`.
     n_bootstrap, n_permutations, seed: uncertainty settings (`default` config only).

@@ -619,7 +619,7 @@ def test_scorer_specific_input_errors_word_for_word(monkeypatch: pytest.MonkeyPa
         ({"toxicity_input": "word"}, "unknown toxicity_input 'word'; choose one of: sentence, frame"),
         (
             {"toxicity": "detoxify"},
-            "unknown toxicity scorer 'detoxify'; choose one of: embedded, hf:<model id or path>, perspective, "
+            "unknown toxicity scorer 'detoxify'; choose one of: embedded, surrogate, hf:<model id or path>, perspective, "
             "precomputed, none",
         ),
         (

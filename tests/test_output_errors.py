@@ -153,7 +153,8 @@ def test_a_bad_toxicity_scorer_is_one_line_listing_the_valid_ones(tmp_path: Path
     assert main(["run", "--toxicity", "nonsense", "--out", str(tmp_path / "x")]) == 2
     line = _one_error_line(capsys.readouterr().err)
     assert (
-        "unknown toxicity scorer 'nonsense'; choose one of: embedded, hf:<model id or path>, perspective, none" in line
+        "unknown toxicity scorer 'nonsense'; choose one of: embedded, surrogate, hf:<model id or path>, perspective, none"
+        in line
     )
     assert "precomputed" not in line  # a new run has no stored flags: `score FILE` takes that one
     assert not (tmp_path / "x").exists()

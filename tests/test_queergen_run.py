@@ -149,7 +149,7 @@ def test_score_a_queergen_run_again(run_dir: Path, tmp_path: Path, capsys: pytes
     assert "unknown group(s) ['nonqueer']" in err and "unmarked, non-queer, queer" in err and "\n" not in err
     run_args = ["score", str(run_dir / "predictions.parquet"), "--config", "queergen", "--toxicity", "precomputed"]
     assert main(run_args) == 2  # a run has no stored toxicity: say what to pass instead
-    assert "Pass --toxicity embedded, hf:<id>, perspective or none" in capsys.readouterr().err
+    assert "Pass --toxicity embedded, surrogate, hf:<id>, perspective or none" in capsys.readouterr().err
 
 
 def test_compare_puts_both_benchmarks_side_by_side(bert: Path, run_dir: Path, tmp_path: Path) -> None:

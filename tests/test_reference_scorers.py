@@ -88,7 +88,7 @@ class _Recorder:
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "scorer": "recorder"}
 
-    def score(self, texts: list[str], *, progress: bool = False) -> pd.DataFrame:
+    def score(self, texts: list[str], *, words: list[str] | None = None, progress: bool = False) -> pd.DataFrame:
         flagged = np.array([float(len(t) % 3 == 0) for t in texts])
         return pd.DataFrame({a: flagged for a in ("TOXICITY", "IDENTITY_ATTACK", "INSULT", "PROFANITY", "THREAT")})
 
@@ -98,7 +98,9 @@ def recorder(monkeypatch: pytest.MonkeyPatch) -> list[str | None]:
     from queerbench.scoring import aggregate, toxicity
 
     def build(spec: str, *, held_out_model: str | None = None, **kwargs: Any) -> Any:
-        assert spec == "hf:recorder" and not kwargs
+        # the form of text each paper's protocol scores (QueerBench: full sentences; QueerGen: subject-blind)
+        assert spec == "hf:recorder" and set(kwargs) <= {"text_form"}
+        assert kwargs.get("text_form") in ("full", "neutral")
         return _Recorder(held_out_model)
 
     _Recorder.built = []
@@ -139,8 +141,9 @@ def test_every_rescored_row_is_scored_with_its_own_model_held_out_and_keeps_the_
 def test_the_reference_scorers_are_listed_in_the_data_and_a_listed_one_joins_with_no_code(
     monkeypatch: pytest.MonkeyPatch,
 ):
-    assert caveats.reference_scorers() == ["embedded"] and reference_scorer_names() == ["embedded"]
-    assert reference_scorer_names(["hf: my/model", "embedded"]) == ["embedded", "hf:my/model"]
+    assert caveats.reference_scorers() == ["embedded", "surrogate"]
+    assert reference_scorer_names() == ["embedded", "surrogate"]
+    assert reference_scorer_names(["hf: my/model", "embedded"]) == ["embedded", "surrogate", "hf:my/model"]
     assert reference_scorer_names(["hf:my/model"], stored_only=True) == ["hf:my/model"]
     document = json.loads(json.dumps(caveats.load_caveats()))
     document["reference_scorers"] = ["embedded", "hf:another/model"]

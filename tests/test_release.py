@@ -135,7 +135,10 @@ def test_build_writes_three_folders_with_one_version(release: Path, dist: Path) 
         p.name: p.read_bytes() for p in dist.iterdir()
     }
 
-    for folder, pin in (("metric", f"queerbench=={__version__}"), ("space", f"queerbench[space,scm]=={__version__}")):
+    for folder, pin in (
+        ("metric", f"queerbench=={__version__}"),
+        ("space", f"queerbench[space,scm,surrogate]=={__version__}"),
+    ):
         lines = [
             ln for ln in (release / folder / "requirements.txt").read_text().splitlines() if ln.startswith("queer")
         ]

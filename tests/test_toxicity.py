@@ -128,7 +128,7 @@ def open_bytes(data: bytes) -> io.BytesIO:
 # ------------------------------------------------------------------------------------------------ registry
 @pytest.mark.parametrize("spec", ["detoxify", "hf:", "HF:x", ""])
 def test_unknown_spec_lists_choices(spec: str) -> None:
-    with pytest.raises(ValueError, match="embedded, hf:<model id or path>, perspective"):
+    with pytest.raises(ValueError, match="embedded, surrogate, hf:<model id or path>, perspective"):
         get_toxicity_scorer(spec)
 
 

@@ -62,7 +62,7 @@ class ReleaseConfig:
         return self.tag_pattern.format(version=version)
 
     def requirement(self, extras: str, version: str) -> str:
-        """The pinned requirement line for queerbench ``version`` (``queerbench[space,scm]==0.1.0``)."""
+        """The pinned requirement line for queerbench ``version`` (``queerbench[space,scm,surrogate]==0.1.0``)."""
         return self.requirement_pattern.format(extras=extras, version=version)
 
 

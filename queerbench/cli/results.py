@@ -27,7 +27,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     ev.add_argument("--tasks", default=None, help="comma-separated tasks (default: the suite: default, queergen, scm)")
     ev.add_argument("--limit", type=int, default=None, help="a quick pass: the first N templates of each task")
     ev.add_argument("--top-k", type=int, default=5, help="completions per sentence (default: 5)")
-    ev.add_argument("--toxicity", default="embedded", help="embedded, hf:<id>, perspective, none (default: embedded)")
+    ev.add_argument(
+        "--toxicity", default="embedded", help="embedded, surrogate, hf:<id>, perspective, none (default: embedded)"
+    )
     ev.add_argument("--device", default="auto", help="auto, cpu, cuda, mps (default: auto)")
     ev.add_argument("--dtype", default="float32", help="float32, float16, bfloat16 (default: float32)")
     ev.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples for the CIs (default: 1000)")

@@ -60,7 +60,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     run.add_argument(
         "--toxicity",
         default="embedded",
-        help="toxicity scorer: embedded (offline default), hf:<model id or path>, perspective, none (default: "
+        help="toxicity scorer: embedded (offline default), surrogate (fitted on the papers' files), "
+        "hf:<model id or path>, perspective, none (default: "
         "%(default)s); stored 'precomputed' flags are for `queerbench score`",
     )
     run.add_argument(

@@ -24,7 +24,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     score.add_argument("predictions", help="predictions.parquet from `queerbench run`, or an upstream QueerBench CSV")
     config_argument(score)
-    score.add_argument("--toxicity", default="embedded", help="embedded, hf:<id>, perspective, precomputed, none")
+    score.add_argument(
+        "--toxicity", default="embedded", help="embedded, surrogate, hf:<id>, perspective, precomputed, none"
+    )
     score.add_argument("--toxicity-input", choices=("neutral", "full", "frame"), default=None)
     score.add_argument("--top-k", type=int, default=None, help="score only the first K completions of each sentence")
     score.add_argument(
@@ -96,6 +98,7 @@ def _score(args: argparse.Namespace) -> int:
         n_permutations=args.permutations,
         seed=args.seed,
         toxicity_input="frame" if args.toxicity_input == "frame" else "sentence",
+        text_form=args.toxicity_input or task.spec.toxicity_input,
         exclude_function_words=args.exclude_function_words,
     )
     settings = {
@@ -125,7 +128,7 @@ def _score(args: argparse.Namespace) -> int:
         if args.toxicity == "precomputed":
             raise ValueError(
                 f"{path}: a run's predictions carry no stored toxicity; --toxicity precomputed is for the upstream "
-                "evaluation CSVs. Pass --toxicity embedded, hf:<id>, perspective or none"
+                "evaluation CSVs. Pass --toxicity embedded, surrogate, hf:<id>, perspective or none"
             )
         task.check_predictions(frame, path)  # before any scorer runs
         toxicity_input = args.toxicity_input or task.spec.toxicity_input

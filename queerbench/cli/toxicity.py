@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -23,7 +24,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         "evaluations/prompt_1/*.csv (each read by its own protocol)",
     )
     agree.add_argument(
-        "--toxicity", default="embedded", help="the scorer: embedded (default), hf:<model id or path> or perspective"
+        "--toxicity",
+        default="embedded",
+        help="the scorer: embedded (default), surrogate (fitted per protocol on these files: in-sample), "
+        "hf:<model id or path> or perspective",
     )
     agree.add_argument("--out", required=True, help="folder for agreement.json and texts.parquet")
     agree.set_defaults(func=_agreement)
@@ -40,11 +44,24 @@ def _agreement(args: argparse.Namespace) -> int:
     for name in args.files:
         if not Path(name).is_file():
             raise FileNotFoundError(f"evaluation file {name} does not exist")
-    scorer = get_toxicity_scorer(args.toxicity)  # an unknown name is one line before any file is scored
+    from queerbench.scoring.aggregate import TOXICITY_CHOICES, check_toxicity_scorer
+    from queerbench.scoring.published_files import published_files
+
+    # an unknown name is one line before any file is read; each scorer is built for the protocol of its files
+    check_toxicity_scorer(args.toxicity, tuple(c for c in TOXICITY_CHOICES if c not in ("precomputed", "none")))
+    scorers: dict[str, Any] = {}
+
+    def scorer_for(protocol: str) -> Any:  # one per protocol: a fitted scorer has a fit per form of text
+        if protocol not in scorers:
+            form = published_files().protocols[protocol].text_forms[0]
+            scorers[protocol] = get_toxicity_scorer(args.toxicity, text_form=form)
+        return scorers[protocol]
+
     try:
-        report, texts = toxicity_agreement(args.files, scorer, progress=True)
+        report, texts = toxicity_agreement(args.files, scorer_for, progress=True)
     finally:
-        scorer.close()
+        for scorer in scorers.values():
+            scorer.close()
     with atomic_path(out / "texts.parquet") as tmp:
         texts.to_parquet(tmp, index=False)
     write_json(out / "agreement.json", report)

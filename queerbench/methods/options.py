@@ -133,6 +133,7 @@ class RunOptions:
         return get_task(self.config).scoring_options(
             toxicity=self.toxicity,
             toxicity_input="frame" if self.toxicity_input == "frame" else "sentence",
+            text_form=self.toxicity_input,
             n_bootstrap=self.n_bootstrap,
             n_permutations=self.n_permutations,
             seed=self.seed,

@@ -96,7 +96,16 @@ def build_reference_rows(
     processes (default: the CPU cores; 1 computes in this process)."""
     if n_resamples < 0:
         raise ValueError(f"--resamples must be >= 0, got {n_resamples}")
+    from queerbench.scoring.toxicity import unavailable_reason
+
     names = reference_scorer_names() if scorers is None else reference_scorer_names(scorers, stored_only=True)
+    for name in list(names):  # a listed scorer this install lacks is skipped and said; a named one (--toxicity) fails
+        reason = unavailable_reason(name)
+        if reason and scorers is None:
+            log(f"skipping the {name} rows: {reason}")
+            names.remove(name)
+        elif reason:
+            raise ValueError(reason)
     sources = [(t.name, s) for t in all_tasks().values() for s in t.reference_sources()]
     if not sources:
         raise ValueError("no task has published files to build reference rows from")

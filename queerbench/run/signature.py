@@ -61,9 +61,11 @@ def fingerprint_label(fingerprint: dict[str, Any] | None) -> str | None:
 def _scorer_part(scores: dict[str, Any], run: dict[str, Any] | None = None) -> tuple[tuple[str, str], ...]:
     """The scoring part of a signature from a scores document (its ``scorers`` and settings)."""
     scorers = scores.get("scorers") or {}
-    tox = scorers.get("toxicity") or {}
+    tox = scorers.get("toxicity") or scorers.get("perspective") or {}  # QueerGen calls its toxicity "perspective"
     name = str(tox.get("name") or "none")
-    version = _short(tox.get("weights_sha256"), 8) or _short(tox.get("revision"), 8) or tox.get("version")
+    version = (  # a fitted scorer names its fit: sources/seed/weights
+        tox.get("fit") or _short(tox.get("weights_sha256"), 8) or _short(tox.get("revision"), 8) or tox.get("version")
+    )
     hurtlex = scorers.get("hurtlex") or {}
     afinn = re.search(r"afinn ([\d.]+)", str(scorers.get("afinn") or ""))
     fw = (scores.get("function_words") or {}).get("excluded")

@@ -82,7 +82,8 @@ def toxicity_agreement(
     paths: Sequence[str | Path], scorer: Any, *, progress: bool = False
 ) -> tuple[dict[str, Any], pd.DataFrame]:
     """Score every distinct text of ``paths`` with ``scorer`` (a :class:`~queerbench.scoring.toxicity_base.
-    ToxicityScorer`) and compare with the stored Perspective values.
+    ToxicityScorer`, or a function of a protocol's name that gives the scorer for its texts, as a scorer fitted per
+    protocol needs) and compare with the stored Perspective values.
 
     Returns the report (``agreement.json``: the scorer's description, then per file, per protocol and pooled, per
     attribute :func:`agreement_stats`) and the texts (``texts.parquet``: ``file``, ``protocol``, ``text``, ``word``,
@@ -104,17 +105,30 @@ def toxicity_agreement(
         frame.insert(0, "file", str(path))
         frames.append(frame)
     texts = pd.concat(frames, ignore_index=True)
-    probs = scorer.score(texts["text"].tolist(), progress=progress)
-    scored = {a for a in attributes if a in probs.columns}
+    scorer_for = scorer if callable(scorer) and not hasattr(scorer, "score") else (lambda _protocol: scorer)
+    described: dict[str, Any] = {}
+    scored: set[str] = set(attributes)
     for attr in attributes:
-        texts[f"scorer_{attr}"] = probs[attr].to_numpy(dtype=float) if attr in scored else np.nan
+        texts[f"scorer_{attr}"] = np.nan
+    for protocol, rows in texts.groupby("protocol", sort=False):
+        chosen = scorer_for(str(protocol))
+        described[str(protocol)] = {"name": chosen.name, **chosen.describe()}
+        probs = chosen.score(rows["text"].tolist(), words=rows["word"].tolist(), progress=progress)
+        scored &= set(probs.columns)
+        for attr in attributes:
+            if attr in probs.columns:
+                texts.loc[rows.index, f"scorer_{attr}"] = probs[attr].to_numpy(dtype=float)
+    for attr in attributes:
+        if attr not in scored:
+            texts[f"scorer_{attr}"] = np.nan
     ordered = ["file", "protocol", "text", "word"]
     ordered += [f"scorer_{a}" for a in attributes] + [f"perspective_{a}" for a in attributes]
     texts = texts[ordered]
     report: dict[str, Any] = {
         "schema_version": 1,
         "queerbench_version": __version__,
-        "scorer": {"name": scorer.name, **scorer.describe()},
+        "scorer": next(iter(described.values())),
+        "scorer_per_protocol": described,
         "threshold": THRESHOLD,
         "flag": "> threshold on both sides",
         "files": {

@@ -65,6 +65,11 @@ class Protocol:
     text_forms: tuple[str, ...]
     reader: str
     files: tuple[tuple[str, str], ...]  # (source name, model name)
+    labels: tuple[str, ...] = ()  # per file: the name its reference rows carry (the model name unless the file says)
+
+    def names_of(self, index: int) -> set[str]:
+        """Every name file ``index``'s model goes by (its ``model`` and its reference rows' ``label``)."""
+        return {self.files[index][1], *(self.labels[index : index + 1] or ())}
 
 
 @dataclass(frozen=True)
@@ -123,6 +128,7 @@ def _check(raw: Any) -> PublishedFiles:
             text_forms=tuple(entry.get("text_forms", ())),
             reader=entry["reader"],
             files=pairs,
+            labels=tuple(str(f.get("label", f["model"])) for f in files),
         )
     forms = [f for p in protocols.values() for f in p.text_forms]
     if len(forms) != len(set(forms)):

@@ -33,6 +33,7 @@ __all__ = [
     "ALL_ATTRIBUTES",
     "ATTRIBUTES",
     "SEVERE",
+    "WORD_SEPARATOR",
     "ScoreCache",
     "ToxicityScorer",
     "attributes_of",
@@ -134,6 +135,10 @@ class ScoreCache:
 
 
 # ------------------------------------------------------------------------------------------------ interface
+WORD_SEPARATOR = "\x1f"
+"""Joins a text and its word into one cache key, for scorers that read both (:attr:`ToxicityScorer.needs_words`)."""
+
+
 class ToxicityScorer(abc.ABC):
     """Scores texts for Perspective-style attributes; subclasses implement :meth:`_score_batches`.
 
@@ -143,6 +148,7 @@ class ToxicityScorer(abc.ABC):
 
     name: str
     attributes: tuple[str, ...]
+    needs_words: bool = False  # True: a text is scored with its word (the completion alone); see :meth:`score`
 
     def __init__(self, *, cache_dir: str | Path | None = None) -> None:
         self._cache_root = Path(cache_dir).expanduser() if cache_dir is not None else user_cache_dir() / "toxicity"
@@ -178,14 +184,26 @@ class ToxicityScorer(abc.ABC):
             self._cache = ScoreCache(self.cache_path)
         return self._cache
 
-    def score(self, texts: Sequence[str], *, progress: bool = False) -> pd.DataFrame:
-        """Probabilities in [0, 1]: one row per text (input order, duplicates kept), columns :attr:`attributes`."""
+    def score(
+        self, texts: Sequence[str], *, words: Sequence[str] | None = None, progress: bool = False
+    ) -> pd.DataFrame:
+        """Probabilities in [0, 1]: one row per text (input order, duplicates kept), columns :attr:`attributes`.
+
+        ``words``: the word each text was completed with; read by scorers whose :attr:`needs_words` is true (they
+        refuse to score without them), ignored by the others."""
         if isinstance(texts, str):
             raise TypeError("score() takes a sequence of texts, not a single string; wrap it in a list")
         texts = list(texts)
         for i, text in enumerate(texts):
             if not isinstance(text, str):
                 raise TypeError(f"text #{i} is {type(text).__name__}, not str; pass strings only")
+        if self.needs_words:
+            if words is None or len(words) != len(texts):
+                raise ValueError(
+                    f"the {self.name} toxicity scorer reads each text with the word it was completed with: pass "
+                    "words=[...] (one per text)"
+                )
+            texts = [f"{t}{WORD_SEPARATOR}{w}" for t, w in zip(texts, words, strict=True)]
         if not texts:
             return pd.DataFrame({a: pd.Series([], dtype="float64") for a in self.attributes})
         first_index: dict[str, int] = {}

@@ -237,7 +237,11 @@ class Task:
             )
 
     def scoring_options(self, **settings: Any) -> ScoringOptions:
-        """The scoring options of this task's rules with ``settings`` (toxicity scorer, bootstrap, ...)."""
+        """The scoring options of this task's rules with ``settings`` (toxicity scorer, bootstrap, ...); the form of
+        text its scorer reads (``text_form``) is the task's ``toxicity_input`` unless the frame is asked for."""
+        if "text_form" not in settings:
+            frame = settings.get("toxicity_input") == "frame"
+            settings["text_form"] = "frame" if frame else self.spec.toxicity_input
         return ScoringOptions(config=self.name, rules=self.spec.rules, **settings)
 
     # ----------------------------------------------------------------------------------------------- items --

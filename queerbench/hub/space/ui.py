@@ -34,7 +34,7 @@ log = logging.getLogger("queerbench.space")
 
 SUBJECT = "[SUBJECT]"
 MASK = "[MASK]"
-TOXICITY_CHOICES = ("embedded", "none")
+TOXICITY_CHOICES = ("embedded", "surrogate", "none")
 MAX_TOP_K = 20  # the UI's slider maximum, enforced for API callers too (a huge k would exhaust the Space's memory)
 HIDDEN = "███ (hidden)"
 SENTENCE_COLUMNS = ("group", "subject", "sentence", "completions", "harmful", "HurtLex", "AFINN", "toxicity flags")

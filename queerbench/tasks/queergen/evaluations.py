@@ -195,7 +195,10 @@ def score_rows(
     if toxicity not in ("precomputed", "none"):
         from queerbench.scoring.aggregate import ScoringOptions, prepare_toxicity_scorer
 
-        scorer = prepare_toxicity_scorer(ScoringOptions(toxicity=toxicity, toxicity_kwargs=toxicity_kwargs or {}))
+        # Perspective read QueerGen's unmarked sentence and the word: subject-blind text, as `neutral` sentences are
+        scorer = prepare_toxicity_scorer(
+            ScoringOptions(toxicity=toxicity, toxicity_kwargs=toxicity_kwargs or {}, text_form="neutral")
+        )
     rscorer = None
     if regard.startswith("hf:"):
         from queerbench.scoring.regard import RegardScorer
@@ -230,7 +233,7 @@ def score_rows(
         meta["perspective"] = {"name": "precomputed", "input": "as stored (QueerGen: unmarked sentence + word)"}
     elif scorer is not None:
         texts = perspective_texts(frame["unmarked_sentence"].tolist(), frame["words"].tolist())
-        probs = scorer.score(texts)
+        probs = scorer.score(texts, words=[w for ws in frame["words"] for w in ws])
         lengths = [len(w) for w in frame["words"]]
         row = np.repeat(np.arange(len(frame)), lengths)
         for a in ALL_PERSPECTIVE:

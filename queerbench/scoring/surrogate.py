@@ -1,0 +1,277 @@
+"""The ``surrogate`` toxicity scorer's fit: a successor to Perspective learnt from the papers' own files.
+
+Perspective's stored values in the papers' published evaluation files (:mod:`queerbench.scoring.published_files`) are
+the labels; the features are computed offline (all-MiniLM-L6-v2 embeddings of the scored text and of the word alone,
+and the embedded Jigsaw classifier's logits on the text and on ``"The person is <word>."``); the head is one logistic
+regression per attribute (scikit-learn). The settings are data (``queerbench/data/surrogate.json``).
+
+Nothing derived from the files is shipped (their licences do not say it may be): the first use on a machine fetches the
+pinned files, computes the features (a few minutes on a CPU, with a progress bar) and fits, deterministically. Both are
+cached under a fingerprint of their inputs (the settings, the protocol's files and their SHA-256, the fit's code
+version, scikit-learn's version); a fit is named by that fingerprint and the SHA-256 of its weights. One fit per
+protocol (the form of text Perspective scored): a fit on QueerBench's full sentences transfers badly to QueerGen's
+subject-blind ones and back. ``held_out``: the files of one published model are left out, so that its reference rows
+are scored by a fit that never saw its outputs (they then carry the error a new model's rows carry).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import warnings
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from queerbench.base.sources import cache_dir, fetch, get_source
+from queerbench.scoring.published_files import Protocol, published_files, read_evaluation_file
+
+__all__ = ["SurrogateFit", "SurrogateSpec", "fit_surrogate", "surrogate_features", "surrogate_spec", "training_pairs"]
+
+_WHERE = "queerbench/data/surrogate.json"
+
+
+@dataclass(frozen=True)
+class SurrogateSpec:
+    """The checked settings of ``queerbench/data/surrogate.json``."""
+
+    attributes: tuple[str, ...]
+    frame: str
+    logit_scale: float
+    clip: float
+    threshold: float
+    C: float
+    max_iter: int
+    seed: int
+    fit_version: int
+    raw: dict[str, Any]
+
+
+def _check(raw: Any) -> SurrogateSpec:
+    if not isinstance(raw, dict) or raw.get("schema_version") != 1:
+        raise ValueError(f"{_WHERE}: expected an object with 'schema_version': 1")
+    try:
+        features, labels, head = raw["features"], raw["labels"], raw["head"]
+        spec = SurrogateSpec(
+            attributes=tuple(str(a) for a in raw["attributes"]),
+            frame=str(features["frame"]),
+            logit_scale=float(features["logit_scale"]),
+            clip=float(features["clip"]),
+            threshold=float(labels["threshold"]),
+            C=float(head["C"]),
+            max_iter=int(head["max_iter"]),
+            seed=int(head["seed"]),
+            fit_version=int(raw["fit_version"]),
+            raw=raw,
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"{_WHERE}: missing or malformed setting ({exc})") from None
+    if head.get("kind") != "logistic_regression":
+        raise ValueError(f"{_WHERE}: head.kind must be 'logistic_regression'")
+    if "{word}" not in spec.frame:
+        raise ValueError(f"{_WHERE}: features.frame must hold '{{word}}'")
+    known = set(published_files().attributes)
+    if not spec.attributes or not set(spec.attributes) <= known:
+        raise ValueError(f"{_WHERE}: 'attributes' must be some of {sorted(known)}")
+    if not 0 < spec.threshold < 1 or spec.C <= 0 or spec.max_iter < 1 or not 0 < spec.clip < 0.5:
+        raise ValueError(f"{_WHERE}: threshold and clip must be in (0, 1) and (0, 0.5), C and max_iter positive")
+    return spec
+
+
+@cache
+def surrogate_spec() -> SurrogateSpec:
+    """The checked contents of ``queerbench/data/surrogate.json``."""
+    text = resources.files("queerbench.data").joinpath("surrogate.json").read_text(encoding="utf-8")
+    return _check(json.loads(text))
+
+
+# ------------------------------------------------------------------------------------------------------ features
+def _logits(probs: np.ndarray, spec: SurrogateSpec) -> np.ndarray:
+    p = np.clip(np.asarray(probs, dtype=np.float64), spec.clip, 1 - spec.clip)
+    return np.log(p / (1 - p)) / spec.logit_scale
+
+
+def surrogate_features(
+    texts: list[str], words: list[str], *, device: str = "auto", progress: bool = False, desc: str = "features"
+) -> np.ndarray:
+    """One row of features per (text, word): MiniLM of the text and of the word, the embedded classifier's scaled
+    logits on the text and on the frame around the word (float32)."""
+    from tqdm.auto import tqdm
+
+    from queerbench.models.embeddings import minilm_embed
+    from queerbench.scoring.toxicity_embedded import EmbeddedToxicityScorer
+
+    spec = surrogate_spec()
+    classifier = EmbeddedToxicityScorer(device=device)
+    distinct = sorted(set(words))
+    where = {w: i for i, w in enumerate(distinct)}
+    step = 512
+    bar = tqdm(total=len(texts) + len(distinct), desc=f"surrogate {desc}", unit="text", disable=not progress)
+    blocks_e, blocks_l = [], []
+    for start in range(0, len(texts), step):
+        chunk = texts[start : start + step]
+        blocks_e.append(minilm_embed(chunk, device=device))
+        blocks_l.append(_logits(classifier.predict(chunk), spec))
+        bar.update(len(chunk))
+    blocks_w, blocks_f = [], []
+    for start in range(0, len(distinct), step):
+        chunk = distinct[start : start + step]
+        blocks_w.append(minilm_embed(chunk, device=device))
+        blocks_f.append(_logits(classifier.predict([spec.frame.format(word=w) for w in chunk]), spec))
+        bar.update(len(chunk))
+    bar.close()
+    if not texts:
+        return np.zeros((0, 0), dtype=np.float32)
+    rows = np.array([where[w] for w in words])
+    return np.hstack(
+        [np.vstack(blocks_e), np.vstack(blocks_w)[rows], np.vstack(blocks_l), np.vstack(blocks_f)[rows]]
+    ).astype(np.float32)
+
+
+# ------------------------------------------------------------------------------------------------------ the data
+def training_pairs(protocol: Protocol) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The protocol's files read: the distinct (``text``, ``word``) pairs, and per model and pair the mean stored
+    value of each attribute (``model`` is the file's index in the protocol, ``pair`` the row of the pairs)."""
+    attributes = surrogate_spec().attributes
+    frames = []
+    for index, (source, _model) in enumerate(protocol.files):
+        frame, _ = read_evaluation_file(fetch(source))
+        frame.insert(0, "model", index)
+        frames.append(frame)
+    table = pd.concat(frames, ignore_index=True)
+    pairs = table[["text", "word"]].drop_duplicates().sort_values(["text", "word"]).reset_index(drop=True)
+    pair_of = {(t, w): i for i, (t, w) in enumerate(zip(pairs["text"], pairs["word"], strict=True))}
+    table["pair"] = [pair_of[(t, w)] for t, w in zip(table["text"], table["word"], strict=True)]
+    columns = [f"perspective_{a}" for a in attributes]
+    per_model = table.groupby(["model", "pair"], as_index=False)[columns].mean()
+    return pairs, per_model
+
+
+def _fingerprint(protocol: Protocol) -> str:
+    import sklearn
+
+    spec = surrogate_spec()
+    identity = {
+        "settings": spec.raw,
+        "protocol": protocol.name,
+        "files": [[source, model, get_source(source).sha256] for source, model in protocol.files],
+        "fit_version": spec.fit_version,
+        "scikit_learn": sklearn.__version__,
+    }
+    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode("utf-8")).hexdigest()
+
+
+def _write_npz(path: Path, **arrays: Any) -> None:
+    """Write ``arrays`` to ``path`` whole or not at all (a temporary file, then a rename)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp.npz")
+    os.close(handle)
+    try:
+        np.savez(tmp, **arrays)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+# ----------------------------------------------------------------------------------------------------- the fit
+@dataclass(frozen=True)
+class SurrogateFit:
+    """One fitted head: per attribute a weight row and an intercept, and what names the fit."""
+
+    protocol: str
+    attributes: tuple[str, ...]
+    coef: np.ndarray  # (attributes, features)
+    intercept: np.ndarray  # (attributes,)
+    fingerprint: str
+    held_out: tuple[str, ...]
+    n_pairs: int
+    weights_sha256: str
+
+    def predict(self, features: np.ndarray) -> np.ndarray:
+        """Probabilities, one column per attribute."""
+        z = np.asarray(features, dtype=np.float64) @ self.coef.T + self.intercept
+        return 1.0 / (1.0 + np.exp(-z))
+
+
+def _weights_sha256(coef: np.ndarray, intercept: np.ndarray) -> str:
+    return hashlib.sha256(
+        np.ascontiguousarray(coef, dtype="<f8").tobytes() + np.ascontiguousarray(intercept, dtype="<f8").tobytes()
+    ).hexdigest()
+
+
+def _fit_head(x: np.ndarray, y: np.ndarray, spec: SurrogateSpec) -> tuple[np.ndarray, np.ndarray]:
+    from sklearn.exceptions import ConvergenceWarning
+    from sklearn.linear_model import LogisticRegression
+
+    coef = np.zeros((y.shape[1], x.shape[1]))
+    intercept = np.zeros(y.shape[1])
+    for j in range(y.shape[1]):
+        positive = y[:, j]
+        rate = float(positive.mean()) if len(positive) else 0.0
+        if rate in (0.0, 1.0):  # one class only: a constant (clipped) probability
+            rate = min(max(rate, spec.clip), 1 - spec.clip)
+            intercept[j] = np.log(rate / (1 - rate))
+            continue
+        model = LogisticRegression(C=spec.C, max_iter=spec.max_iter, random_state=spec.seed)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)  # max_iter is a setting; the fit is what it is
+            model.fit(x, positive)
+        coef[j], intercept[j] = model.coef_[0], model.intercept_[0]
+    return coef, intercept
+
+
+def fit_surrogate(
+    protocol_name: str, *, held_out: str | None = None, device: str = "auto", progress: bool = True
+) -> SurrogateFit:
+    """The surrogate fitted on ``protocol_name``'s published files, without those of the model named ``held_out``
+    (by its file's model name or its reference rows' label; a name no file has leaves every file in).
+
+    Cached: the features once per protocol, the weights once per held-out model, under the inputs' fingerprint."""
+    from filelock import FileLock
+
+    spec = surrogate_spec()
+    protocol = published_files().protocols[protocol_name]
+    fingerprint = _fingerprint(protocol)
+    folder = cache_dir() / "surrogate" / f"{protocol.name}-{fingerprint[:16]}"
+    dropped = [i for i in range(len(protocol.files)) if held_out is not None and held_out in protocol.names_of(i)]
+    tag = "all" if not dropped else hashlib.sha256(str(dropped).encode()).hexdigest()[:12]
+    weights_path = folder / f"weights-{tag}.npz"
+    folder.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(folder / ".lock")):
+        if not weights_path.is_file():
+            features_path = folder / "features.npz"
+            pairs, per_model = training_pairs(protocol)
+            if features_path.is_file():
+                x = np.load(features_path)["x"]
+            else:
+                x = surrogate_features(
+                    pairs["text"].tolist(), pairs["word"].tolist(), device=device, progress=progress,
+                    desc=f"features of the {protocol.name} protocol's published texts",
+                )  # fmt: skip
+                _write_npz(features_path, x=x)
+            kept = per_model[~per_model["model"].isin(dropped)]
+            labels = kept.groupby("pair")[[f"perspective_{a}" for a in spec.attributes]].mean()
+            y = labels.to_numpy(dtype=float) > spec.threshold
+            coef, intercept = _fit_head(x[labels.index.to_numpy()], y, spec)
+            _write_npz(weights_path, coef=coef, intercept=intercept, n_pairs=np.array(len(labels)))
+        stored = np.load(weights_path)
+        coef, intercept = stored["coef"], stored["intercept"]
+        n_pairs = int(stored["n_pairs"])
+    return SurrogateFit(
+        protocol=protocol.name,
+        attributes=spec.attributes,
+        coef=coef,
+        intercept=intercept,
+        fingerprint=fingerprint,
+        held_out=tuple(protocol.files[i][1] for i in dropped),
+        n_pairs=n_pairs,
+        weights_sha256=_weights_sha256(coef, intercept),
+    )
