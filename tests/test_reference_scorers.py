@@ -231,3 +231,14 @@ def test_show_says_when_the_built_rows_lack_a_listed_scorer(bundled: list[Result
     rows, note = reference_rows_for_show(path)
     assert len(rows) == 44 and note and "have none under embedded" in note and "leaderboard build" in note
     assert reference_rows_for_show(bundled_reference_path())[1] is None
+
+
+def test_build_out_a_folder_writes_reference_rows_json_in_it(tmp_path: Path):
+    from queerbench.cli import main
+
+    folder = tmp_path / "rows"
+    folder.mkdir()
+    args = ["leaderboard", "build", "--stored-only", "--resamples", "10", "--workers", "1", "--out", str(folder)]
+    assert main(args) == 0
+    written = folder / "reference_rows.json"
+    assert {r.toxicity for r in load_reference_rows(written)} == {"perspective"}

@@ -63,6 +63,11 @@ def test_a_fit_is_cached_deterministic_and_named_by_its_weights(in_cache: Path):
     (folder / "weights-all.npz").unlink()  # refit from the cached features: the same weights
     again = surrogate.fit_surrogate("blind", progress=False)
     assert again.weights_sha256 == fit.weights_sha256 and np.array_equal(again.coef, fit.coef)
+    # a corrupted or truncated cache entry is computed again, never a traceback
+    (folder / "weights-all.npz").write_bytes(b"PK\x03\x04 not a whole file")
+    assert surrogate.fit_surrogate("blind", progress=False).weights_sha256 == fit.weights_sha256
+    np.savez(folder / "weights-all.npz", coef=fit.coef)  # an entry that lacks what a fit holds
+    assert surrogate.fit_surrogate("blind", progress=False).weights_sha256 == fit.weights_sha256
     assert fit.coef.shape == (5, 384 * 2 + 6 * 2)
 
 
@@ -105,12 +110,22 @@ def test_the_scorer_reads_each_text_with_its_word(in_cache: Path):
     assert other["INSULT"].iloc[0] != pytest.approx(probs["INSULT"].iloc[0])
 
 
-def test_score_of_a_queergen_file_names_the_fit_in_its_signature(in_cache: Path, capsys: pytest.CaptureFixture):
+def test_score_of_a_published_file_uses_the_fit_that_never_saw_it_and_names_it(
+    in_cache: Path, capsys: pytest.CaptureFixture
+):
     source = dict((m, s) for s, m in published_files().protocols["blind"].files)["gemma3"]
     assert main(["score", str(fetch(source)), "--config", "queergen", "--toxicity", "surrogate"]) == 0
     out = capsys.readouterr().out
-    fit = surrogate.fit_surrogate("blind", progress=False)
+    # a published model's own file is scored by the fit that left that model out, as its reference rows are
+    fit = surrogate.fit_surrogate("blind", held_out="Gemma 3 4B", progress=False)
+    assert fit.held_out == ("gemma3",)
     assert re.search(rf"surrogate@{fit.fingerprint[:8]}/seed0/{fit.weights_sha256[:8]}", out), out[-2000:]
+    # a copy that is not the pinned file (one byte more) is a new model's file: the fit on every file scores it
+    copy = in_cache / "my-model.csv"
+    copy.write_bytes(fetch(source).read_bytes() + b"\n")
+    assert main(["score", str(copy), "--config", "queergen", "--toxicity", "surrogate"]) == 0
+    full = surrogate.fit_surrogate("blind", progress=False)
+    assert f"surrogate@{full.fingerprint[:8]}/seed0/{full.weights_sha256[:8]}" in capsys.readouterr().out
 
 
 def test_missing_libraries_are_one_line_naming_the_extra(monkeypatch: pytest.MonkeyPatch):

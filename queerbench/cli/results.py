@@ -49,7 +49,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     build = lsub.add_parser(
         "build", help="compute the reference rows (the papers' 22 models) from their pinned published files"
     )
-    build.add_argument("--out", default=None, help="where to write reference_rows.json (default: the queerbench cache)")
+    build.add_argument(
+        "--out",
+        default=None,
+        help="the reference_rows.json to write, or a folder to write it in (default: the queerbench cache)",
+    )
     build.add_argument("--resamples", type=int, default=1000, help="bootstrap and permutation resamples (default 1000)")
     build.add_argument("--seed", type=int, default=0)
     build.add_argument("--workers", type=int, default=None, help="processes (default: one per CPU core)")

@@ -96,6 +96,8 @@ def build_reference_rows(
     processes (default: the CPU cores; 1 computes in this process)."""
     if n_resamples < 0:
         raise ValueError(f"--resamples must be >= 0, got {n_resamples}")
+    if out is not None and Path(out).is_dir():  # a folder: the file goes in it (found now, not after the build)
+        out = Path(out) / "reference_rows.json"
     from queerbench.scoring.toxicity import unavailable_reason
 
     names = reference_scorer_names() if scorers is None else reference_scorer_names(scorers, stored_only=True)

@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import tempfile
 import warnings
+import zipfile
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -36,6 +38,7 @@ from queerbench.scoring.published_files import Protocol, published_files, read_e
 __all__ = ["SurrogateFit", "SurrogateSpec", "fit_surrogate", "surrogate_features", "surrogate_spec", "training_pairs"]
 
 _WHERE = "queerbench/data/surrogate.json"
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -181,6 +184,20 @@ def _write_npz(path: Path, **arrays: Any) -> None:
             os.unlink(tmp)
 
 
+def _read_npz(path: Path, keys: tuple[str, ...]) -> dict[str, np.ndarray] | None:
+    """The arrays ``keys`` of a cached ``path``; ``None`` when it is missing, or unreadable or incomplete (then it is
+    removed and said, so that it is computed again: a cache entry never stops a run)."""
+    if not path.is_file():
+        return None
+    try:
+        with np.load(path) as data:
+            return {k: np.asarray(data[k]) for k in keys}
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
+        logger.warning("%s: unreadable cache entry (%s); computing it again", path, type(exc).__name__)
+        path.unlink(missing_ok=True)
+        return None
+
+
 # ----------------------------------------------------------------------------------------------------- the fit
 @dataclass(frozen=True)
 class SurrogateFit:
@@ -246,11 +263,13 @@ def fit_surrogate(
     weights_path = folder / f"weights-{tag}.npz"
     folder.mkdir(parents=True, exist_ok=True)
     with FileLock(str(folder / ".lock")):
-        if not weights_path.is_file():
+        stored = _read_npz(weights_path, ("coef", "intercept", "n_pairs"))
+        if stored is None:
             features_path = folder / "features.npz"
             pairs, per_model = training_pairs(protocol)
-            if features_path.is_file():
-                x = np.load(features_path)["x"]
+            cached = _read_npz(features_path, ("x",))
+            if cached is not None and len(cached["x"]) == len(pairs):
+                x = cached["x"]
             else:
                 x = surrogate_features(
                     pairs["text"].tolist(), pairs["word"].tolist(), device=device, progress=progress,
@@ -262,7 +281,7 @@ def fit_surrogate(
             y = labels.to_numpy(dtype=float) > spec.threshold
             coef, intercept = _fit_head(x[labels.index.to_numpy()], y, spec)
             _write_npz(weights_path, coef=coef, intercept=intercept, n_pairs=np.array(len(labels)))
-        stored = np.load(weights_path)
+            stored = {"coef": coef, "intercept": intercept, "n_pairs": np.array(len(labels))}
         coef, intercept = stored["coef"], stored["intercept"]
         n_pairs = int(stored["n_pairs"])
     return SurrogateFit(

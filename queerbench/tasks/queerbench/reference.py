@@ -35,6 +35,25 @@ def paper_reference_sources() -> list[str]:
     return sorted(s.name for s in list_sources() if s.name.startswith(EVALUATION_PREFIX))
 
 
+def _model_of(source: str, path: Path) -> str:
+    """The model a paper evaluation file holds, as its reference rows name it (``vinai/`` for the BERTweets)."""
+    relpath = get_source(source).relpath or path.name
+    match = re.fullmatch(r"(.+)_template_(\d+)\.csv", Path(relpath).name)
+    if match is None:
+        raise ValueError(f"{source}: not a QueerBench evaluation file (<model>_template_<k>.csv)")
+    return f"vinai/{match.group(1)}" if "/vinai/" in relpath else match.group(1)
+
+
+def published_model(path: Path) -> str | None:
+    """The published model whose evaluation file ``path`` is (the SHA-256 of one of the pinned files), as its
+    reference rows name it; ``None`` for any other file."""
+    digest = sha256_file(Path(path))
+    for source in paper_reference_sources():
+        if get_source(source).sha256 == digest:
+            return _model_of(source, Path(path))
+    return None
+
+
 @cache
 def _table4() -> Any:
     from queerbench.tasks.queerbench.paper_data import read_table4
@@ -53,11 +72,8 @@ def paper_reference_row(task: Any, source: str, *, n_resamples: int, seed: int, 
     from queerbench.tasks.queerbench.paper_data import TABLE4_MODELS, read_paper_csv, table4_column
 
     path = fetch(source)
-    match = re.fullmatch(r"(.+)_template_(\d+)\.csv", Path(get_source(source).relpath or path.name).name)
-    if match is None:
-        raise ValueError(f"{source}: not a QueerBench evaluation file (<model>_template_<k>.csv)")
-    model = f"vinai/{match.group(1)}" if "/vinai/" in (get_source(source).relpath or "") else match.group(1)
-    k = int(match.group(2))
+    model = _model_of(source, path)
+    k = int(re.fullmatch(r".+_template_(\d+)\.csv", Path(get_source(source).relpath or path.name).name).group(1))
     frame = read_paper_csv(path)
     items = task.items()
     template_of = dict(zip(items["masked_sentence"], items["template_id"], strict=True))

@@ -8,6 +8,7 @@ published prediction and evaluation files (:mod:`.paper_data`) for ``queerbench 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from collections import Counter
 from collections.abc import Sequence
@@ -127,13 +128,21 @@ class QueerBenchTask(Task):
                 f"(not the {what} of the {self.name} config)",
                 file=sys.stderr,
             )
+        from queerbench.tasks.queerbench.reference import published_model
+
+        options = settings["options"]
+        # the paper's files hold full sentences (the text Perspective scored): a fitted scorer uses that protocol's fit,
+        # and for a published model's own file one that never saw it, as its reference rows are scored
+        held = published_model(path) if counts is None and toxicity != "none" else None
+        kwargs = {**options.toxicity_kwargs, **({"held_out_model": held} if held else {})}
+        options = dataclasses.replace(options, text_form="full", toxicity_kwargs=kwargs)
         return compute(
             tokens,
             frame["group"].tolist(),
             sentences=frame["template"].tolist(),
             toxicity_counts=counts,
             template_ids=published["template_id"].tolist() if aligned else None,  # bootstrap/permutation clusters
-            options=settings["options"],
+            options=options,
         )
 
 

@@ -76,9 +76,16 @@ def score_queergen_csv(
     if top_k is not None:
         frame["words"] = [w[:top_k] for w in frame["words"]]
     label = model_label(path)
-    result = queergen_block(frame, config=config, toxicity=toxicity, regard=regard, vader=vader, seed=seed, label=label)
+    pinned = pinned_source(path)
+    # a published model's own file: a scorer fitted on the published files scores it with a fit that never saw it,
+    # as its reference rows are scored (scorers fitted on nothing ignore this)
+    kwargs = {"held_out_model": label} if pinned is not None else None
+    result = queergen_block(
+        frame, config=config, toxicity=toxicity, regard=regard, vader=vader, seed=seed, label=label,
+        toxicity_kwargs=kwargs,
+    )  # fmt: skip
     result["model"] = label
-    result["source"] = {"path": str(path), "sha256": sha256_file(Path(path)), "pinned": pinned_source(path)}
+    result["source"] = {"path": str(path), "sha256": sha256_file(Path(path)), "pinned": pinned}
     result["upstream"] = spec()["upstream"]
     result["queerbench_version"] = __version__
     return result
