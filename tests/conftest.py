@@ -189,3 +189,15 @@ def hub_commits(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str | None]]
 
     monkeypatch.setattr(fingerprint, "hub_commit", answer)
     return seen
+
+
+@pytest.fixture()
+def fresh_registry(monkeypatch: pytest.MonkeyPatch) -> Iterator[pytest.MonkeyPatch]:
+    """The task registry found afresh (and again after the test), so that ``QUEERBENCH_TASK_PATH`` counts."""
+    from queerbench import tasks as registry
+
+    registry.all_tasks.cache_clear()
+    registry._modules.cache_clear()
+    yield monkeypatch
+    registry.all_tasks.cache_clear()
+    registry._modules.cache_clear()

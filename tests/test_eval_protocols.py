@@ -19,7 +19,6 @@ import pandas as pd
 import pytest
 import yaml
 
-from queerbench import tasks as registry
 from queerbench.cli import main
 from queerbench.methods.instructed.replies import load_prompts
 from queerbench.reporting.rows import ResultRow
@@ -42,16 +41,6 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "llama": tiny_llama(root),
         "plain": tiny_llama(root, name="tiny-llama-plain", chat_template=False),
     }
-
-
-@pytest.fixture()
-def fresh_registry(monkeypatch: pytest.MonkeyPatch):
-    """The task registry found afresh (and again after the test), so that ``QUEERBENCH_TASK_PATH`` counts."""
-    registry.all_tasks.cache_clear()
-    registry._modules.cache_clear()
-    yield monkeypatch
-    registry.all_tasks.cache_clear()
-    registry._modules.cache_clear()
 
 
 def _tiny_with_passes(folder: Path, passes: list[dict] | None) -> Path:

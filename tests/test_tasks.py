@@ -9,7 +9,6 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from queerbench import tasks as registry
 from queerbench.cli import main
 from queerbench.scoring.aggregate import ScoringOptions
 from queerbench.scoring.rules import ScoringRules
@@ -17,16 +16,6 @@ from queerbench.tasks import all_tasks, get_task, load_specs, task_names
 from tests.tiny_models import tiny_bert
 
 TINY = Path(__file__).parent / "data" / "tiny_task"
-
-
-@pytest.fixture()
-def fresh_registry(monkeypatch: pytest.MonkeyPatch):
-    """The task registry found afresh (and again after the test), so that ``QUEERBENCH_TASK_PATH`` counts."""
-    registry.all_tasks.cache_clear()
-    registry._modules.cache_clear()
-    yield monkeypatch
-    registry.all_tasks.cache_clear()
-    registry._modules.cache_clear()
 
 
 @pytest.fixture()

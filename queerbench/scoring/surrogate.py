@@ -19,8 +19,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
-import tempfile
 import warnings
 import zipfile
 from dataclasses import dataclass
@@ -32,6 +30,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from queerbench.base.files import atomic_path
 from queerbench.base.sources import cache_dir, fetch, get_source
 from queerbench.scoring.published_files import Protocol, published_files, read_evaluation_file
 
@@ -172,16 +171,9 @@ def _fingerprint(protocol: Protocol) -> str:
 
 
 def _write_npz(path: Path, **arrays: Any) -> None:
-    """Write ``arrays`` to ``path`` whole or not at all (a temporary file, then a rename)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp.npz")
-    os.close(handle)
-    try:
-        np.savez(tmp, **arrays)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    """Write ``arrays`` to ``path`` whole or not at all (:func:`~queerbench.base.files.atomic_path`)."""
+    with atomic_path(path) as tmp, open(tmp, "wb") as handle:
+        np.savez(handle, **arrays)
 
 
 def _read_npz(path: Path, keys: tuple[str, ...]) -> dict[str, np.ndarray] | None:
