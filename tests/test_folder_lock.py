@@ -21,7 +21,7 @@ import pytest
 
 from queerbench.base.lock import OWNER_FILE, FolderBusyError, folder_lock
 from queerbench.cli import main
-from tests.test_llm_instructed import BlankServer
+from tests.test_instructed_method import BlankServer
 
 FAST = ["--bootstrap", "20", "--permutations", "20", "--toxicity", "none", "--requests-per-minute", "100000"]
 N_231 = 3 * 77

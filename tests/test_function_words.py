@@ -21,7 +21,7 @@ from queerbench.scoring.function_words import (
 )
 from queerbench.tasks import get_task
 from queerbench.tasks.queerbench.templates import build_sentences
-from tests.test_llm_instructed import BlankServer
+from tests.test_instructed_method import BlankServer
 
 NO_STATS = {"n_bootstrap": 0, "n_permutations": 0}
 

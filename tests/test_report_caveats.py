@@ -25,7 +25,7 @@ from queerbench.run.pipeline import RunOptions, run_benchmark
 from queerbench.scoring import caveats
 from queerbench.tasks.queergen.compare import queergen_report_section
 from queerbench.tasks.queergen.figures import build_queergen_figure
-from tests.test_llm_instructed import BlankServer
+from tests.test_instructed_method import BlankServer
 
 FAST = {"n_bootstrap": 50, "n_permutations": 20}
 

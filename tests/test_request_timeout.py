@@ -11,7 +11,7 @@ import pytest
 from queerbench.base.http import Attempt
 from queerbench.cli import main
 from queerbench.models.generation import EndpointUnreachableError, load_runner
-from tests.test_llm_instructed import BlankServer
+from tests.test_instructed_method import BlankServer
 
 FAST = ["--bootstrap", "20", "--permutations", "20", "--toxicity", "none", "--requests-per-minute", "100000"]
 

@@ -23,7 +23,7 @@ from queerbench.models.generation.failures import FailedPrompt, describe_failure
 from queerbench.run import pipeline as run_module
 from queerbench.run.pipeline import RunOptions
 from tests.openai_server import FakeOpenAI
-from tests.test_llm_instructed import BlankServer
+from tests.test_instructed_method import BlankServer
 
 GREEDY = GenerationSettings(temperature=0.0, top_p=None, max_new_tokens=4)
 FAST = ["--bootstrap", "20", "--permutations", "20", "--toxicity", "none", "--requests-per-minute", "1000000"]

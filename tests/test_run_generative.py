@@ -19,7 +19,7 @@ from queerbench.run import pipeline as run_module
 from queerbench.run.pipeline import RunOptions, run_benchmark
 from tests.net import free_port
 from tests.run_parts import fix_part_size
-from tests.test_llm_instructed import BlankServer
+from tests.test_instructed_method import BlankServer
 from tests.tiny_models import tiny_bert, tiny_gpt2, tiny_llama
 
 FAST = ["--bootstrap", "20", "--permutations", "20", "--toxicity", "none"]

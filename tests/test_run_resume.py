@@ -26,7 +26,7 @@ from queerbench.run import parts as run_predict
 from queerbench.run.parts import SAVE_EVERY, SAVE_SECONDS, PartPlan
 from queerbench.run.pipeline import RunOptions, run_benchmark
 from tests.run_parts import fix_part_size
-from tests.test_llm_instructed import BlankServer
+from tests.test_instructed_method import BlankServer
 from tests.tiny_models import tiny_bert, tiny_llama
 
 FAST = ["--bootstrap", "20", "--permutations", "20", "--toxicity", "none"]

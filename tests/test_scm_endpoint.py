@@ -1,6 +1,6 @@
 """``queerbench scm run --endpoint`` against a local fake server: outputs, resume, one-line errors, key hygiene.
 
-The runner itself (retries, backoff, concurrency, order, cache keys) is tested in ``tests/test_llm_endpoint.py``.
+The runner itself (retries, backoff, concurrency, order, cache keys) is tested in ``tests/test_chat_endpoint.py``.
 """
 
 from __future__ import annotations

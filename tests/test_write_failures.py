@@ -10,7 +10,7 @@ import pytest
 
 from queerbench.base.files import atomic_path
 from queerbench.cli import main
-from tests.test_llm_instructed import BlankServer
+from tests.test_instructed_method import BlankServer
 
 FAST = ["--bootstrap", "20", "--permutations", "20", "--toxicity", "none", "--requests-per-minute", "100000"]
 

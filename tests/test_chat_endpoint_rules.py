@@ -2,7 +2,7 @@
 fake clock, the backoff formula, argument checks word for word, the fingerprint, and what each failure becomes.
 
 Requests go to the local fake server (``tests/openai_server.py``) with no latency and an injected ``sleep``, so
-nothing here waits; ``tools/mutation.py`` runs this file (with ``test_llm_endpoint.py``) against every mutant of
+nothing here waits; ``tools/mutation.py`` runs this file (with ``test_chat_endpoint.py``) against every mutant of
 ``queerbench/models/generation/endpoint.py`` and ``queerbench/base/http.py``.
 """
 

@@ -3,7 +3,7 @@ re-asks, the per-sentence table and the parse-rate summary.
 
 Replies come from a scripted stand-in for a model backend (the ``Runner`` protocol); ``collect``, the cache,
 ``parse_reply`` and ``predict_instructed`` run for real. Fast on purpose: ``tools/mutation.py`` runs this file (with
-``test_llm_instructed.py``, whose table of real reply kinds it extends) against every mutant of
+``test_instructed_method.py``, whose table of real reply kinds it extends) against every mutant of
 ``queerbench/methods/instructed/replies.py``.
 """
 
