@@ -28,10 +28,6 @@ from queerbench.cli import build_parser
 REPO = Path(__file__).resolve().parents[1]
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 
-# Subcommands that the design names and the docs may show before they exist. Each entry is a command still to be
-# written; remove it when its command lands (test_not_yet_implemented_is_not_implemented says when).
-NOT_YET_IMPLEMENTED: set[str] = set()
-
 PLACEHOLDER = "…"
 _FENCE = re.compile(r"^(\s*)(`{3,}|~{3,})\s*([\w+-]*)[^\n]*\n(.*?)^\1\2\s*$", re.M | re.S)
 _SHELL = {"", "bash", "sh", "shell", "console", "zsh"}
@@ -186,8 +182,6 @@ def test_the_pages_show_commands() -> None:
 @pytest.mark.parametrize("command", COMMANDS, ids=str)
 def test_a_documented_command_parses(command: Command) -> None:
     args = shlex.split(command.text)
-    if args[0] in NOT_YET_IMPLEMENTED:
-        pytest.skip(f"`queerbench {args[0]}` is not implemented yet (NOT_YET_IMPLEMENTED in this file)")
     parser = build_parser()
     assert args[0] in _subparsers(parser), f"{command}: no subcommand {args[0]!r}"
     if "--help" in args or "-h" in args:
@@ -207,9 +201,3 @@ def test_the_check_catches_what_it_should() -> None:
     assert _parse(_fill_placeholders(parser, ["run", "--config", PLACEHOLDER, "--model", "RUN_DIR…"])) is None
     inline = _inline_commands(Path("x.md"), "see `queerbench score FILE [--toxicity …]` and `queerbench: error`")
     assert [shlex.split(c.text) for c in inline] == [["score", "FILE", "--toxicity", "…"]]
-
-
-def test_not_yet_implemented_is_not_implemented() -> None:
-    """An allow-listed subcommand that now exists must leave the list, so its documented commands are checked."""
-    landed = sorted(NOT_YET_IMPLEMENTED & set(_subparsers(build_parser())))
-    assert not landed, f"remove {landed} from NOT_YET_IMPLEMENTED: they are implemented now"

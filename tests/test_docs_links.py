@@ -21,10 +21,6 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 OUTSIDE_THE_SITE = ["README.md", "CONTRIBUTING.md", "CHANGELOG.md", "space/README.md", "metric_queerbench/README.md"]
 
-# Anchors that a link already names and a page will get (each: where the link is, its target, what is pending).
-# test_pending_anchors_are_still_pending fails once the anchor exists, so that the entry is removed.
-PENDING_ANCHORS: dict[tuple[str, str], str] = {}
-
 _LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
 _FENCE = re.compile(r"^```.*?^```", re.M | re.S)
 
@@ -55,7 +51,7 @@ def broken_links(name: str) -> list[str]:
         file = (page.parent / path).resolve() if path else page
         if not file.exists():
             broken.append(f"{target} (no such file)")
-        elif anchor and file.suffix == ".md" and anchor not in anchors(file) and (name, target) not in PENDING_ANCHORS:
+        elif anchor and file.suffix == ".md" and anchor not in anchors(file):
             broken.append(f"{target} (no heading with that anchor)")
     return broken
 
@@ -81,13 +77,6 @@ def test_a_broken_link_is_found(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     )
     monkeypatch.setattr(sys.modules[__name__], "REPO", tmp_path)
     assert broken_links("x.md") == ["docs/b.md (no such file)", "docs/a.md#other (no heading with that anchor)"]
-
-
-def test_pending_anchors_are_still_pending() -> None:
-    for name, target in PENDING_ANCHORS:
-        path, _, anchor = target.partition("#")
-        assert target in relative_links(REPO / name), f"{name} no longer links {target}: drop it from PENDING_ANCHORS"
-        assert anchor not in anchors(REPO / path), f"{target} exists now: drop it from PENDING_ANCHORS"
 
 
 def test_the_site_builds_strictly(tmp_path: Path) -> None:

@@ -1,5 +1,7 @@
 """The layout of the library (docs/layout.md): no import circles, imports only downwards through the layers, no module
-over 500 lines, and a run that does not branch on its method beyond the registry lookup.
+over 500 lines, a run that does not branch on its method beyond the registry lookup, and no module outside a task
+package that names a benchmark, a task, a group or a score key, or outside ``methods/`` that compares a method's name
+(beyond the current ones, listed in ``tests/data/layout_allowlist.json``, a list that only shrinks).
 
 Imports are read with :mod:`ast` from the source, function-level (lazy) imports included: a circle hidden inside a
 function is still a circle.
@@ -8,6 +10,7 @@ function is still a circle.
 from __future__ import annotations
 
 import ast
+import json
 from pathlib import Path
 
 import pytest
@@ -278,3 +281,200 @@ def test_config_names_are_compared_only_inside_task_definitions() -> None:
     outside = {n: v for n, v in found.items() if not any(n.startswith(f"queerbench.tasks.{b}") for b in BENCHMARKS)}
     assert outside == {}
     assert sum(len(v) for v in found.values()) <= 3, found
+
+
+# --- Names that belong to one benchmark or one method, anywhere in the library --------------------------------------
+#
+# The harness must not know a benchmark by name: the benchmarks' and tasks' names, their subject groups and the keys
+# of their scores belong to the task packages (``queerbench/tasks/<name>/``), the method names to ``methods/``. The
+# guard below reads every module of the library with :mod:`ast` and lists the string literals that name one of them
+# where that is not allowed; what the library does today is frozen in ``tests/data/layout_allowlist.json`` (module,
+# name and how often), so that a new occurrence fails and so does an entry that no longer matches (the list only
+# shrinks: lower or remove the entry).
+
+SPECS = [
+    t
+    for f in sorted((PACKAGE / "tasks").glob("*/tasks.json"))
+    for t in json.loads(f.read_text(encoding="utf-8"))["tasks"]
+]
+PACKAGE_NAME = "queerbench"
+ALLOWLIST = Path(__file__).parent / "data" / "layout_allowlist.json"
+
+
+def _declared_groups() -> set[str]:
+    """The subject groups the task data declares: QueerBench's and QueerGen's group orders, the SCM probes' groups."""
+    data = PACKAGE / "data"
+    groups = set(json.loads((data / "subject_groups.json").read_text(encoding="utf-8"))["group_order"])
+    groups |= set(json.loads((data / "queergen.json").read_text(encoding="utf-8"))["group_order"])
+    scm = json.loads((PACKAGE / "tasks" / "scm" / "data" / "groups.json").read_text(encoding="utf-8"))
+    return groups | {g["id"] for g in scm["groups"]}
+
+
+AMBIGUOUS: dict[str, str] = {
+    "neutral": "a group, but also a toxicity input (`toxicity_input`, `--toxicity-input`) and a regard label",
+}
+"""Declared names left out of the guard because the same word names something generic too (no syntax tells them
+apart)."""
+NAMES: dict[str, set[str]] = {
+    "benchmark": {t["name"] for t in SPECS} | {t["benchmark"].lower() for t in SPECS},
+    "method": {m for t in SPECS for m in t["methods"]},
+    "group": _declared_groups() - set(AMBIGUOUS),
+    "score key": {"queerbench", "afinn", "hurtlex", "toxicity"},  # the per-group scores of scores.json
+}
+"""What the guard looks for, read from the task data where it is declared (the score keys: the QueerBench score and
+its three components, as ``scores.json`` holds them per group)."""
+KEY_ONLY = {PACKAGE_NAME, *NAMES["score key"]}
+"""Names that count only where a literal is a key or is compared (see :func:`_key_literals`): elsewhere
+``"queerbench"`` is the package's own name (a cache folder, the program, the User-Agent) and ``"toxicity"`` the
+``--toxicity`` setting or the toxicity command."""
+
+
+def _allowed(kind: str, module: str) -> bool:
+    """Where a kind of name may be written: a benchmark, a group or a score key in a task package; a method
+    compared in ``methods/``."""
+    parts = module.split(".")
+    if kind == "method":
+        return parts[1:2] == ["methods"]
+    return parts[1:2] == ["tasks"] and len(parts) > 2 and parts[2] in BENCHMARKS
+
+
+def _messages(tree: ast.AST) -> set[int]:
+    """The ids of the string constants that are text, not names: docstrings and everything inside an f-string (the
+    library's messages are f-strings; a message that is one bare word is no message)."""
+    ids: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            ids.update(id(s.value) for s in node.body if isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))
+        elif isinstance(node, ast.JoinedStr):
+            ids.update(id(n) for n in ast.walk(node))
+    return ids
+
+
+def _elements(node: ast.AST) -> list[ast.AST]:
+    """A literal container's elements (``("a", "b")``, ``{"a"}``, ``frozenset(("a", "b"))``), or the node itself."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("set", "frozenset", "tuple"):
+        node = node.args[0] if len(node.args) == 1 else node
+    return list(node.elts) if isinstance(node, (ast.Tuple, ast.List, ast.Set)) else [node]
+
+
+def _compared(tree: ast.AST) -> set[int]:
+    """The ids of the constants that are compared: operands of ``==``, ``!=``, ``in``, ``not in`` (or elements of a
+    literal operand: ``method in ("mlm", None)``) and ``case`` values."""
+    ids: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            ids.update(id(e) for o in (node.left, *node.comparators) for e in _elements(o))
+        elif isinstance(node, ast.MatchValue):
+            ids.add(id(node.value))
+    return ids
+
+
+def _key_literals(tree: ast.AST) -> set[int]:
+    """The ids of the constants used as a key or compared: a subscript (``scores["queerbench"]``), a dict key (not
+    ``"toxicity": options.toxicity``, which records the same-named setting), the first argument of ``get``, ``pop`` or
+    ``setdefault``, an element of a literal tuple, list or set that is not a call's argument (``keys = ("afinn",
+    "hurtlex")``), and every compared constant."""
+    ids = _compared(tree)
+    in_calls = {id(a) for n in ast.walk(tree) if isinstance(n, ast.Call) for a in n.args}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Subscript):
+            ids.update(id(e) for e in _elements(node.slice))
+        elif isinstance(node, ast.Dict):
+            for key, value in zip(node.keys, node.values, strict=True):
+                echoed = isinstance(key, ast.Constant) and key.value == getattr(
+                    value, "attr", getattr(value, "id", None)
+                )
+                if key is not None and not echoed:
+                    ids.add(id(key))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args:
+            if node.func.attr in ("get", "pop", "setdefault"):
+                ids.add(id(node.args[0]))
+        elif isinstance(node, (ast.Tuple, ast.List, ast.Set)) and id(node) not in in_calls:
+            ids.update(id(e) for e in node.elts)
+    return ids
+
+
+def _named(source: str, module: str) -> dict[str, dict[str, int]]:
+    """``{kind: {name: count}}``: the literals of ``source`` (module ``module``) that name what that module must not
+    name. A literal names X when its whole value is X and it is not text (:func:`_messages`); a method counts only
+    where it is compared (:func:`_compared`); the package's name and the score keys only as keys
+    (:func:`_key_literals`); a benchmark, a task or a group anywhere (a default argument, a constant, a return
+    value)."""
+    tree = ast.parse(source)
+    text, compared, keys = _messages(tree), _compared(tree), _key_literals(tree)
+    found: dict[str, dict[str, int]] = {}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Constant) or not isinstance(node.value, str) or id(node) in text:
+            continue
+        for kind, names in NAMES.items():
+            if node.value not in names or _allowed(kind, module):
+                continue
+            if kind == "method" and id(node) not in compared:
+                continue
+            if node.value in KEY_ONLY and id(node) not in keys:
+                continue
+            counts = found.setdefault(kind, {})
+            counts[node.value] = counts.get(node.value, 0) + 1
+            break  # one kind per literal: "queerbench" is a benchmark first, then a score key
+    return found
+
+
+def _library_names() -> dict[str, dict[str, dict[str, int]]]:
+    """``{kind: {module path: {name: count}}}`` over the whole library."""
+    found: dict[str, dict[str, dict[str, int]]] = {}
+    for name, path in MODULES.items():
+        for kind, counts in _named(path.read_text(encoding="utf-8"), name).items():
+            found.setdefault(kind, {})[path.relative_to(PACKAGE.parent).as_posix()] = counts
+    return found
+
+
+def test_the_name_finder_finds_names_and_only_names() -> None:
+    source = '''"""The queer and non-queer groups: a docstring is text."""
+GROUP_ORDER = ("queer", "non-queer")
+def f(scores, options, config="default"):
+    """queer"""
+    if options.method == "mlm" or options.method in ("scored", None):
+        return scores["queerbench"], scores.get("afinn"), {"hurtlex": 1, "toxicity": options.toxicity}
+    log(f"{config} is not {'paper'}", "queerbench", ["queerbench"], method="instructed")
+    path = cache / "queerbench" / "toxicity"
+    match config:
+        case "queergen":
+            pass
+'''
+    assert _named(source, "queerbench.results.x") == {
+        "group": {"queer": 1, "non-queer": 1},
+        "benchmark": {"default": 1, "queerbench": 1, "queergen": 1},
+        "method": {"mlm": 1, "scored": 1},
+        "score key": {"afinn": 1, "hurtlex": 1},
+    }
+    assert _named(source, "queerbench.methods.x") == {k: v for k, v in _named(source, "x.y").items() if k != "method"}
+    assert _named(source, "queerbench.tasks.queergen.x") == {"method": {"mlm": 1, "scored": 1}}
+
+
+def test_the_names_are_read_from_the_task_data() -> None:
+    assert {"queerbench", "queergen", "scm", "default", "paper"} <= NAMES["benchmark"]
+    assert NAMES["method"] == {"mlm", "scored", "instructed"}
+    assert {"queer", "non-queer", "binary", "neo", "unmarked"} <= NAMES["group"]
+
+
+def test_no_module_outside_a_task_package_names_a_benchmark_method_group_or_score_key() -> None:
+    """Benchmarks, tasks, groups and score keys are named only in task packages, methods compared only in
+    ``methods/`` (see :func:`_named` for what counts), beyond what ``tests/data/layout_allowlist.json`` still lists:
+    a new occurrence fails, and so does an entry that no longer matches (lower its count or remove it)."""
+    allowed = json.loads(ALLOWLIST.read_text(encoding="utf-8"))
+    found = _library_names()
+    problems = []
+    for kind in sorted(set(found) | set(allowed) - {"why"}):
+        have, known = found.get(kind, {}), allowed.get(kind, {})
+        for module in sorted(set(have) | set(known)):
+            for name in sorted(set(have.get(module, {})) | set(known.get(module, {}))):
+                n, k = have.get(module, {}).get(name, 0), known.get(module, {}).get(name, 0)
+                if n > k:
+                    problems.append(
+                        f"{module} names the {kind} {name!r} {n} time(s), {k} allowed: read it from the task's data "
+                        "or the registry instead of writing it"
+                    )
+                elif n < k:
+                    fix = "remove its entry" if n == 0 else f"lower its count to {n}"
+                    problems.append(f"{module} names the {kind} {name!r} {n} time(s) now, {k} allowed: {fix}")
+    assert problems == [], "\n".join(["against tests/data/layout_allowlist.json:", *problems])
