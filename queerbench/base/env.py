@@ -118,7 +118,7 @@ def proxies() -> dict[str, str]:
 
 def no_proxy(host: str) -> bool:
     """Whether ``NO_PROXY`` exempts ``host`` from the proxy."""
-    return bool(urllib.request.proxy_bypass_environment(host))
+    return bool(urllib.request.proxy_bypass_environment(host))  # type: ignore[attr-defined]  # stdlib, not in typeshed
 
 
 def ca_bundle() -> str | None:

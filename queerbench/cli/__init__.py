@@ -56,12 +56,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    # printed as `queerbench: error: <message>` (exit status 2), with no traceback
+    reported: tuple[type[BaseException], ...] = (*USER_ERRORS, ChecksumError, SourceUnavailableError, PerspectiveError)
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt as exc:  # a run says what it kept (run_predict.RunInterrupted); others just stop
         print(f"\nqueerbench: {exc.args[0] if exc.args else 'interrupted'}", file=sys.stderr)
         return 130
-    except (*USER_ERRORS, ChecksumError, SourceUnavailableError, PerspectiveError) as exc:
+    except reported as exc:
         message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
         print(f"queerbench: error: {message}", file=sys.stderr)
         return 2

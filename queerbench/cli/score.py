@@ -131,7 +131,7 @@ def _score(args: argparse.Namespace) -> int:
                 "evaluation CSVs. Pass --toxicity embedded, surrogate, hf:<id>, perspective or none"
             )
         task.check_predictions(frame, path)  # before any scorer runs
-        toxicity_input = args.toxicity_input or task.spec.toxicity_input
+        toxicity_input = str(args.toxicity_input or task.spec.toxicity_input)  # as run/pipeline.py passes it
         result, _ = score_predictions(frame, options, toxicity_input, k=args.top_k)
         result.update(
             task_scores(

@@ -13,6 +13,7 @@ import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from queerbench import __version__
@@ -99,7 +100,12 @@ class PackageIndex:
 
         password = env.twine_password() or None
         user = env.twine_username() or ("__token__" if password else None)
-        options = {"username": user, "password": password, "non_interactive": True, "disable_progress_bar": True}
+        options: dict[str, Any] = {
+            "username": user,
+            "password": password,
+            "non_interactive": True,
+            "disable_progress_bar": True,
+        }
         upload(Settings(repository_url=self.upload_url, **options), [str(p) for p in paths])
 
     def wait_until_served(self, files: dict[str, str], version: str, timeout: float, poll: float = 5.0) -> None:

@@ -345,7 +345,8 @@ def _publish(
         ) from exc
     log(f"{index.simple_shown} serves queerbench {version}")
 
-    published, message, result = f"Published: queerbench {version} on {index.simple_shown}", f"Release {tag}", {}
+    published, message = f"Published: queerbench {version} on {index.simple_shown}", f"Release {tag}"
+    result: dict[str, dict[str, Any]] = {}
     for artifact, entry in repos.items():
         repo_id, repo_type = entry["repo_id"], entry["repo_type"]
         try:

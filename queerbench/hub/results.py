@@ -139,7 +139,7 @@ def push_results(
     digest = hashlib.sha256("\n".join(signatures).encode()).hexdigest()[:12]
     where = f"results/{_slug(rows[0].model)}/{digest}"
     files, links = _files(folder, with_predictions)
-    plan = {
+    plan: dict[str, Any] = {  # returned as the upload's record
         "repo_id": repo_id,
         "path": where,
         "kind": kind,

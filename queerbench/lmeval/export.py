@@ -79,7 +79,16 @@ class _TaskLoader(yaml.SafeLoader):
     """Reads a task YAML, its ``!function`` tags included (as ``("!function", name)``), to check what was written."""
 
 
-_TaskLoader.add_constructor("!function", lambda loader, node: ("!function", loader.construct_scalar(node)))
+def _function_tag(loader: yaml.SafeLoader, node: yaml.Node) -> tuple[str, Any]:
+    """A ``!function`` tag as ``("!function", name)``."""
+    if not isinstance(node, yaml.ScalarNode):
+        raise yaml.constructor.ConstructorError(
+            None, None, f"expected a scalar node, but found {getattr(node, 'id', 'node')}", node.start_mark
+        )
+    return ("!function", loader.construct_scalar(node))
+
+
+_TaskLoader.add_constructor("!function", _function_tag)
 
 
 def _task_yaml(task: str, config: str, data_file: Path, groups: Sequence[str], options: dict[str, Any]) -> str:

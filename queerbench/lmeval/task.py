@@ -75,7 +75,7 @@ class TaskHooks:
         reply = results[0] if results else ""
         parsed = parse_reply(reply if isinstance(reply, str) else "", doc["masked_sentence"])
         record: dict[str, Any] = {"id": doc["id"], "group": doc["group"], "word": parsed.word, "label": parsed.label}
-        if parsed.label == "ok":
+        if parsed.label == "ok" and parsed.word is not None:  # the word is set exactly when the label is "ok"
             sentences = None if self.column is None else [doc[self.column]]
             frame, _ = score_sentences([[parsed.word]], self.scoring, sentences=sentences)
             row = frame.iloc[0]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from queerbench.methods.base import Method, Pacing, Rows, predict_in_parts
 
@@ -30,7 +30,7 @@ def _mode(config: str) -> str:
 class MaskedLMPredictor:
     """``mlm`` on a masked LM: top-k words at the mask, in the task's mode (whole words or raw tokens)."""
 
-    method = "mlm"
+    method: ClassVar[str] = "mlm"
 
     def __init__(
         self,
@@ -64,7 +64,7 @@ class MaskedLMPredictor:
     def from_loaded(cls, lm: Any, options: RunOptions) -> MaskedLMPredictor:
         """The predictor of a run's ``options`` over a masked LM already loaded (the Space's cached models)."""
         return cls(
-            options.model,
+            options.model_id,
             config=options.config,
             top_k=options.top_k,
             device=options.device,
@@ -87,7 +87,7 @@ class MaskedLMPredictor:
         very commit its first chunks came from, so that a Hub model that moved on is caught, not mixed in."""
         revision = options.revision or (stored or {}).get("commit_hash")
         return cls(
-            options.model,
+            options.model_id,
             config=options.config,
             top_k=options.top_k,
             device=options.device,
@@ -112,9 +112,9 @@ class MaskedLMPredictor:
             options.device
         )  # --device cuda on a machine without CUDA fails here, not after the claim
         check_device_map(options.device_map)
-        if Path(options.model).expanduser().is_file():
+        if Path(options.model_id).expanduser().is_file():
             raise ValueError(f"--model {options.model} is a file; a masked LM is a folder saved with save_pretrained")
-        config, tokenizer = load_masked_lm_tokenizer(options.model, revision=options.revision)
+        config, tokenizer = load_masked_lm_tokenizer(options.model_id, revision=options.revision)
         mode = _mode(options.config)
         limit = max_top_k(config, tokenizer, mode)
         if options.top_k > limit:
@@ -123,7 +123,7 @@ class MaskedLMPredictor:
                 f"--top-k {options.top_k} exceeds the {limit} {what} of {options.model}; choose --top-k <= {limit}"
             )
         check_fits(
-            options.model, config, options.dtype, device, options.device_map, causal=False, revision=options.revision
+            options.model_id, config, options.dtype, device, options.device_map, causal=False, revision=options.revision
         )
 
     def metadata(self) -> dict[str, Any]:

@@ -140,3 +140,10 @@ class RunOptions:
             toxicity_kwargs=self.toxicity_kwargs,
             exclude_function_words=self.exclude_function_words,
         )
+
+    @property
+    def model_id(self) -> str:
+        """``model`` as ``__post_init__`` resolved it (the method's default model when none was given)."""
+        if self.model is None:
+            raise ValueError("RunOptions.model is None: construct the options anew to resolve the default model")
+        return self.model

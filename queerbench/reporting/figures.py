@@ -19,6 +19,8 @@ matplotlib.use("Agg")  # headless: figures are written to files
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from matplotlib.artist import Artist
+from matplotlib.container import BarContainer
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
 
@@ -83,13 +85,13 @@ def group_style(group: str, index: int = 0) -> tuple[str, str]:
     return GROUP_STYLE.get(group, _EXTRA_STYLES[index % len(_EXTRA_STYLES)])
 
 
-def relative_luminance(rgba: Sequence[float]) -> float:
+def relative_luminance(rgba: Sequence[float] | np.ndarray) -> float:
     """WCAG relative luminance of an RGB(A) colour with components in [0, 1]."""
     lin = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in rgba[:3]]
     return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
 
 
-def text_colour_for(rgba: Sequence[float]) -> str:
+def text_colour_for(rgba: Sequence[float] | np.ndarray) -> str:
     """Black or white, whichever contrasts more with a cell of colour ``rgba`` (WCAG contrast ratio)."""
     lum = relative_luminance(rgba)
     return "black" if (lum + 0.05) / 0.05 >= 1.05 / (lum + 0.05) else "white"
@@ -109,7 +111,7 @@ def run_label(meta: dict[str, Any] | None, scores: dict[str, Any]) -> str:
     caller does not say which it was)."""
     settings = f"{scores['config']} config · top-{scores['k']}"
     if (meta or {}).get("method") not in (None, "mlm"):  # a generative method (scored, instructed) is part of it
-        settings += f" · {meta['method']}"
+        settings += f" · {(meta or {})['method']}"
     model = (meta or {}).get("model")
     return f"{model_label(model)} · {settings}" if model else settings
 
@@ -162,6 +164,7 @@ def build_heatmap(
     ``counts`` (the n of each cell, same shape): each label gets its n, and a small n (< 30) a ``*`` and a footnote.
     """
     values = table.to_numpy(dtype=float)
+    n_cells = None if counts is None else counts.to_numpy()
     missing = np.isnan(values)
     finite = values[~missing]
     vmax = float(finite.max()) if finite.size and finite.max() > 0 else 1.0
@@ -190,7 +193,7 @@ def build_heatmap(
                 bbox={"facecolor": "white", "edgecolor": "none", "pad": 1.5},
             )
         else:
-            label = f"{v:.2f}" if counts is None else f"{v:.2f}\n{n_label(int(counts.iat[i, j]))}"
+            label = f"{v:.2f}" if n_cells is None else f"{v:.2f}\n{n_label(int(n_cells[i, j]))}"
             ax.text(j, i, label, ha="center", va="center", fontsize=9, color=text_colour_for(cmap(im.norm(v))))
     ax.set_title(title if subtitle is None else f"{title}\n{subtitle}", fontsize=11)
     fig.colorbar(im, ax=ax, label=value_label)
@@ -298,7 +301,7 @@ def build_comparison_figure(scores: dict[str, Any], meta: dict[str, Any] | None 
     vals = [scores[key].get(g) for g in groups]
     cis = [scores.get("ci", {}).get(g, {}).get(key) for g in groups]
     fig, ax = plt.subplots(figsize=(1.5 * len(groups) + 3, 4.2))
-    handles = []
+    handles: list[Artist | BarContainer] = []
     top = max([v if not ci else max(v, ci[1]) for v, ci in zip(vals, cis, strict=True) if v is not None] + [1.0])
     for i, (g, v, ci) in enumerate(zip(groups, vals, cis, strict=True)):
         colour, hatch = group_style(g, i)

@@ -254,7 +254,7 @@ def card_markdown(document: dict[str, Any], figure: str | None) -> str:
         lines.append(f"- Small samples (n < 30; wide CIs): {', '.join(small)}.")
     lines += [f"- {c}" for c in caveats]
     for row in rows:
-        if not any(v is not None for v in row.scores.values()) and row.toxicity == "none" and sum(row.n.values()):
+        if not any(v is not None for v in row.scores.values()) and row.toxicity == "none" and sum(row.n.values()) > 0:
             lines.append(
                 f"- {_label(row, top_k)}: no {row.metric}: the toxicity scorer was switched off (`--toxicity "
                 "none`), and the score needs its toxicity term P; the AFINN and HurtLex terms are in the run's "

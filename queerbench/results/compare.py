@@ -110,7 +110,7 @@ def compare_labels(runs: Sequence[dict[str, Any]]) -> list[str]:
         same = [i for i, other in enumerate(labels) if other == label]
         if len(same) < 2:
             continue
-        extra = {i: [] for i in same}
+        extra: dict[int, list[str]] = {i: [] for i in same}
         for fact, show in (
             ("toxicity", lambda v: f"toxicity {v}"),
             ("limit", lambda v: "all templates" if v is None else f"{v} templates"),
@@ -182,9 +182,9 @@ def compare_warnings(runs: Sequence[dict[str, Any]]) -> list[str]:
             "rescore with one --toxicity (queerbench score)"
         )
     for bench in sorted(benchmarks):  # one benchmark's tasks: the same sentences, other scoring rules
-        same = sorted(str(c) for c in configs if _benchmark(c) == bench)
-        if len(same) > 1:
-            warnings.append(f"the runs mix the {' and '.join(same)} configs, whose scores follow different rules")
+        mixed = sorted(str(c) for c in configs if _benchmark(c) == bench)
+        if len(mixed) > 1:
+            warnings.append(f"the runs mix the {' and '.join(mixed)} configs, whose scores follow different rules")
     for fact, what, why in _DIFFERENCES:
         values = {
             _show(fact, f[fact]) for f, r in zip(facts, runs, strict=True) if r["scores"].get("scored") is not False

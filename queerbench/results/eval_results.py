@@ -184,7 +184,7 @@ def eval_result_files(
     for data in document["rows"]:
         row = ResultRow.from_dict(data)
         key, why = row_task_id(row, released)
-        scored = {g: row.headline(g) for g in row.scores if row.headline(g) is not None}
+        scored = {g: v for g in row.scores if (v := row.headline(g)) is not None}
         if key is None or not scored:
             reason = why or "no group has a score (a run scored without toxicity, or no reply could be read)"
             left_out.append({"task": row.task, "method": row.method, "metric": row.metric, "reason": reason})

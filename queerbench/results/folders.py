@@ -51,6 +51,9 @@ def run_row(folder: Path, scores: dict[str, Any] | None = None) -> ResultRow:
     if bad is not None:
         raise ValueError(f"{path}: ci[{bad!r}] must be an object of per-score CIs, got {group_ci[bad]!r}; {_RESCORE}")
     subset = run.get("sentences") or None
+    extra: dict[str, Any] = {part: scores.get(part) for part in ("afinn", "hurtlex", "toxicity") if part in scores}
+    if subset and run.get("coverage"):
+        extra["coverage"] = run.get("coverage")
     data = {
         "task": str(scores.get("config")),
         "benchmark": task.benchmark if task is not None else str(scores.get("config")),
@@ -66,10 +69,7 @@ def run_row(folder: Path, scores: dict[str, Any] | None = None) -> ResultRow:
         "refusal_rate": overall.get("refusal_rate"),
         "limit": run.get("limit"),
         "sentences": subset,
-        "extra": {
-            **{part: scores.get(part) for part in ("afinn", "hurtlex", "toxicity") if part in scores},
-            **({"coverage": run.get("coverage")} if subset and run.get("coverage") else {}),
-        },
+        "extra": extra,
         "signature": str(scores.get("signature") or run.get("signature") or ""),
         "source": str(folder),
         "caveats": [] if scores.get("scored", True) else ["no sentence got a word to score"],

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 import pandas as pd
 
@@ -231,7 +231,7 @@ def leaderboard_frame(rows: Sequence[ResultRow]) -> pd.DataFrame:
     for number, (ranked, by) in enumerate(rank_groups(rows), start=1):
         for rank, row in enumerate(ranked, start=1):
             gap = row.gap or {}
-            gap_ci = gap.get("ci") if isinstance(gap.get("ci"), (list, tuple)) else [None, None]
+            gap_ci = gap["ci"] if isinstance(gap.get("ci"), (list, tuple)) else [None, None]
             summary = row.extra.get("summary") or {}
             for group in row.scores or {"": None}:
                 ci = row.ci.get(group) if group else None
@@ -323,8 +323,8 @@ def leaderboard_figure(rows: Sequence[ResultRow]) -> Any:
         shown = [r for r in group if r.headline(by) is not None]
         values = [r.headline(by) or 0.0 for r in shown]
         errors = [
-            [v - r.ci[by][0] if _pair(r.ci.get(by)) else 0 for v, r in zip(values, shown, strict=True)],
-            [r.ci[by][1] - v if _pair(r.ci.get(by)) else 0 for v, r in zip(values, shown, strict=True)],
+            [v - ci[0] if _pair(ci := r.ci.get(by)) else 0 for v, r in zip(values, shown, strict=True)],
+            [ci[1] - v if _pair(ci := r.ci.get(by)) else 0 for v, r in zip(values, shown, strict=True)],
         ]
         y = list(range(len(shown)))
         bars = ax.barh(y, values, xerr=errors, capsize=2, color="0.75", edgecolor="black")
@@ -376,7 +376,8 @@ def _figure(rows: Sequence[ResultRow], path: Path) -> bool:
     return True
 
 
-def _pair(value: Any) -> bool:
+def _pair(value: Any) -> TypeGuard[Sequence[float]]:
+    """Whether ``value`` is a (low, high) interval with both ends."""
     return isinstance(value, (list, tuple)) and len(value) == 2 and None not in value
 
 

@@ -111,13 +111,14 @@ def saved_parts(chunk_dir: Path, ids: list[str], sentences: list[str] | None = N
                 f"the saved chunks in {chunk_dir} do not match this run's sentences ({path.name}); "
                 "delete that folder and rerun"
             )
-        for r in rows:
+        held = [r for r in rows if r is not None]  # all of them: `ok` means every id is one of the run's
+        for r in held:
             if r in owner:
                 raise ValueError(
                     f"{owner[r].name} and {path.name} in {chunk_dir} overlap; delete that folder and rerun"
                 )
             owner[r] = path
-        parts.append((rows, path))
+        parts.append((held, path))
     return parts
 
 

@@ -110,9 +110,9 @@ def toxicity_agreement(
     scored: set[str] = set(attributes)
     for attr in attributes:
         texts[f"scorer_{attr}"] = np.nan
-    for protocol, rows in texts.groupby("protocol", sort=False):
-        chosen = scorer_for(str(protocol))
-        described[str(protocol)] = {"name": chosen.name, **chosen.describe()}
+    for protocol_name, rows in texts.groupby("protocol", sort=False):
+        chosen = scorer_for(str(protocol_name))
+        described[str(protocol_name)] = {"name": chosen.name, **chosen.describe()}
         probs = chosen.score(rows["text"].tolist(), words=rows["word"].tolist(), progress=progress)
         scored &= set(probs.columns)
         for attr in attributes:

@@ -162,7 +162,7 @@ def content_inputs(
     return kept, [groups[i] for i in index], take(sentences), take(template_ids), index
 
 
-_EMPTY_WORDS = {
+_EMPTY_WORDS: dict[str, Any] = {
     "words": [],
     "word_afinn": [],
     "word_hurtlex": [],

@@ -48,7 +48,8 @@ class KerasTokenizerState:
         """keras ``texts_to_sequences`` + ``pad_sequences(padding='pre', truncating='pre')`` for one text."""
         if self.lower:
             text = text.lower()
-        text = text.translate(str.maketrans({c: self.split for c in self.filters}))
+        table: dict[str, str | int | None] = {c: self.split for c in self.filters}
+        text = text.translate(str.maketrans(table))
         oov = self.word_index.get(self.oov_token) if self.oov_token else None
         ids: list[int] = []
         for word in (w for w in text.split(self.split) if w):

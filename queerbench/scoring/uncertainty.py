@@ -19,6 +19,7 @@ example.
 from __future__ import annotations
 
 import itertools
+from typing import overload
 
 import numpy as np
 
@@ -39,9 +40,17 @@ gap from chance, and a percentile interval over 2–5 templates only spans their
 the test cannot), so the CI is ``None`` and the p-value says how little the templates can show."""
 
 
+@overload
+def weighted_components(
+    w: np.ndarray, n: np.ndarray, a: np.ndarray, h: np.ndarray, p: np.ndarray
+) -> dict[str, np.ndarray]: ...
+@overload
 def weighted_components(
     w: np.ndarray, n: np.ndarray, a: np.ndarray, h: np.ndarray, p: np.ndarray | None
-) -> dict[str, np.ndarray | None]:
+) -> dict[str, np.ndarray | None]: ...
+def weighted_components(
+    w: np.ndarray, n: np.ndarray, a: np.ndarray, h: np.ndarray, p: np.ndarray | None
+) -> dict[str, np.ndarray] | dict[str, np.ndarray | None]:
     """Eq. 1–4 for weighted samples, one row of ``w`` per sample: ``w @ a`` sums the a_i it selects (sentences, or
     clusters with ``a`` summed per cluster) and ``n`` is each row's number of sentences. The exact scores, the
     bootstrap replicates and the permutation statistic all come from here, so they cannot disagree."""
@@ -54,12 +63,14 @@ def weighted_components(
 
 def _cluster_sums(
     mask: np.ndarray, cl: np.ndarray, t: int, a: np.ndarray, h: np.ndarray, p: np.ndarray | None
-) -> tuple[np.ndarray, dict[str, np.ndarray | None]]:
-    """Per cluster: how many sentences ``mask`` selects, and the sums of their a_i, h_i and p_i."""
+) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """Per cluster: how many sentences ``mask`` selects, and the sums of their a_i, h_i and p_i (no ``"p"`` key
+    when ``p`` is ``None``)."""
     cnt = np.bincount(cl[mask], minlength=t).astype(float)
     sums = {
-        k: None if v is None else np.bincount(cl[mask], weights=v[mask], minlength=t)
+        k: np.bincount(cl[mask], weights=v[mask], minlength=t)
         for k, v in (("a", a), ("h", h), ("p", p))
+        if v is not None
     }
     return cnt, sums
 
@@ -82,7 +93,7 @@ def bootstrap(
     out: dict[str, np.ndarray] = {}
     for g in order:
         cnt, sums = _cluster_sums(labels == g, cl, t, a, h, p)
-        comps = weighted_components(weights, weights @ cnt, sums["a"], sums["h"], sums["p"])
+        comps = weighted_components(weights, weights @ cnt, sums["a"], sums["h"], sums.get("p"))
         out.update({f"{g}/{key}": values for key, values in comps.items() if values is not None})
     return out
 

@@ -20,7 +20,7 @@ import math
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pandas as pd
 
@@ -182,7 +182,7 @@ def leaderboard_table(rows: list[ResultRow], task: str = _ANY, k: str = _ANY) ->
             record["gap"] = _number(gap.get("diff"), 2)
             record["gap CI"] = _interval(gap.get("ci"))
             record["gap p"] = _number(gap.get("p_value"), 3)
-            summary = row.extra.get("summary") if isinstance(row.extra.get("summary"), dict) else {}
+            summary = row.extra["summary"] if isinstance(row.extra.get("summary"), dict) else {}
             record.update({c: _number(v, 3) if _number(v, 3) is not None else v for c, v in summary.items()})
             record["n"] = sum(row.n.values())
             record["source"] = "published" if row.reference else "pushed"
@@ -207,7 +207,7 @@ def _empty() -> pd.DataFrame:
     return pd.DataFrame(columns=list(EMPTY_COLUMNS))
 
 
-def _types(frame: pd.DataFrame) -> list[str]:
+def _types(frame: pd.DataFrame) -> list[Literal["number", "str"]]:
     """Gradio's column types: numbers shown as numbers (sortable), the rest as text."""
     return ["number" if pd.api.types.is_numeric_dtype(frame[c]) else "str" for c in frame.columns]
 

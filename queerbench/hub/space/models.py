@@ -234,7 +234,8 @@ def _check_hub(model_id: str, settings: SpaceSettings, endpoint: str | None) -> 
         )
     n_params = int(info.safetensors.total) if info.safetensors is not None else None
     sizes = [files[f].size for f in weights]
-    n_bytes = sum(sizes) if all(s is not None for s in sizes) else None
+    known = [s for s in sizes if s is not None]
+    n_bytes = sum(known) if len(known) == len(sizes) else None
     _check_size(model_id, n_params, n_bytes, settings)
     return ModelCheck(model_id, "hub", info.sha, n_params, n_bytes, _hub_kind(api, model_id, info.sha, endpoint))
 
@@ -362,6 +363,7 @@ def fill(
     options = RunOptions(
         model=check.model_id, config=config, top_k=k, method=check.method, revision=check.revision, batch_size=32
     )
-    predictor = get_method(check.method).predictor_class(check.backend).from_loaded(lm, options)
+    predictor_class = get_method(check.method).predictor_class(check.backend)
+    predictor = predictor_class.from_loaded(lm, options)  # type: ignore[attr-defined]  # every local backend's has it
     ids = [str(i) for i in range(len(sentences))]
     return predictor.predict(ids, sentences, progress or (lambda _n: None))["tokens"]

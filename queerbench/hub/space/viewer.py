@@ -197,11 +197,11 @@ def _part(name: str, folder: Path) -> ViewPart:
     if kind == "run":
         table, words, flags = _run_table(folder)
         harmful = {w.lower() for ws, fs in zip(words, flags, strict=True) for w, f in zip(ws, fs, strict=True) if f}
-        hidden = frozenset(harmful - _identity_words(table))
+        hidden: frozenset[str] = frozenset(harmful - _identity_words(table))
         return ViewPart(name, report, figures, table, words, flags, hidden, images=_images(report, folder))
-    table = all_tasks()[kind].folder_table(folder)
-    table = table if table is not None else pd.DataFrame()
-    hidden: frozenset[str] = frozenset()
+    found = all_tasks()[kind].folder_table(folder)
+    table = found if found is not None else pd.DataFrame()
+    hidden = frozenset()
     columns: tuple[str, ...] = ()
     if "reply" in table:  # a task's replies: the same hiding rule, word by word in the reply's text
         per_reply = flagged_words(table["reply"].astype(str), keep=_identity_words(table))

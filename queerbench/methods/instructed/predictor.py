@@ -10,7 +10,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from queerbench.base.redact import redact_url
 from queerbench.methods.base import Pacing, Rows, predict_in_parts
@@ -26,7 +26,7 @@ __all__ = ["InstructedPredictor"]
 class InstructedPredictor:
     """``instructed`` on a local chat model or an OpenAI-compatible endpoint (see :mod:`queerbench.methods.instructed.replies`)."""
 
-    method = "instructed"
+    method: ClassVar[str] = "instructed"
 
     def __init__(
         self,
@@ -78,8 +78,10 @@ class InstructedPredictor:
         # a local model at temperature 0 would repeat an empty reply: it is not asked again
         self.reask_empty = bool(endpoint) or self.settings.temperature > 0
 
-    preflight = staticmethod(preflight_local)
-    """A local model's loading checks that need no weights; nothing for an endpoint (its probe comes first)."""
+    @staticmethod
+    def preflight(options: RunOptions) -> None:
+        """A local model's loading checks that need no weights; nothing for an endpoint (its probe comes first)."""
+        preflight_local(options)
 
     @classmethod
     def from_options(

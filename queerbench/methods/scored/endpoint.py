@@ -40,7 +40,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from queerbench.methods.base import Pacing, Rows
 from queerbench.methods.scored.endpoint_steps import (
@@ -170,7 +170,7 @@ class EndpointScoredPredictor:
     each :meth:`stream` or :meth:`predict` call only.
     """
 
-    method = "scored"
+    method: ClassVar[str] = "scored"
 
     def __init__(
         self,

@@ -172,7 +172,12 @@ def _candidate(url: str, word: str, n_tokens: int, parts: tuple[str, str], sent:
     before, after = parts
     where = echoed_span(record, word + after)
     values = None if where is None else record["token_logprobs"][where[0] : where[1]]
-    if not values or any(v is None for v in values) or not "".join(record["tokens"][: where[0]]).endswith(before):
+    if (
+        where is None
+        or not values
+        or any(v is None for v in values)
+        or not "".join(record["tokens"][: where[0]]).endswith(before)
+    ):
         raise mismatch_error(url, sent, record)
     # word_ids: only their number is read (n_word_tokens); the server's token ids are not known here
     return Candidate(word.strip(), tuple(range(n_tokens)), (), float(sum(values)))
@@ -331,7 +336,8 @@ class _Jobs:
             yield from self._take_ready()
             if not self._waiting:
                 return
-            for key, reply in self._stream.replies():
+            for job_key, reply in self._stream.replies():
+                key = str(job_key)  # a cache key, as ask() submitted it (the stream keeps any hashable)
                 askers = self._waiting.pop(key)
                 if reply.error is None and reply.text is not None:
                     self.cache.put(key, askers[0][1], 0, reply.text, reply.meta)

@@ -341,11 +341,11 @@ def _score_batch(
     out = lm._forward(ids, mask, positions, last_only=True)
     tokens_run = ids.numel()
     layers = lm._layers(lm._cache_of(out))
-    first_lp = torch.log_softmax(out.logits[:, -1].float(), dim=-1)
+    first_logp = torch.log_softmax(out.logits[:, -1].float(), dim=-1)
     allowed = torch.stack([lm.sentence_start if s.at_start else lm.word_start for s in batch])
     # a sentence with fewer allowed first tokens than n_first gets -inf ones in its row: dropped below, so that its
     # candidates never depend on which sentences share its batch (only a tiny vocabulary has so few)
-    top_lp, top_ids = torch.topk(first_lp.masked_fill(~allowed, float("-inf")), min(n_first, allowed.shape[-1]))
+    top_lp, top_ids = torch.topk(first_logp.masked_fill(~allowed, float("-inf")), min(n_first, allowed.shape[-1]))
     n = top_ids.shape[1]
 
     # every candidate runs as [word so far, suffix…] (less its last token, which is only a target) on the shared

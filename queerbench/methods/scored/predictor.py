@@ -8,7 +8,7 @@ It has the interface of :class:`queerbench.methods.registry.Predictor`: ``from_o
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from queerbench.methods.base import Pacing, Rows, predict_in_parts
 from queerbench.methods.common import preflight_local
@@ -23,7 +23,7 @@ __all__ = ["ScoredPredictor"]
 class ScoredPredictor:
     """``scored`` on a local causal LM (see :mod:`queerbench.methods.scored.local`)."""
 
-    method = "scored"
+    method: ClassVar[str] = "scored"
 
     def __init__(
         self,
@@ -47,8 +47,10 @@ class ScoredPredictor:
         # what was loaded: a Hub model's commit at --revision, else the files themselves
         self.fingerprint = ref.fingerprint(loaded=True)
 
-    preflight = staticmethod(preflight_local)
-    """The loading checks that need no weights (a model too large for the free memory is refused here)."""
+    @staticmethod
+    def preflight(options: RunOptions) -> None:
+        """The loading checks that need no weights (a model too large for the free memory is refused here)."""
+        preflight_local(options)
 
     @classmethod
     def from_options(cls, options: RunOptions, **_: Any) -> ScoredPredictor:

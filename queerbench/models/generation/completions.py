@@ -23,7 +23,7 @@ import heapq
 import itertools
 import json
 import math
-from collections.abc import Hashable, Iterator, Sequence
+from collections.abc import Generator, Hashable, Iterator, Sequence
 from typing import Any
 
 from queerbench.base.http import Answer, BadReply, Unreachable, join_url
@@ -152,7 +152,7 @@ class CompletionsRunner(OpenAIChatRunner):
 
     def generate(
         self, prompts: Sequence[str], seeds: Sequence[int], settings: GenerationSettings
-    ) -> Iterator[tuple[int, Reply]]:
+    ) -> Generator[tuple[int, Reply], None, None]:
         """Yield ``(index, reply)`` per job as the requests that carry them return (see the module doc)."""
         if len(prompts) != len(seeds):
             raise ValueError("prompts and seeds must have the same length")

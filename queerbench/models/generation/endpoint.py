@@ -43,7 +43,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -382,7 +382,7 @@ class OpenAIChatRunner:
 
     def generate(
         self, prompts: Sequence[Any], seeds: Sequence[int], settings: GenerationSettings
-    ) -> Iterator[tuple[int, Reply]]:
+    ) -> Generator[tuple[int, Reply], None, None]:
         """Yield ``(index, reply)`` as replies arrive, at most ``concurrency`` requests in flight (a prompt waiting
         for its retry holds no slot: :class:`~queerbench.models.generation.scheduler.CallScheduler`).
 

@@ -89,7 +89,7 @@ class MaskedLM:
     tokenizer: Any
     model_id: str
     revision: str | None
-    device: torch.device
+    device: torch.device | str  # a resolved name ("cpu", "cuda", "mps"), or a device map's first device
     dtype: torch.dtype
     family: str  # "wordpiece" | "bpe" | "sentencepiece" | "bertweet" | "other"
     commit_hash: str | None = None

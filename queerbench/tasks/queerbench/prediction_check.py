@@ -71,13 +71,15 @@ def _read_run(predictions: pd.DataFrame | str | Path) -> pd.DataFrame:
         path = Path(predictions)
         if not path.is_file():
             raise FileNotFoundError(f"predictions file {path} does not exist (expected a run's predictions.parquet)")
-        predictions = read_parquet(
+        frame = read_parquet(
             path, fix="if it is a run's predictions.parquet, delete it and rerun `queerbench run` for that folder"
         )
-    missing = [c for c in _RUN_COLUMNS if c not in predictions.columns]
+    else:
+        frame = predictions
+    missing = [c for c in _RUN_COLUMNS if c not in frame.columns]
     if missing:
         raise ValueError(f"predictions lack the column(s) {missing}; expected {list(_RUN_COLUMNS)}")
-    return predictions
+    return frame
 
 
 def read_run_settings(predictions_path: str | Path) -> dict[str, Any]:
@@ -166,7 +168,7 @@ def check_predictions(
     if k < 1:
         raise ValueError("a prediction list is empty; nothing to compare")
     top1 = overlap = exact = 0.0
-    mismatches = []
+    mismatches: list[dict[str, Any]] = []
     for rid, sentence, ours, theirs in pairs:
         a, b = ours[:k], theirs[:k]
         top1 += a[0] == b[0]

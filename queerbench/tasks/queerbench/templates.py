@@ -168,7 +168,7 @@ def load_terms(path: str | Path | None = None) -> pd.DataFrame:
     file = fetch("queerbench_terms") if path is None else Path(path)
     frame = _read_semicolon_csv(Path(file), ["queerness", "name", "type", "the"], "terms")
     cfg = _groups_config()["nouns"]
-    for i, row in frame.iterrows():
+    for i, (_, row) in enumerate(frame.iterrows()):  # read_csv's frame: its index is the row number
         if (
             row["queerness"] not in cfg["groups"]
             or row["type"] not in cfg["categories"]

@@ -136,8 +136,8 @@ def aggregate(frame: pd.DataFrame, *, config: str = "queergen", seed: int = 0) -
     batch = int(spec()["diversity"]["batch_size"])
     for g in order:
         rows = [list(w) for w, keep in zip(frame["words"], (groups == g) & ~excluded, strict=True) if keep]
-        values = batch_diversities(rows, rule=rule, batch_size=batch, seed=seed)
-        entry: dict[str, Any] = {**mean_ci(values), "n_batches": len(values), "n_rows": len(rows)}
+        diversities = batch_diversities(rows, rule=rule, batch_size=batch, seed=seed)
+        entry: dict[str, Any] = {**mean_ci(diversities), "n_batches": len(diversities), "n_rows": len(rows)}
         if rule == "queergen":
             entry["expected"] = expected_batch_diversity(rows, batch_size=batch)
         diversity[g] = entry

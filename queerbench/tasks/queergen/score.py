@@ -4,6 +4,7 @@ and the reproduction of QueerGen's published tables from its own stored files.""
 from __future__ import annotations
 
 import os
+from collections.abc import Hashable
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ __all__ = [
 ]
 
 
-def tables_as_records(tables: dict[str, pd.DataFrame]) -> dict[str, list[dict[str, Any]]]:
+def tables_as_records(tables: dict[str, pd.DataFrame]) -> dict[str, list[dict[Hashable, Any]]]:
     """Tables as JSON-ready lists of rows."""
     return {name: table.to_dict(orient="records") for name, table in tables.items()}
 

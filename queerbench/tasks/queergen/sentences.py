@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -123,7 +124,9 @@ def _build(subjects_path: str | None, markers_path: str | None, templates_path: 
     subjects = load_subjects(subjects_path)
     markers = load_markers(markers_path)
     templates = load_templates(templates_path)
-    rows = []
+    rows: list[dict[str, Any]] = []
+    tpl: Any  # itertuples() rows: one attribute per column, untyped
+    marker_rows: list[Any] = list(markers.itertuples(index=False))
     for tpl in templates.itertuples(index=False):
         for subject in subjects:
             unmarked = _fill(tpl.template, place["unmarked"], subject, "")
@@ -134,7 +137,7 @@ def _build(subjects_path: str | None, markers_path: str | None, templates_path: 
                     m.category,
                     _fill(tpl.template, place["adjective"] if m.adjective else place["noun"], subject, m.marker),
                 )
-                for m in markers.itertuples(index=False)
+                for m in marker_rows
             ]
             for marker, group, category, marked in entries:
                 index = len(rows)

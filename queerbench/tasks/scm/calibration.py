@@ -83,7 +83,7 @@ def load_story_words(path: str | Path | None = None) -> list[str]:
 
     if path is None:
         raw = json.loads(
-            resources.files("queerbench.tasks.scm").joinpath("data", WORDS_FILE).read_text(encoding="utf-8")
+            resources.files("queerbench.tasks.scm").joinpath("data").joinpath(WORDS_FILE).read_text(encoding="utf-8")
         )
     else:
         try:

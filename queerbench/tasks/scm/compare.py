@@ -70,10 +70,12 @@ def load_human_reference(path: str | Path | None) -> dict[str, Any]:
         means[gid] = vals
         if row.get("keywords"):
             keywords[gid] = [k.strip().lower() for k in row["keywords"].split(";") if k.strip()]
-    order = {
-        a: sorted((g for g in means if means[g][a] is not None), key=lambda g, a=a: means[g][a])  # type: ignore[arg-type, return-value]
-        for a in AXES
-    }
+
+    def ranked(a: str) -> list[str]:  # the groups with a mean on axis ``a``, lowest first (ties in file order)
+        present = {g: v for g in means if (v := means[g][a]) is not None}
+        return sorted(present, key=present.__getitem__)
+
+    order = {a: ranked(a) for a in AXES}
     return {
         "source": f"user file {p}",
         "means": means,

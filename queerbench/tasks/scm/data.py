@@ -74,7 +74,7 @@ class PromptTemplate:
 
 
 def _read(name: str) -> str:
-    return resources.files("queerbench.tasks.scm").joinpath("data", name).read_text(encoding="utf-8")
+    return resources.files("queerbench.tasks.scm").joinpath("data").joinpath(name).read_text(encoding="utf-8")
 
 
 def _fail(name: str, problem: str) -> ValueError:

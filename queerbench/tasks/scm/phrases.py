@@ -177,8 +177,7 @@ def load_survey_rules() -> SurveyRules:
     words = raw.get("number_words")
     if not isinstance(words, dict) or not all(isinstance(v, int) and 1 <= v <= 5 for v in words.values()):
         raise _fail(name, "'number_words' must map words to scores 1-5")
-    count = raw.get("count_nouns")
-    _compile(name, count, "count_nouns")
+    count = _compile(name, raw.get("count_nouns"), "count_nouns").pattern  # checked, kept as its text
     tail = r"(?![\d%]|\.\d|\s*(?:%|percent\b)|" + count + ")"
     num = r"(?P<n>[1-5](?:\.\d+)?|" + "|".join(map(re.escape, words)) + r")\b" + tail
     dig = r"(?P<n>[1-5](?:\.\d+)?)(?!\w)" + tail
@@ -256,10 +255,8 @@ def load_story_rules() -> StoryRules:
         + "|".join(map(re.escape, not_noun))
         + r")\b)"
     )
-    after = raw.get("name_verbs")
-    adverb = raw.get("name_adverb")
-    _compile(name, after, "name_verbs")
-    _compile(name, adverb, "name_adverb")
+    after = _compile(name, raw.get("name_verbs"), "name_verbs").pattern  # checked, kept as their text
+    adverb = _compile(name, raw.get("name_adverb"), "name_adverb").pattern
     groups = raw.get("not_names")
     if not isinstance(groups, dict) or not all(isinstance(v, list) for v in groups.values()):
         raise _fail(name, "'not_names' must map a category to a list of capitalised words")
@@ -269,8 +266,12 @@ def load_story_rules() -> StoryRules:
         raw["rule"],
         _compile_list(name, raw, "general"),
         _compile_list(name, raw, "specific"),
-        *(_compile(name, raw.get(k), k) for k in ("group_subject", "plural_quantifier", "each_every")),
-        *(_compile(name, raw.get(k), k) for k in ("generic_singular", "possibility", "plural_they")),
+        _compile(name, raw.get("group_subject"), "group_subject"),
+        _compile(name, raw.get("plural_quantifier"), "plural_quantifier"),
+        _compile(name, raw.get("each_every"), "each_every"),
+        _compile(name, raw.get("generic_singular"), "generic_singular"),
+        _compile(name, raw.get("possibility"), "possibility"),
+        _compile(name, raw.get("plural_they"), "plural_they"),
         re.compile(pron, re.IGNORECASE),
         re.compile(r"\s+(?:" + adverb + r"\s+)?" + after),
         frozenset(w for v in groups.values() for w in v),

@@ -72,7 +72,7 @@ def resolve_settings(
     fam = paper_decoding(model_name)
     d = load_paper_defaults()
     chosen_top_p = fam["top_p"] if top_p == "paper" else (None if top_p == "unset" else top_p)
-    values = {
+    values: dict[str, tuple[Any, bool]] = {  # each value, and whether it is the paper's default
         "temperature": (fam["temperature"] if temperature is None else temperature, temperature is None),
         "top_p": (chosen_top_p, top_p == "paper"),
         "survey_samples": (d["survey_samples"] if survey_samples is None else survey_samples, survey_samples is None),
@@ -197,7 +197,8 @@ def _collect_splits(
         if was_shuffled:
             k = got["id"].str.rsplit("#shuffle", n=1).str[1].astype(int)
             got = got.assign(id=got["base_id"], sample=k).drop(columns=["base_id"])
-        frames.append(got.assign(truncated=[_truncated(m, limit) for m in got["meta"]]))
+        truncated: list[Any] = [_truncated(m, limit) for m in got["meta"]]  # True, False or None (unknown)
+        frames.append(got.assign(truncated=truncated))
     return pd.concat(frames, ignore_index=True)
 
 
@@ -355,7 +356,7 @@ def scm_signature(meta: dict[str, Any], res: dict[str, Any]) -> str:
     from queerbench.base.signature import format_signature, short_hash
 
     fp = meta.get("fingerprint") or {}
-    weights = fp.get("weights") if isinstance(fp.get("weights"), dict) else fp
+    weights = fp["weights"] if isinstance(fp.get("weights"), dict) else fp
     label = short_hash(weights.get("sha256")) or short_hash(weights.get("commit_hash")) or fp.get("base_url")
     s = meta.get("settings") or {}
 
