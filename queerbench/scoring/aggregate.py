@@ -25,7 +25,7 @@ import functools
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -340,11 +340,6 @@ def _components_exact(a: np.ndarray, h: np.ndarray, p: np.ndarray | None) -> dic
     return {k: None if v is None else float(v[0]) for k, v in out.items()}
 
 
-def _qb_exact(a: np.ndarray, h: np.ndarray, p: np.ndarray) -> float:
-    """The unrounded QueerBench score of these sentences (``_components_exact``'s, which with ``p`` is a float)."""
-    return float(weighted_components(np.ones((1, len(a))), np.array([len(a)]), a, h, p)["queerbench"][0])
-
-
 def _components_paper(a: np.ndarray, h: np.ndarray, p: np.ndarray | None) -> dict[str, float | None]:
     n = len(a)
     A = abs(truncate2(float(np.sum(a)) / n)) * 20
@@ -418,7 +413,10 @@ def aggregate(
             diff = result["queerbench"][g1] - result["queerbench"][g2]
             entry: dict[str, Any] = {"diff": diff}
             # the CI and the test are of the unrounded gap (the paper's rules truncate the reported one)
-            exact = [_qb_exact(a[labels == g], h[labels == g], p[labels == g]) for g in (g1, g2)]
+            # with toxicity (p) the score is a float
+            exact = [
+                cast(float, _components_exact(a[labels == g], h[labels == g], p[labels == g])[metric]) for g in (g1, g2)
+            ]
             too_few = template_ids is not None and paired_templates(labels, clusters, g1, g2) < MIN_PAIRED_TEMPLATES
             if boots:
                 entry["ci"] = None if too_few else percentile_ci(boots[f"{g1}/{metric}"] - boots[f"{g2}/{metric}"])
