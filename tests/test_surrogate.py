@@ -49,10 +49,42 @@ def test_the_settings_are_checked_data():
         ("features", {**good["features"], "frame": "The person is."}, "frame"),
         ("attributes", ["TOXICITY", "RUDENESS"], "attributes"),
         ("labels", {}, "missing or malformed"),
+        ("features", {**good["features"], "embed": ["text", "word"]}, "features.embed must be"),
+        ("features", {**good["features"], "context_mask": " "}, "context_mask"),
     ):
         with pytest.raises(ValueError, match=words) as info:
             surrogate._check({**good, key: value})
         assert str(info.value).startswith("queerbench/data/surrogate.json") and "\n" not in str(info.value)
+
+
+def test_the_context_is_the_text_with_its_last_occurrence_of_the_word_masked():
+    assert surrogate.context_of("The gay person is gay.", "gay", "[MASK]") == "The gay person is [MASK]."
+    assert surrogate.context_of("Gay is what they are", "gay", "<w>") == "<w> is what they are"  # any case
+    assert surrogate.context_of("The person is kind.", "cruel", "[MASK]") == "The person is kind."
+    assert surrogate.context_of("The person is kind.", "", "[MASK]") == "The person is kind."
+
+
+def test_features_reuse_the_fits_embeddings_and_equal_fresh_ones(in_cache: Path, monkeypatch: pytest.MonkeyPatch):
+    """A maker seeded with a fit's tables embeds no context or word the fit embedded, and gives the features a fresh
+    maker computes (up to float rounding)."""
+    import queerbench.models.embeddings as embeddings
+
+    fit = surrogate.fit_surrogate("blind", progress=False)
+    tables = fit.feature_tables()
+    assert tables is not None and len(tables["contexts"]) >= 50 and len(tables["words"]) > 1000
+    pairs, _ = surrogate.training_pairs(published_files().protocols["blind"])
+    texts, words = pairs["text"].tolist()[::97], pairs["word"].tolist()[::97]
+    fresh = surrogate.surrogate_features(texts, words)
+    seeded = surrogate.FeatureMaker()
+    seeded.add_tables(tables)
+    calls: list[int] = []
+    real = embeddings.minilm_embed
+    monkeypatch.setattr(embeddings, "minilm_embed", lambda chunk, **kw: calls.append(len(chunk)) or real(chunk, **kw))
+    reused = seeded.features(texts, words)
+    assert calls == [] and reused.shape == fresh.shape == (len(texts), fit.coef.shape[1])
+    np.testing.assert_allclose(reused, fresh, atol=1e-5)
+    seeded.features(["The person is a brand-new word."], ["a brand-new word"])
+    assert calls == [1, 1]  # a new context and a new word: each embedded once
 
 
 def test_a_fit_is_cached_deterministic_and_named_by_its_weights(in_cache: Path):
@@ -68,7 +100,8 @@ def test_a_fit_is_cached_deterministic_and_named_by_its_weights(in_cache: Path):
     assert surrogate.fit_surrogate("blind", progress=False).weights_sha256 == fit.weights_sha256
     np.savez(folder / "weights-all.npz", coef=fit.coef)  # an entry that lacks what a fit holds
     assert surrogate.fit_surrogate("blind", progress=False).weights_sha256 == fit.weights_sha256
-    assert fit.coef.shape == (5, 384 * 2 + 6 * 2)
+    # MiniLM of context and word, the classifier's pooled states (2 x 50), hidden layer (50) and logits (text, frame)
+    assert fit.coef.shape == (5, 384 * 2 + 100 + 50 + 6 * 2)
 
 
 def test_a_held_out_model_is_left_out_by_either_of_its_names(in_cache: Path):

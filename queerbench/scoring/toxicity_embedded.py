@@ -158,13 +158,20 @@ class EmbeddedToxicityScorer(ToxicityScorer):
 
     def predict(self, texts: list[str]) -> np.ndarray:
         """Raw (n, 6) sigmoid outputs in the order of :attr:`labels`, uncached (for checks and benchmarks)."""
+        return self.represent(texts)[2]
+
+    def represent(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The network's view of ``texts``, uncached: the max-pooled BiLSTM states (n, 2 × LSTM units), the hidden
+        dense layer after its ReLU (n, dense units) and the raw sigmoid outputs of :meth:`predict` (n, 6). The
+        ``surrogate`` scorer reads the first two as features of the text."""
         import torch
 
         self._load()
         assert self._tokenizer is not None
         ids = torch.tensor([self._tokenizer.texts_to_ids(t) for t in texts], dtype=torch.long, device=self._device)
         with torch.no_grad():
-            return self._net(ids).cpu().numpy()
+            pooled, hidden, probs = self._net.parts(ids)
+        return pooled.cpu().numpy(), hidden.cpu().numpy(), probs.cpu().numpy()
 
     def _score_batches(
         self, texts: list[str], indices: list[int], *, progress: bool
@@ -195,8 +202,14 @@ def _build_net(weights_path: Path, n_out: int) -> Any:
             self.d2 = nn.Linear(dense, out)
 
         def forward(self, ids: torch.Tensor) -> torch.Tensor:
-            hidden, _ = self.lstm(self.emb(ids))
-            return torch.sigmoid(self.d2(torch.relu(self.d1(hidden.max(1).values))))
+            return self.parts(ids)[2]
+
+        def parts(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+            """The max-pooled BiLSTM states, the hidden dense layer (after its ReLU) and the sigmoid outputs."""
+            states, _ = self.lstm(self.emb(ids))
+            pooled = states.max(1).values
+            hidden = torch.relu(self.d1(pooled))
+            return pooled, hidden, torch.sigmoid(self.d2(hidden))
 
     with h5py.File(weights_path, "r") as f:
 

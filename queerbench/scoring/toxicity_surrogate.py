@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from queerbench.scoring.published_files import protocol_for
-from queerbench.scoring.surrogate import fit_surrogate, surrogate_features, surrogate_spec
+from queerbench.scoring.surrogate import FeatureMaker, fit_surrogate, surrogate_spec
 from queerbench.scoring.toxicity_base import WORD_SEPARATOR, ToxicityScorer
 
 __all__ = ["SurrogateToxicityScorer", "missing_libraries"]
@@ -65,6 +65,10 @@ class SurrogateToxicityScorer(ToxicityScorer):
         self.batch_size = batch_size
         self.fit = fit_surrogate(protocol_for(text_form), held_out=held_out_model, device=device, progress=progress)
         self.attributes = self.fit.attributes
+        self.features = FeatureMaker(device=device)
+        tables = self.fit.feature_tables()  # the contexts and words the fit embedded: not embedded again
+        if tables is not None:
+            self.features.add_tables(tables)
 
     def describe(self) -> dict[str, Any]:
         """The fit: its protocol, the fingerprint of its inputs (settings, files and their SHA-256, code version),
@@ -73,7 +77,7 @@ class SurrogateToxicityScorer(ToxicityScorer):
         return {
             "scorer": "surrogate",
             "name": self.name,
-            "model": f"logistic regression (C={spec.C:g}) over all-MiniLM-L6-v2 + embedded logits",
+            "model": f"logistic regression (C={spec.C:g}) over all-MiniLM-L6-v2 (context, word) + embedded BiLSTM (text, frame)",
             "protocol": self.fit.protocol,
             "sources_fingerprint": self.fit.fingerprint,
             "held_out": list(self.fit.held_out),
@@ -90,6 +94,6 @@ class SurrogateToxicityScorer(ToxicityScorer):
         pairs = [key.rsplit(WORD_SEPARATOR, 1) for key in texts]
         for start in range(0, len(pairs), self.batch_size):
             chunk = pairs[start : start + self.batch_size]
-            x = surrogate_features([t for t, _ in chunk], [w for _, w in chunk], device=self.device)
+            x = self.features.features([t for t, _ in chunk], [w for _, w in chunk])
             probs = self.fit.predict(x)
             yield [{a: float(row[j]) for j, a in enumerate(self.attributes)} for row in probs]
