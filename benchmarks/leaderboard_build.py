@@ -7,7 +7,12 @@ The whole command as a user runs it (a fresh process: imports, reading the pinne
 the ratio one process ÷ all cores, and whether the median build with all cores is under a minute. Every build is
 also checked to agree with the first (the rows are the same whatever the number of processes).
 
-Run: ``python benchmarks/leaderboard_build.py [--runs 3] [--resamples 1000]``
+With ``--cold``, instead: one build from an empty queerbench cache (``QUEERBENCH_CACHE`` pointing at a new folder:
+every offline scorer's rows, the surrogate's fits included), one with the fits cached but no score cached (the
+toxicity scorers' caches removed), and one with everything cached, in one run; their rows are checked to agree (to
+1e-8: the embedded classifier's probabilities can differ in the tenth decimal with the batches it is given).
+
+Run: ``python benchmarks/leaderboard_build.py [--runs 3] [--resamples 1000] [--cold]``
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -23,12 +29,14 @@ import time
 from pathlib import Path
 
 
-def build(out: Path, workers: int, resamples: int) -> float:
-    """Wall seconds of one ``queerbench leaderboard build`` writing ``out``; exits on failure with its output."""
+def build(out: Path, workers: int, resamples: int, cache: Path | None = None) -> float:
+    """Wall seconds of one ``queerbench leaderboard build`` writing ``out`` (with ``QUEERBENCH_CACHE=cache`` when
+    given); exits on failure with its output."""
     command = [sys.executable, "-m", "queerbench", "leaderboard", "build", "--out", str(out)]
     command += ["--workers", str(workers), "--resamples", str(resamples)]
+    env = {**os.environ, **({"QUEERBENCH_CACHE": str(cache)} if cache else {})}
     start = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True)
+    done = subprocess.run(command, capture_output=True, text=True, env=env)
     seconds = time.perf_counter() - start
     if done.returncode != 0:
         sys.exit(f"{' '.join(command)} failed ({done.returncode}): {done.stderr.strip()}")
@@ -39,11 +47,44 @@ def rows_of(path: Path) -> list[dict]:
     return json.loads(path.read_text())["rows"]
 
 
+def _rounded(value: object) -> object:
+    if isinstance(value, float):
+        return round(value, 8)
+    if isinstance(value, dict):
+        return {k: _rounded(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_rounded(v) for v in value]
+    return value
+
+
+def cold(resamples: int) -> None:
+    """The build from an empty cache, with the fits cached, and with everything cached (see the module doc)."""
+    cores = os.cpu_count() or 1
+    with tempfile.TemporaryDirectory() as tmp:
+        cache = Path(tmp) / "cache"
+        cache.mkdir()
+        times = {"empty cache (fits included)": build(Path(tmp) / "cold.json", cores, resamples, cache)}
+        shutil.rmtree(cache / "toxicity")  # the scorers' caches: every text is scored again, by the cached fits
+        times["fits cached, no score cached"] = build(Path(tmp) / "fits.json", cores, resamples, cache)
+        times["everything cached"] = build(Path(tmp) / "warm.json", cores, resamples, cache)
+        rows = [_rounded(rows_of(Path(tmp) / f"{name}.json")) for name in ("cold", "fits", "warm")]
+        if rows[1] != rows[0] or rows[2] != rows[0]:
+            sys.exit("the three builds gave other rows")
+        scorers = json.loads((Path(tmp) / "cold.json").read_text())["scorers"]
+        print(f"queerbench leaderboard build: {len(rows[0])} reference rows ({', '.join(scorers)}), {cores} processes")
+        for name, seconds in times.items():
+            print(f"  {name}: {seconds:.0f} s ({seconds / 60:.1f} min)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--resamples", type=int, default=1000)
+    parser.add_argument("--cold", action="store_true", help="time the build from an empty cache (see the doc)")
     args = parser.parse_args()
+    if args.cold:
+        cold(args.resamples)
+        return
     cores = os.cpu_count() or 1
     with tempfile.TemporaryDirectory() as tmp:
         first = Path(tmp) / "first.json"

@@ -7,7 +7,7 @@ BiLSTM states and hidden layer) and its logits on the text and on ``"The person 
 regression per attribute (scikit-learn). The settings are data (``queerbench/data/surrogate.json``).
 
 Only the classifier reads each scored text; the sentence embedder reads contexts and words, which repeat (QueerBench's
-224,000 scored texts have 8,000 contexts), and :class:`FeatureMaker` embeds each once. A fit's cache entry keeps the
+222,000 distinct completed sentences have 8,000 contexts), and :class:`FeatureMaker` embeds each once. A fit's cache entry keeps the
 contexts and words it embedded, so that scoring the published files again (``leaderboard build``) embeds next to
 nothing. Leave-one-model-out, these features agree with Perspective as well as or better than MiniLM of the whole
 scored text, at a fraction of its cost (docs/metric-and-toxicity.md).
