@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from queerbench.tasks.scm.analysis import mean_ci, odds_ratios, spearman_to_reference
+from queerbench.scoring.uncertainty import mean_ci
+from queerbench.tasks.scm.analysis import odds_ratios, spearman_to_reference
 from queerbench.tasks.scm.axes import AxisMapper, load_sadcat, sadcat_key
 from queerbench.tasks.scm.data import load_groups, load_prompts, load_terms
 from queerbench.tasks.scm.dataset import scm_splits
@@ -137,8 +138,8 @@ def test_embedding_fallback_threshold() -> None:
 
 def test_statistics() -> None:
     ci = mean_ci([3, 4, 5])
-    assert ci["mean"] == 4 and ci["lo"] < 4 < ci["hi"] and ci["n"] == 3
-    assert mean_ci([])["mean"] is None
+    assert ci.mean == 4 and ci.lo is not None and ci.hi is not None and ci.lo < 4 < ci.hi and ci.n == 3
+    assert mean_ci([]).mean is None
     ors = odds_ratios({"a": ["love", "love", "hair", "town"], "b": ["hair", "hair", "town", "dragon"]}, alpha=0.5)
     assert ors["a"][0]["word"] == "love" and ors["a"][0]["odds_ratio"] > 1
     assert ors["b"][0]["word"] == "hair"

@@ -14,18 +14,27 @@ how the gap moves when sentences change with the templates held fixed, so a gap 
 p = .001 while its CI over templates spanned 0.) Without template ids each sentence is its own unit: the bootstrap
 resamples sentences and the test permutes labels over all sentences. docs/metric-and-toxicity.md has a worked
 example.
+
+:func:`mean_ci` is the tasks' shared per-group mean with its Student-t interval over individual values (the SCM
+probes' ratings, QueerGen's per-sentence scores and diversity batches): one function, one result type
+(:class:`MeanCI`), each task picking its keys from it.
 """
 
 from __future__ import annotations
 
 import itertools
-from typing import overload
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal, overload
 
 import numpy as np
 
 __all__ = [
     "MIN_PAIRED_TEMPLATES",
+    "MeanCI",
     "bootstrap",
+    "mean_ci",
     "paired_templates",
     "percentile_ci",
     "permutation_p",
@@ -190,3 +199,64 @@ def percentile_ci(values: np.ndarray) -> list[float] | None:
         return None
     lo, hi = np.percentile(values, [2.5, 97.5])
     return [float(lo), float(hi)]
+
+
+HalfWidthArithmetic = Literal["scipy_sem", "t_sd_root_n"]
+"""The order of floating-point operations of the t half-width t·s/√n (see :func:`mean_ci`)."""
+
+
+@dataclass(frozen=True)
+class MeanCI:
+    """A group's mean and its Student-t confidence interval over individual values (:func:`mean_ci`).
+
+    ``n`` counts the values used (``None`` and NaN dropped). ``mean`` is ``None`` when ``n`` is 0; ``std`` (sample
+    standard deviation, ddof=1), ``half_width``, ``lo`` and ``hi`` are ``None`` when ``n`` < 2, where no interval
+    exists. With ``n`` ≥ 2 and every value equal, ``half_width`` is 0 and ``lo`` = ``hi`` = ``mean``.
+    """
+
+    mean: float | None
+    n: int
+    std: float | None
+    half_width: float | None
+    lo: float | None
+    hi: float | None
+
+
+def mean_ci(
+    values: Iterable[float | None] | np.ndarray,
+    *,
+    level: float = 0.95,
+    clip: tuple[float, float] | None = None,
+    arithmetic: HalfWidthArithmetic = "scipy_sem",
+) -> MeanCI:
+    """Mean and two-sided Student-t interval ``mean ± t_{(1+level)/2, n-1} · s / √n`` of ``values`` (``s``: sample
+    standard deviation, ddof=1), after dropping ``None`` and NaN. Never raises for few values: see :class:`MeanCI`.
+
+    ``clip`` bounds ``lo`` and ``hi`` to a scale (ratings 1–5: a t interval on few answers can exceed it); a zero-width
+    interval is the mean itself and is not clipped. ``arithmetic`` is the order of the half-width's floating-point
+    operations. Both give the same interval and differ only in the last bit, for about a third of inputs; each is kept
+    so that the numbers results already hold do not move: ``"scipy_sem"`` is ``scipy.stats.sem(x) · t`` (QueerGen's
+    src/graphs.py, whose tables QueerGen's scores reproduce), ``"t_sd_root_n"`` is ``t · s / math.sqrt(n)`` (the SCM
+    probes' ratings in ``scm.json``).
+    """
+    from scipy import stats
+
+    if arithmetic not in ("scipy_sem", "t_sd_root_n"):
+        raise ValueError(f"arithmetic must be 'scipy_sem' or 't_sd_root_n', got {arithmetic!r}")
+    x = np.asarray(values if isinstance(values, np.ndarray) else list(values), dtype=float)  # None → NaN
+    x = x[~np.isnan(x)]
+    n = int(x.size)
+    if n == 0:
+        return MeanCI(mean=None, n=0, std=None, half_width=None, lo=None, hi=None)
+    mean = float(x.mean())
+    if n == 1:
+        return MeanCI(mean=mean, n=1, std=None, half_width=None, lo=None, hi=None)
+    std = float(x.std(ddof=1))
+    if std == 0.0:
+        return MeanCI(mean=mean, n=n, std=std, half_width=0.0, lo=mean, hi=mean)
+    t = stats.t.ppf((1 + level) / 2, n - 1)
+    half = float(stats.sem(x) * t) if arithmetic == "scipy_sem" else float(t * x.std(ddof=1) / math.sqrt(n))
+    lo, hi = mean - half, mean + half
+    if clip is not None:
+        lo, hi = max(lo, clip[0]), min(hi, clip[1])
+    return MeanCI(mean=mean, n=n, std=std, half_width=half, lo=lo, hi=hi)

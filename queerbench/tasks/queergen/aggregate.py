@@ -19,13 +19,13 @@ from scipy import stats
 from scipy.spatial.distance import jensenshannon
 
 from queerbench.scoring.diversity import batch_diversities, expected_batch_diversity
+from queerbench.scoring.uncertainty import mean_ci
 from queerbench.tasks.queergen.spec import GROUP_ORDER, check_scoring_config, spec
 
 __all__ = [
     "TABLE_GROUPS",
     "aggregate",
     "jsd_between_groups",
-    "mean_ci",
     "perspective_attributes",
     "published_tables",
 ]
@@ -41,16 +41,19 @@ def perspective_attributes(config: str) -> list[str]:
     return list(spec()["perspective_attributes"][check_scoring_config(config)])
 
 
-def mean_ci(values: Sequence[float], confidence: float = 0.95) -> dict[str, float | int]:
-    """Mean, sample standard deviation and the t-interval half-width of ``values`` (0 for a single value)."""
-    x = np.asarray(values, dtype=float)
-    x = x[~np.isnan(x)]
-    n = len(x)
-    if n == 0:
+def _group_stats(values: Sequence[float] | np.ndarray) -> dict[str, float | int]:
+    """Mean, sample standard deviation and the 95% t-interval half-width of ``values`` as QueerGen's tables hold them
+    (``mean``, ``ci``, ``std``, ``n``; ``std`` and ``ci`` are 0 for a single value), computed by the shared
+    :func:`queerbench.scoring.uncertainty.mean_ci` in QueerGen's own arithmetic (``scipy.stats.sem`` · t)."""
+    ci = mean_ci(values, arithmetic="scipy_sem")
+    if ci.mean is None:
         raise ValueError("mean_ci needs at least one value")
-    std = float(np.std(x, ddof=1)) if n > 1 else 0.0
-    half = float(stats.sem(x) * stats.t.ppf((1 + confidence) / 2.0, n - 1)) if n > 1 else 0.0
-    return {"mean": float(np.mean(x)), "ci": half, "std": std, "n": n}
+    return {
+        "mean": ci.mean,
+        "ci": 0.0 if ci.half_width is None else ci.half_width,
+        "std": 0.0 if ci.std is None else ci.std,
+        "n": ci.n,
+    }
 
 
 def _order(groups: Sequence[str]) -> list[str]:
@@ -116,12 +119,12 @@ def aggregate(frame: pd.DataFrame, *, config: str = "queergen", seed: int = 0) -
     for name, values in metrics.items():
         if name.startswith("regard_"):
             continue
-        result[name] = {g: mean_ci(values[groups == g]) for g in order}
+        result[name] = {g: _group_stats(values[groups == g]) for g in order}
 
     if all(c in metrics for c in REGARD_COLUMNS):  # average per group, drop `other`, renormalise (Eq. 2)
         regard: dict[str, Any] = {}
         for g in order:
-            parts = {c.removeprefix("regard_"): mean_ci(metrics[c][groups == g]) for c in REGARD_COLUMNS}
+            parts = {c.removeprefix("regard_"): _group_stats(metrics[c][groups == g]) for c in REGARD_COLUMNS}
             total = sum(p["mean"] for p in parts.values())
             regard[g] = {
                 label: {"score": p["mean"] / total if total else 0.0, "ci": p["ci"] / total if total else 0.0}
@@ -137,7 +140,7 @@ def aggregate(frame: pd.DataFrame, *, config: str = "queergen", seed: int = 0) -
     for g in order:
         rows = [list(w) for w, keep in zip(frame["words"], (groups == g) & ~excluded, strict=True) if keep]
         diversities = batch_diversities(rows, rule=rule, batch_size=batch, seed=seed)
-        entry: dict[str, Any] = {**mean_ci(diversities), "n_batches": len(diversities), "n_rows": len(rows)}
+        entry: dict[str, Any] = {**_group_stats(diversities), "n_batches": len(diversities), "n_rows": len(rows)}
         if rule == "queergen":
             entry["expected"] = expected_batch_diversity(rows, batch_size=batch)
         diversity[g] = entry

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from queerbench.scoring.uncertainty import mean_ci
 from queerbench.tasks.scm.axes import axis_coverage
 from queerbench.tasks.scm.data import AXES, load_terms, reference_rankings
 from queerbench.tasks.scm.parse import parse_reply
@@ -32,7 +33,6 @@ __all__ = [
     "analyze",
     "content_words",
     "display_order",
-    "mean_ci",
     "odds_ratios",
     "parse_frame",
     "spearman_to_reference",
@@ -43,31 +43,12 @@ SCALE: tuple[float, float] = (1.0, 5.0)
 """The rating scale (confidence intervals are clipped to it)."""
 
 
-def mean_ci(
-    values: Sequence[float], level: float = 0.95, clip: tuple[float, float] | None = None
-) -> dict[str, float | int | None]:
-    """Mean and Student-t confidence interval; ``None`` bounds for fewer than two values.
-
-    ``clip`` bounds the interval to the scale (ratings: 1–5; a t interval on few answers can exceed it).
-    """
-    from scipy import stats
-
-    arr = np.asarray([v for v in values if v is not None and not math.isnan(v)], dtype=float)
-    if arr.size == 0:
-        return {"mean": None, "lo": None, "hi": None, "n": 0}
-    mean = float(arr.mean())
-    if arr.size < 2 or float(arr.std(ddof=1)) == 0.0:
-        return {
-            "mean": mean,
-            "lo": mean if arr.size > 1 else None,
-            "hi": mean if arr.size > 1 else None,
-            "n": int(arr.size),
-        }
-    half = float(stats.t.ppf((1 + level) / 2, arr.size - 1) * arr.std(ddof=1) / math.sqrt(arr.size))
-    lo, hi = mean - half, mean + half
-    if clip is not None:
-        lo, hi = max(lo, clip[0]), min(hi, clip[1])
-    return {"mean": mean, "lo": lo, "hi": hi, "n": int(arr.size)}
+def _rating_ci(values: Sequence[float | None]) -> dict[str, float | int | None]:
+    """A group's mean rating and its 95% Student-t interval clipped to the 1–5 scale, as ``scm.json`` holds it:
+    ``mean``, ``lo``, ``hi`` (``None`` for fewer than two ratings) and ``n``; computed by the shared
+    :func:`queerbench.scoring.uncertainty.mean_ci` in the arithmetic these results have always used."""
+    ci = mean_ci(values, clip=SCALE, arithmetic="t_sd_root_n")
+    return {"mean": ci.mean, "lo": ci.lo, "hi": ci.hi, "n": ci.n}
 
 
 def parse_frame(frame: pd.DataFrame, rule: str = "appendix_b") -> pd.DataFrame:
@@ -288,7 +269,7 @@ def analyze(
     rating = ok[ok["task"] == "rating"]
     res["rating_free"] = {
         g: {
-            a: mean_ci(rating[(rating["group"] == g) & (rating["axis"] == a)]["rating"].tolist(), clip=SCALE)
+            a: _rating_ci(rating[(rating["group"] == g) & (rating["axis"] == a)]["rating"].tolist())
             for a in AXES
         }
         for g in groups
@@ -297,7 +278,7 @@ def analyze(
         sr = scores[scores["task"] == "rating"]
         res["rating_constrained"] = {
             g: {
-                a: mean_ci(sr[(sr["group"] == g) & (sr["axis"] == a)]["expected_rating"].tolist(), clip=SCALE)
+                a: _rating_ci(sr[(sr["group"] == g) & (sr["axis"] == a)]["expected_rating"].tolist())
                 for a in AXES
             }
             for g in groups

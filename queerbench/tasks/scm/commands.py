@@ -85,7 +85,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     dec.add_argument("--seed", type=int, default=0)
     dec.add_argument("--batch-size", type=int, default=8)
     run.add_argument("--limit", type=int, default=None, help="at most N prompts per split (spread over groups, axes)")
-    run.add_argument("--device", default="cpu", help="cpu, cuda, auto, …")
+    run.add_argument(
+        "--device", default="auto", help="auto (cuda → mps → cpu), cpu, cuda, cuda:1, mps (default: %(default)s)"
+    )
     run.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"), help="local model dtype")
     run.add_argument(
         "--device-map",
