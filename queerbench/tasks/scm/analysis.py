@@ -21,7 +21,6 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from queerbench.scoring.uncertainty import mean_ci
@@ -268,19 +267,13 @@ def analyze(
     # ratings
     rating = ok[ok["task"] == "rating"]
     res["rating_free"] = {
-        g: {
-            a: _rating_ci(rating[(rating["group"] == g) & (rating["axis"] == a)]["rating"].tolist())
-            for a in AXES
-        }
+        g: {a: _rating_ci(rating[(rating["group"] == g) & (rating["axis"] == a)]["rating"].tolist()) for a in AXES}
         for g in groups
     }
     if scores is not None and not scores.empty:
         sr = scores[scores["task"] == "rating"]
         res["rating_constrained"] = {
-            g: {
-                a: _rating_ci(sr[(sr["group"] == g) & (sr["axis"] == a)]["expected_rating"].tolist())
-                for a in AXES
-            }
+            g: {a: _rating_ci(sr[(sr["group"] == g) & (sr["axis"] == a)]["expected_rating"].tolist()) for a in AXES}
             for g in groups
         }
         ss = scores[scores["task"] == "selection"]
