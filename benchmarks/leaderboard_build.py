@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shutil
 import statistics
@@ -47,14 +48,15 @@ def rows_of(path: Path) -> list[dict]:
     return json.loads(path.read_text())["rows"]
 
 
-def _rounded(value: object) -> object:
-    if isinstance(value, float):
-        return round(value, 8)
-    if isinstance(value, dict):
-        return {k: _rounded(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_rounded(v) for v in value]
-    return value
+def _same(a: object, b: object) -> bool:
+    """``a`` and ``b`` equal, their floats to 1e-8."""
+    if isinstance(a, float) and isinstance(b, float):
+        return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-8)
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    return a == b
 
 
 def cold(resamples: int) -> None:
@@ -67,8 +69,8 @@ def cold(resamples: int) -> None:
         shutil.rmtree(cache / "toxicity")  # the scorers' caches: every text is scored again, by the cached fits
         times["fits cached, no score cached"] = build(Path(tmp) / "fits.json", cores, resamples, cache)
         times["everything cached"] = build(Path(tmp) / "warm.json", cores, resamples, cache)
-        rows = [_rounded(rows_of(Path(tmp) / f"{name}.json")) for name in ("cold", "fits", "warm")]
-        if rows[1] != rows[0] or rows[2] != rows[0]:
+        rows = [rows_of(Path(tmp) / f"{name}.json") for name in ("cold", "fits", "warm")]
+        if not (_same(rows[1], rows[0]) and _same(rows[2], rows[0])):
             sys.exit("the three builds gave other rows")
         scorers = json.loads((Path(tmp) / "cold.json").read_text())["scorers"]
         print(f"queerbench leaderboard build: {len(rows[0])} reference rows ({', '.join(scorers)}), {cores} processes")
