@@ -184,7 +184,7 @@ def test_the_card_blames_the_switched_off_scorer_and_states_the_scores_real_rang
 def test_a_chat_only_endpoint_skips_scored_with_the_probes_reason_and_the_eval_succeeds(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ):
-    # the fake server answers no GET (HTTP 501, retried for ~27 s): what the server says of itself is not tested here
+    # the fake server answers no GET (HTTP 501): what the server says of itself is not tested here
     monkeypatch.setattr("queerbench.methods.scored.endpoint.identify", lambda runner: {})
     out = tmp_path / "eval"
     with FakeOpenAI(answer="kind") as server:

@@ -33,6 +33,15 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(length))
         self.end_headers()
 
+    def do_GET(self) -> None:
+        """``/status/<code>``: an empty JSON answer with that status."""
+        code = int(self.path.rsplit("/", 1)[-1])
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"{}")
+
     def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("Content-Length") or 0))
         body = b'{"choices": [{"message": {"content": "nurse"}, "finish_reason": "stop"}]}'
@@ -153,6 +162,15 @@ def test_a_malformed_answer_is_retried_and_named(server: str) -> None:
     client = HttpClient(max_retries=2, backoff_base=0.5, jitter=lambda: 0.0, sleep=sleeps.append)
     outcome = client.request("POST", f"{server}/ok/chat/completions", json={}, parse=parse)
     assert outcome.problems == ["malformed reply (no words)"] * 3 and outcome.attempts == 3 and sleeps == [0.5, 1.0]
+
+
+def test_a_5xx_is_retried_unless_it_says_the_server_cannot_do_it(server: str) -> None:
+    """503 is asked again; 501 (Not Implemented, e.g. a server without ``GET /models``) and 505 once only."""
+    for code, attempts in ((503, 3), (501, 1), (505, 1)):
+        sleeps: list[float] = []
+        client = HttpClient(max_retries=2, jitter=lambda: 0.0, sleep=sleeps.append)
+        outcome = client.request("GET", f"{server}/status/{code}", parse=lambda a: a)
+        assert not outcome.ok and outcome.attempts == attempts and len(sleeps) == attempts - 1, code
 
 
 def test_a_refused_connection_is_unreachable_or_retried_as_the_rules_say() -> None:

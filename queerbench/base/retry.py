@@ -112,10 +112,15 @@ class RateLimiter:
             sleep(slot - now)
 
 
+NEVER_TRANSIENT = frozenset({501, 505})
+"""5xx statuses that say the server cannot do what was asked at all (Not Implemented, HTTP Version Not Supported):
+asking again gets the same answer, so ``any_5xx`` leaves them out."""
+
+
 @dataclass(frozen=True)
 class RetryRules:
-    """Which failures of an API are worth another attempt: the transient HTTP statuses (``any_5xx``: every 5xx too)
-    and whether a refused connection is (``False``: :class:`Unreachable` at once)."""
+    """Which failures of an API are worth another attempt: the transient HTTP statuses (``any_5xx``: every 5xx too,
+    except :data:`NEVER_TRANSIENT`) and whether a refused connection is (``False``: :class:`Unreachable` at once)."""
 
     statuses: frozenset[int] = frozenset({408, 409, 429})
     any_5xx: bool = True
@@ -123,4 +128,4 @@ class RetryRules:
 
     def transient(self, status: int) -> bool:
         """Whether an answer with this HTTP status is worth another attempt."""
-        return status in self.statuses or (self.any_5xx and 500 <= status < 600)
+        return status in self.statuses or (self.any_5xx and 500 <= status < 600 and status not in NEVER_TRANSIENT)
