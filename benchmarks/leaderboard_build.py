@@ -23,11 +23,11 @@ import math
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from timed_command import timed_command
 
 
 def build(out: Path, workers: int, resamples: int, cache: Path | None = None) -> float:
@@ -35,13 +35,7 @@ def build(out: Path, workers: int, resamples: int, cache: Path | None = None) ->
     given); exits on failure with its output."""
     command = [sys.executable, "-m", "queerbench", "leaderboard", "build", "--out", str(out)]
     command += ["--workers", str(workers), "--resamples", str(resamples)]
-    env = {**os.environ, **({"QUEERBENCH_CACHE": str(cache)} if cache else {})}
-    start = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True, env=env)
-    seconds = time.perf_counter() - start
-    if done.returncode != 0:
-        sys.exit(f"{' '.join(command)} failed ({done.returncode}): {done.stderr.strip()}")
-    return seconds
+    return timed_command(command, {**os.environ, **({"QUEERBENCH_CACHE": str(cache)} if cache else {})})
 
 
 def rows_of(path: Path) -> list[dict]:

@@ -19,25 +19,17 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from timed_command import timed_command
+
 from queerbench.base.sources import fetch
 
 QUEERGEN = "queergen_eval_gemma3"
 PAPER = "queerbench_paper_evaluation_bert_base_uncased_template_1"
-
-
-def _timed(command: list[str], env: dict[str, str]) -> float:
-    start = time.perf_counter()
-    done = subprocess.run(command, env=env, capture_output=True, text=True)
-    seconds = time.perf_counter() - start
-    if done.returncode != 0:
-        sys.exit(f"{' '.join(command)} failed ({done.returncode}): {done.stderr.strip().splitlines()[-1:]}")
-    return seconds
 
 
 def _throughput(n: int, cache: Path) -> dict[str, float]:
@@ -73,7 +65,9 @@ def main() -> None:
             for config, path in files.items():
                 cells = {}
                 for scorer in ("embedded", "surrogate"):
-                    cells[scorer] = _timed([*cli, "score", str(path), "--config", config, "--toxicity", scorer], env)
+                    cells[scorer] = timed_command(
+                        [*cli, "score", str(path), "--config", config, "--toxicity", scorer], env
+                    )
                 rows.append((label, config, cells))
         print("| step | command | embedded | surrogate | surrogate / embedded |")
         print("|---|---|---|---|---|")
