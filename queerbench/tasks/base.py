@@ -18,185 +18,40 @@ task for these and never compares a task's name.
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from queerbench.scoring.aggregate import ScoringOptions
-from queerbench.scoring.rules import ScoringRules
+from queerbench.tasks.spec import (
+    KINDS,
+    MLM_MODES,
+    TOXICITY_INPUTS,
+    EvalPass,
+    GroupSpec,
+    MetricSpec,
+    TaskSpec,
+    load_specs,
+)
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
-
+    from queerbench.models.requests import Request, Result
     from queerbench.reporting.rows import ResultRow
 
-__all__ = ["KINDS", "MLM_MODES", "TOXICITY_INPUTS", "EvalPass", "Task", "TaskSpec", "TemplateTask", "load_specs"]
-
-KINDS = ("blanks", "probes")
-"""``blanks``: sentences with one ``[MASK]`` that a method fills (``queerbench run``); ``probes``: prompts that a task
-runs through a pipeline of its own (the SCM probes)."""
-MLM_MODES = ("whole_word", "raw")
-"""How a masked LM's top-k is read: whole words only (``whole_word``) or the raw top-k tokens (``raw``, as the papers'
-code read them)."""
-TOXICITY_INPUTS = ("neutral", "full", "frame")
-"""What the toxicity scorer reads: the subject-blind neutral sentence, the full sentence, or 'The person is <word>.'"""
-_METHODS = ("mlm", "scored", "instructed")
-
-
-@dataclass(frozen=True)
-class EvalPass:
-    """One pass ``queerbench eval`` makes over a task for a model that supports its method (an entry of the task's
-    ``eval_passes``): the method, its ``k`` (None: the eval's ``--top-k``), the prompt of an ``instructed`` pass
-    (None: the default prompt) and a note saying why it is run (the published rows whose settings it matches)."""
-
-    method: str
-    k: int | None = None
-    prompt: str | None = None
-    note: str = ""
-
-
-@dataclass(frozen=True)
-class TaskSpec:
-    """The data part of a task (one entry of a task data file)."""
-
-    name: str
-    benchmark: str
-    title: str
-    kind: str
-    methods: tuple[str, ...]
-    dataset_config: str
-    dataset_description: str
-    mlm_mode: str | None = None
-    toxicity_input: str | None = None
-    rules: ScoringRules = field(default_factory=ScoringRules)
-    lmeval_task: str | None = None
-    build_by_default: bool = True
-    extra: dict[str, Any] = field(default_factory=dict)
-    """Task-specific settings its hooks read (the generic code does not)."""
-    eval_passes: tuple[EvalPass, ...] | None = None
-    """The passes ``queerbench eval`` makes over the task (None: each of its methods at the eval's ``--top-k``)."""
-
-
-_REQUIRED: dict[str, type | tuple[type, ...]] = {
-    "name": str,
-    "benchmark": str,
-    "title": str,
-    "kind": str,
-    "methods": list,
-    "dataset": dict,
-}
-
-
-def _spec(raw: Any, where: str) -> TaskSpec:
-    """One task entry, checked: a one-line ``ValueError`` naming the file, the task and the field."""
-    if not isinstance(raw, dict):
-        raise ValueError(f"{where}: each entry of 'tasks' must be an object")
-    label = f"{where} (task {raw.get('name')!r})"
-    for key, kind in _REQUIRED.items():
-        if not isinstance(raw.get(key), kind):
-            raise ValueError(f"{label}: {key!r} is required and must be a {getattr(kind, '__name__', kind)}")
-    if raw["kind"] not in KINDS:
-        raise ValueError(f"{label}: 'kind' must be one of {', '.join(KINDS)}")
-    unknown = [m for m in raw["methods"] if m not in _METHODS]
-    if unknown or not raw["methods"]:
-        raise ValueError(f"{label}: 'methods' must name some of {', '.join(_METHODS)}, got {raw['methods']}")
-    blanks = raw["kind"] == "blanks"
-    if blanks and raw.get("mlm_mode") not in MLM_MODES:
-        raise ValueError(f"{label}: a blanks task needs 'mlm_mode', one of {', '.join(MLM_MODES)}")
-    if blanks and raw.get("toxicity_input") not in TOXICITY_INPUTS:
-        raise ValueError(f"{label}: a blanks task needs 'toxicity_input', one of {', '.join(TOXICITY_INPUTS)}")
-    dataset = raw["dataset"]
-    if not isinstance(dataset.get("config"), str) or not isinstance(dataset.get("description"), str):
-        raise ValueError(f"{label}: 'dataset' needs a 'config' name and a 'description'")
-    lmeval = raw.get("lmeval")
-    if lmeval is not None and not isinstance((lmeval or {}).get("task"), str):
-        raise ValueError(f"{label}: 'lmeval' must be null or an object with the task name under 'task'")
-    extra = raw.get("extra") or {}
-    if not isinstance(extra, dict):
-        raise ValueError(f"{label}: 'extra' must be an object")
-    if "in_suite" in extra and not isinstance(extra["in_suite"], bool):
-        raise ValueError(f"{label}: 'extra.in_suite' must be true or false")
-    gap = extra.get("headline_gap")
-    if gap is not None and not (isinstance(gap, list) and len(gap) == 2 and all(isinstance(g, str) for g in gap)):
-        raise ValueError(f"{label}: 'extra.headline_gap' must be a list of two group names")
-    passes = _eval_passes(raw.get("eval_passes"), label, raw["methods"])
-    known = {*_REQUIRED, "mlm_mode", "toxicity_input", "scoring", "lmeval", "extra", "eval_passes"}
-    stray = sorted(set(raw) - known)
-    if stray:
-        raise ValueError(f"{label}: unknown field(s) {stray}")
-    return TaskSpec(
-        name=raw["name"],
-        benchmark=raw["benchmark"],
-        title=raw["title"],
-        kind=raw["kind"],
-        methods=tuple(raw["methods"]),
-        dataset_config=dataset["config"],
-        dataset_description=dataset["description"],
-        mlm_mode=raw.get("mlm_mode"),
-        toxicity_input=raw.get("toxicity_input"),
-        rules=ScoringRules.from_dict(raw.get("scoring", "default"), label),
-        lmeval_task=(lmeval or {}).get("task"),
-        build_by_default=bool(dataset.get("build_by_default", True)),
-        extra=dict(raw.get("extra") or {}),
-        eval_passes=passes,
-    )
-
-
-_PASS_FIELDS = {"method", "k", "prompt", "note"}
-
-
-def _eval_passes(raw: Any, label: str, methods: list[str]) -> tuple[EvalPass, ...] | None:
-    """A task's ``eval_passes``, checked: absent or null (None: each method at the eval's ``--top-k``), else a
-    non-empty list of ``{"method": one of the task's methods, "k": a positive integer (absent: --top-k), "prompt": a
-    prompt id (instructed only), "note": why}``, no two alike; anything else is one line naming the field."""
-    if raw is None:
-        return None
-    fix = 'e.g. [{"method": "mlm", "k": 1}, {"method": "instructed", "k": 1, "prompt": "queergen-2"}]'
-    if not isinstance(raw, list) or not raw:
-        raise ValueError(f"{label}: 'eval_passes' must be a non-empty list of passes ({fix}) or absent")
-    passes = []
-    for i, entry in enumerate(raw):
-        where = f"{label}: eval_passes[{i}]"
-        if not isinstance(entry, dict):
-            raise ValueError(f"{where} must be an object ({fix})")
-        stray = sorted(set(entry) - _PASS_FIELDS)
-        if stray:
-            raise ValueError(f"{where}: unknown field(s) {stray}; a pass has {', '.join(sorted(_PASS_FIELDS))}")
-        method, k, prompt, note = entry.get("method"), entry.get("k"), entry.get("prompt"), entry.get("note", "")
-        if method not in methods:
-            raise ValueError(
-                f"{where}: 'method' must be one of the task's methods ({', '.join(methods)}), got {method!r}"
-            )
-        if k is not None and not (isinstance(k, int) and not isinstance(k, bool) and k >= 1):
-            raise ValueError(f"{where}: 'k' must be a positive integer (or absent: the eval's --top-k), got {k!r}")
-        if prompt is not None and (method != "instructed" or not isinstance(prompt, str) or not prompt):
-            raise ValueError(
-                f"{where}: 'prompt' names the prompt id of an instructed pass, got {prompt!r} for {method}"
-            )
-        if not isinstance(note, str):
-            raise ValueError(f"{where}: 'note' must be a string, got {note!r}")
-        passes.append(EvalPass(method=method, k=k, prompt=prompt, note=note))
-    seen = [(p.method, p.k, p.prompt) for p in passes]
-    if len(set(seen)) != len(seen):
-        raise ValueError(f"{label}: 'eval_passes' names one pass twice (same method, k and prompt)")
-    return tuple(passes)
-
-
-def load_specs(path: str | Path) -> dict[str, TaskSpec]:
-    """The task specs of a data file ``{"schema_version": 1, "tasks": [...]}``, by name, checked."""
-    path = Path(path)
-    where = f"task file {path.name}"
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"{where} cannot be read ({exc})") from None
-    if not isinstance(raw, dict) or raw.get("schema_version") != 1 or not isinstance(raw.get("tasks"), list):
-        raise ValueError(f"{where}: expected an object with schema_version 1 and a list 'tasks'")
-    specs = [_spec(entry, where) for entry in raw["tasks"]]
-    return {s.name: s for s in specs}
+__all__ = [
+    "KINDS",
+    "MLM_MODES",
+    "TOXICITY_INPUTS",
+    "EvalPass",
+    "GroupSpec",
+    "MetricSpec",
+    "Task",
+    "TaskSpec",
+    "TemplateTask",
+    "load_specs",
+]
 
 
 class Task:
@@ -352,6 +207,27 @@ class Task:
         scales it by ``extra.rows_per_limit`` so that a quick pass still covers every group)."""
         scale = int(self.spec.extra.get("rows_per_limit", 1))
         return None if limit is None else limit * scale
+
+    # ---------------------------------------------------------------------------------------- request tasks --
+    @property
+    def runs_requests(self) -> bool:
+        """Whether this task runs on the shared request runner (a ``requests`` task)."""
+        return self.spec.kind == "requests"
+
+    def request_type(self, method: str) -> str:
+        """The request type (``fill_mask``, ``loglikelihood``, ``generate``) ``method`` turns this task's items
+        into (its spec's ``requests``)."""
+        self.check_method(method)
+        return self.spec.requests[method]
+
+    def requests(self, item: dict[str, Any], method: str) -> list[Request]:
+        """The requests one item needs under ``method`` (all of :meth:`request_type`'s type)."""
+        raise NotImplementedError(f"task {self.name} makes no requests")
+
+    def score_item(self, item: dict[str, Any], results: Sequence[Result], method: str) -> dict[str, Any]:
+        """The per-item prediction columns from the results of :meth:`requests` (e.g. the choice, and the columns
+        the declared metrics average)."""
+        raise NotImplementedError(f"task {self.name} scores no requests")
 
     def run(self, out: Path, *, quick: bool = False, **settings: Any) -> dict[str, Any]:
         """Run a ``probes`` task into ``out`` with ``settings`` (model, endpoint, limit, log, …): its own pipeline;

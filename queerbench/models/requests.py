@@ -1,0 +1,167 @@
+"""Request types: the one seam between tasks and models (lm-evaluation-harness's ``LM`` interface as the model).
+
+A task turns each of its items into requests of three types and never asks what model answers them; a backend
+(:mod:`queerbench.models.backends`: a masked LM, a local causal LM, a chat endpoint, a completions endpoint)
+answers the types it can:
+
+- :class:`FillMask` — how likely each candidate word is in the ``[MASK]`` of a text (a masked LM's probabilities);
+- :class:`Loglikelihood` — the log-probability of a continuation after a context, or of a whole text when the
+  context is empty (for a masked LM, a pseudo-log-likelihood);
+- :class:`Generate` — the text a model writes for a prompt (a chat turn, or a completion).
+
+A backend states the types it answers in :attr:`Backend.request_types`; :func:`require` refuses, in one line and
+before any work, a task that needs one it lacks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+__all__ = [
+    "FILL_MASK",
+    "GENERATE",
+    "LOGLIKELIHOOD",
+    "REQUEST_TYPES",
+    "Backend",
+    "FillMask",
+    "FillMaskResult",
+    "Generate",
+    "GenerateResult",
+    "Loglikelihood",
+    "LoglikelihoodResult",
+    "Request",
+    "Result",
+    "UnsupportedRequestError",
+    "request_type",
+    "require",
+]
+
+FILL_MASK = "fill_mask"
+LOGLIKELIHOOD = "loglikelihood"
+GENERATE = "generate"
+REQUEST_TYPES = (FILL_MASK, LOGLIKELIHOOD, GENERATE)
+MASK = "[MASK]"
+
+
+@dataclass(frozen=True)
+class FillMask:
+    """Score ``candidates`` at the one ``[MASK]`` of ``text``: each candidate's log-probability there."""
+
+    text: str
+    candidates: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        if self.text.count(MASK) != 1:
+            raise ValueError(f"a fill_mask request needs one {MASK} in its text, got {self.text!r}")
+        if not self.candidates or not all(isinstance(c, str) and c.strip() for c in self.candidates):
+            raise ValueError(f"a fill_mask request needs non-empty candidate words, got {self.candidates!r}")
+
+
+@dataclass(frozen=True)
+class Loglikelihood:
+    """The log-probability of ``continuation`` after ``context`` (an empty context: of the whole continuation as
+    the model's tokenizer encodes it by default, every token after the first predicted from those before it)."""
+
+    context: str
+    continuation: str
+
+
+@dataclass(frozen=True)
+class Generate:
+    """The text a model writes for ``prompt`` (a user turn for a chat model), at most ``max_new_tokens`` tokens,
+    greedy unless the backend was opened with other decoding settings."""
+
+    prompt: str
+    max_new_tokens: int = 32
+
+
+Request = FillMask | Loglikelihood | Generate
+
+
+@dataclass(frozen=True)
+class FillMaskResult:
+    """One log-probability per candidate of a :class:`FillMask`, in the request's order."""
+
+    logprobs: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class LoglikelihoodResult:
+    """The summed log-probability of the scored tokens and how many were scored (their mean is ``-loss``)."""
+
+    logprob: float
+    n_tokens: int
+
+    @property
+    def mean(self) -> float:
+        """The mean log-probability per scored token (minus a causal LM's mean token loss)."""
+        return self.logprob / max(self.n_tokens, 1)
+
+
+@dataclass(frozen=True)
+class GenerateResult:
+    """The generated text, and whether it stopped at the token limit."""
+
+    text: str
+    truncated: bool = False
+
+
+Result = FillMaskResult | LoglikelihoodResult | GenerateResult
+
+_TYPES: dict[type, str] = {FillMask: FILL_MASK, Loglikelihood: LOGLIKELIHOOD, Generate: GENERATE}
+
+
+def request_type(request: Request) -> str:
+    """The type name of ``request`` (``fill_mask``, ``loglikelihood`` or ``generate``)."""
+    return _TYPES[type(request)]
+
+
+class UnsupportedRequestError(ValueError):
+    """A backend asked for a request type it does not answer (raised before any work)."""
+
+
+class Backend(Protocol):
+    """A model as tasks see it: the request types it answers and one call per type, each taking a batch of
+    requests and returning one result per request, in order. ``tick(n)`` is called after every ``n`` done."""
+
+    name: str
+    """What answers: the model's name (and an endpoint's URL without credentials)."""
+    request_types: frozenset[str]
+
+    def fingerprint(self) -> dict[str, Any]:
+        """The weights' fingerprint (what a run's signature and resume check record)."""
+        ...
+
+    def metadata(self) -> dict[str, Any]:
+        """The backend, model, device and settings, recorded with a run's results."""
+        ...
+
+    def fill_mask(
+        self, requests: Sequence[FillMask], tick: Callable[[int], None] | None = None
+    ) -> list[FillMaskResult]: ...
+
+    def loglikelihood(
+        self, requests: Sequence[Loglikelihood], tick: Callable[[int], None] | None = None
+    ) -> list[LoglikelihoodResult]: ...
+
+    def generate(
+        self, requests: Sequence[Generate], tick: Callable[[int], None] | None = None
+    ) -> list[GenerateResult]: ...
+
+    def close(self) -> None:
+        """Release what the backend holds open (a reply cache, a connection pool)."""
+        ...
+
+
+def require(backend: Backend, types: Iterable[str], *, why: str = "") -> None:
+    """A one-line :class:`UnsupportedRequestError` unless ``backend`` answers every request type in ``types``."""
+    missing = [t for t in types if t not in backend.request_types]
+    if missing:
+        answers = ", ".join(sorted(backend.request_types)) or "no request type"
+        because = f" ({why})" if why else ""
+        raise UnsupportedRequestError(
+            f"{backend.name} cannot answer {', '.join(missing)} requests{because}; it answers {answers}: "
+            "choose another --method or model"
+        )
