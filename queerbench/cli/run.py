@@ -96,8 +96,52 @@ def register(sub: argparse._SubParsersAction) -> None:
     compare.set_defaults(func=_compare)
 
 
+def _run_requests(args: argparse.Namespace) -> int:
+    """``queerbench run`` of a task on the request runner: resolve once, run, print each declared metric."""
+    from queerbench.models.device import ModelLoadError
+    from queerbench.run.requests import resolve_request_run, run_requests
+
+    run = resolve_request_run(
+        args.config,
+        model=args.model,
+        endpoint=args.endpoint,
+        revision=args.revision,
+        method=args.method,
+        limit=args.limit,
+        device=args.device,
+        dtype=args.dtype,
+        batch_size=args.batch_size,
+        concurrency=args.concurrency,
+        request_timeout=args.request_timeout,
+        n_resamples=args.bootstrap,
+        seed=args.seed,
+    )
+    try:
+        result = run_requests(run, args.out)
+    except ModelLoadError as exc:
+        raise ValueError(str(exc)) from exc
+    record = result.record
+    print(f"\n{record.benchmark} ({record.task}, method {record.method}) for {record.model}:")
+    for metric in record.declared_metrics:
+        block, d = record.results[metric["name"]], int(metric["decimals"])
+        overall = block["overall"]
+        shown = "n/a" if overall["value"] is None else f"{overall['value']:.{d}f}"
+        print(f"  {metric['title']}: {shown} over {overall['n']} items")
+        for group, stat in block["groups"].items():
+            value = "n/a" if stat["value"] is None else f"{stat['value']:.{d}f}"
+            ci = f" [{stat['ci'][0]:.{d}f}, {stat['ci'][1]:.{d}f}]" if stat["ci"] else ""
+            print(f"  {group:>10}: {value}{ci}  (n={stat['n']})")
+    print(f"  signature: {record.signature}")
+    print(f"wrote {result.out}/predictions.parquet, scores.json, report.md and metrics.png")
+    return 0
+
+
 def _run(args: argparse.Namespace) -> int:
     from queerbench.base.arguments import UserError
+    from queerbench.tasks import get_task
+
+    if get_task(args.config).runs_requests:
+        return _run_requests(args)
     from queerbench.methods.instructed.replies import GenerationError
     from queerbench.models.device import ModelLoadError
     from queerbench.models.generation import RunAbortedError

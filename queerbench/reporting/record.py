@@ -1,0 +1,82 @@
+"""The typed, versioned result record of a run on the request runner (``scores.json``), written by one writer.
+
+In the spirit of inspect_ai's ``EvalLog``: what produced the result (task, benchmark, method, request type, model
+and its fingerprint, the settings that change what is predicted, the signature), the declared metrics' per-group
+results with their CIs and counts (:mod:`queerbench.scoring.metrics`), how many items were scored, the timings and
+the version. :meth:`RunRecord.from_json` reads a record back and refuses, in one line, one of another version or
+shape. Per-item samples stay in ``predictions.parquet`` next to it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import MISSING, asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from queerbench import __version__
+from queerbench.base.files import read_json_object, write_json
+
+__all__ = ["RECORD_VERSION", "RunRecord", "read_record", "write_record"]
+
+RECORD_VERSION = 1
+"""The record's schema version (``record_version`` in ``scores.json``); a reader refuses others in one line."""
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One run's result: provenance, declared metrics and their per-group results."""
+
+    task: str
+    benchmark: str
+    method: str
+    request_type: str
+    model: str
+    """The model's name (an endpoint's URL is in ``settings`` without credentials)."""
+    model_fingerprint: dict[str, Any]
+    signature: str
+    settings: dict[str, Any]
+    """What changes what is predicted or how it is summarised: limit, dtype, endpoint, n_resamples, seed, ..."""
+    declared_metrics: list[dict[str, Any]]
+    """The task's metric declarations (name, column, title, higher_is_better, decimals)."""
+    groups: dict[str, Any]
+    """The task's group declaration (column, order, cluster, breakdowns) and headline pair."""
+    results: dict[str, Any]
+    """Per metric: ``overall``, ``groups``, ``by`` (breakdowns) and ``headline`` (:func:`group_metrics`)."""
+    n_items: int
+    backend: dict[str, Any] = field(default_factory=dict)
+    """The backend's metadata (kind, device, dtype, batch size)."""
+    timings_s: dict[str, float] = field(default_factory=dict)
+    reused_predictions: bool = False
+    queerbench_version: str = __version__
+    record_version: int = RECORD_VERSION
+    finished: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        """The record as the JSON object ``scores.json`` holds."""
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], where: str = "scores.json") -> RunRecord:
+        """A record read back; a one-line ``ValueError`` for another version or a missing field."""
+        version = data.get("record_version")
+        if version != RECORD_VERSION:
+            raise ValueError(
+                f"{where} holds a result record of version {version!r}, this queerbench reads version "
+                f"{RECORD_VERSION}; rerun the same command to score it again"
+            )
+        names = {f.name for f in fields(cls)}
+        required = [f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING]
+        missing = sorted(name for name in required if name not in data)
+        if missing:
+            raise ValueError(f"{where}: the result record lacks {missing}; rerun the same command to rewrite it")
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+def write_record(out: Path, record: RunRecord) -> Path:
+    """Write ``scores.json`` atomically: the only place a request run's result is written."""
+    return write_json(out / "scores.json", record.to_json())
+
+
+def read_record(path: Path) -> RunRecord:
+    """The record a ``scores.json`` holds (one line when it is unreadable or of another version)."""
+    return RunRecord.from_json(read_json_object(path, fix="rerun the same command"), where=str(path))

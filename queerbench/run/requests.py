@@ -1,0 +1,382 @@
+"""The request runner: any ``requests`` task, any backend, one folder, resumable, one result record.
+
+A ``requests`` task (:mod:`queerbench.tasks.spec`) turns each item into requests of the type its method names
+(:mod:`queerbench.models.requests`) and scores each item from their results; this module does everything else, the
+same way for every such task: it resolves the run once (:class:`RequestRun`: the task, method, request type and
+model as objects, every check before anything loads), holds the output folder (one writer, ``run.json`` with the
+run's key and the model's fingerprint), asks the backend (:mod:`queerbench.models.backends`) for the results of the
+items not yet saved, in parts written atomically under ``OUT/.chunks`` (a killed run resumes where it stopped),
+writes ``predictions.parquet`` (the items with their per-item columns) and ``model.json``, computes the task's
+declared metrics per group with CIs over clusters (:mod:`queerbench.scoring.metrics`) and writes the typed result
+record ``scores.json`` (:mod:`queerbench.reporting.record`), ``report.md`` and a figure
+(:mod:`queerbench.reporting.metrics_report`). A rerun of a finished run reuses its predictions and does no inference.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, cast
+
+import pandas as pd
+
+from queerbench.base.files import atomic_path, read_json_object, read_parquet, write_json
+from queerbench.base.lock import LOCK_FILES, folder_lock
+from queerbench.base.progress import progress_bar
+from queerbench.base.redact import redact_url
+from queerbench.base.signature import format_signature
+from queerbench.methods.registry import get_method, resolve_method
+from queerbench.models.backends import check_request_type, open_backend
+from queerbench.models.registry import ModelRef, model_ref
+from queerbench.models.requests import Backend, Request, Result
+from queerbench.reporting.metrics_report import write_metrics_report
+from queerbench.reporting.record import RunRecord, write_record
+from queerbench.run.folder import KEY_FILE, check_same_model, check_writable, claim_out_dir, unclaim_out_dir
+from queerbench.scoring.metrics import group_metrics
+from queerbench.tasks import Task, get_task
+
+__all__ = ["PART_ITEMS", "RequestRun", "RequestRunResult", "resolve_request_run", "run_requests"]
+
+PART_ITEMS = 32
+"""Items per saved part: an interrupted run loses at most this many items' requests."""
+_DTYPES = ("float32", "bfloat16", "float16")
+
+
+@dataclass(frozen=True)
+class RequestRun:
+    """One run, resolved once: the task, the method and the request type it turns items into, the model, and the
+    settings of the model (device, dtype, batch size, concurrency, timeout) and of the statistics."""
+
+    task: Task
+    method: str
+    request_type: str
+    model: ModelRef
+    limit: int | None = None
+    device: str = "auto"
+    dtype: str = "float32"
+    batch_size: int = 16
+    concurrency: int = 8
+    request_timeout: float | None = None
+    n_resamples: int = 1000
+    seed: int = 0
+
+    def key(self) -> dict[str, Any]:
+        """What must match for saved predictions to be reused (``run.json``): task, method, request type, model,
+        revision, endpoint (without credentials), templates, dtype."""
+        return {
+            "config": self.task.name,
+            "method": self.method,
+            "request_type": self.request_type,
+            "model": self.model.name,
+            "revision": self.model.revision,
+            "endpoint": redact_url(self.model.endpoint) if self.model.endpoint else None,
+            "limit": self.limit,
+            "dtype": self.dtype,
+        }
+
+    def folder_name(self) -> str:
+        """``<model>-<task>-<method>`` plus ``-limit<N>``, ``-rev<revision>`` and ``-<dtype>`` when set."""
+        name = f"{_slug(self.model.name)}-{self.task.name}-{self.method}"
+        if self.limit is not None:
+            name += f"-limit{self.limit}"
+        if self.model.revision:
+            name += f"-rev{_slug(self.model.revision)}"
+        if self.dtype != "float32":
+            name += f"-{self.dtype}"
+        return name
+
+    def signature(self, fingerprint: dict[str, Any] | None = None) -> str:
+        """What produced the result, as one line: task, method, request type, model (and fingerprint), templates,
+        dtype, the metrics and the version."""
+        from queerbench.run.signature import fingerprint_label
+
+        fp = fingerprint_label(fingerprint)
+        pairs: list[tuple[str, Any]] = [
+            ("task", self.task.name),
+            ("method", self.method),
+            ("request", self.request_type),
+            ("model", self.model.name),
+            *([("rev", self.model.revision)] if self.model.revision else []),
+            *([("endpoint", redact_url(self.model.endpoint))] if self.model.endpoint else []),
+            *([("fp", fp)] if fp else []),
+            ("limit", "all" if self.limit is None else self.limit),
+            ("dtype", self.dtype),
+            ("metrics", "+".join(m.name for m in self.task.spec.metrics)),
+            ("ci", f"bootstrap{self.n_resamples}"),
+            ("qb", _version()),
+        ]
+        return format_signature(pairs)
+
+
+@dataclass(frozen=True)
+class RequestRunResult:
+    """Where a request run wrote its outputs, its record, and whether inference was reused."""
+
+    out: Path
+    record: RunRecord
+    reused_predictions: bool
+    n_predicted: int
+
+
+def _version() -> str:
+    from queerbench import __version__
+
+    return __version__
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text.strip("/")).strip("_") or "x"
+
+
+def resolve_request_run(
+    config: str,
+    *,
+    model: str | None = None,
+    endpoint: str | None = None,
+    revision: str | None = None,
+    method: str = "auto",
+    limit: int | None = None,
+    device: str = "auto",
+    dtype: str = "float32",
+    batch_size: int = 16,
+    concurrency: int = 8,
+    request_timeout: float | None = None,
+    n_resamples: int = 1000,
+    seed: int = 0,
+) -> RequestRun:
+    """Resolve a run of a ``requests`` task once, every check first, in one line each: the task, the method (``auto``
+    from the model's configuration), the request type the task needs for it, whether the model's kind answers that
+    type (no weights read), the settings."""
+    task = get_task(config)
+    if not task.runs_requests:
+        raise ValueError(f"--config {config} is not run on the request runner ({task.spec.title})")
+    if limit is not None and (not isinstance(limit, int) or limit < 1):
+        raise ValueError(f"--limit must be at least 1 template (or omitted for all), got {limit}")
+    for flag, value in (("--batch-size", batch_size), ("--concurrency", concurrency), ("--bootstrap", n_resamples)):
+        if not isinstance(value, int) or value < (0 if flag == "--bootstrap" else 1):
+            raise ValueError(f"{flag} must be a {'non-negative' if flag == '--bootstrap' else 'positive'} integer")
+    if not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"--seed must be a non-negative integer, got {seed!r}")
+    if dtype not in _DTYPES:
+        raise ValueError(f"--dtype must be one of {', '.join(_DTYPES)}, got {dtype!r}")
+    if model is None and not endpoint:
+        model = get_method(method).default_model
+    ref = model_ref(model, endpoint, revision)
+    method = resolve_method(method, ref.name, endpoint, revision)
+    request_type = task.request_type(method)
+    check_request_type(ref, request_type)
+    if limit is not None and limit >= task.n_templates():
+        limit = None  # a --limit covering every template is no limit, wherever recorded
+    return RequestRun(
+        task=task,
+        method=method,
+        request_type=request_type,
+        model=ref,
+        limit=limit,
+        device=device,
+        dtype=dtype,
+        batch_size=batch_size,
+        concurrency=concurrency,
+        request_timeout=request_timeout,
+        n_resamples=n_resamples,
+        seed=seed,
+    )
+
+
+# ------------------------------------------------------------------------------------------------ the folder --
+def _state(out: Path, key: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
+    """``new``, ``resume`` (saved parts) or ``finished`` (predictions), without writing; another run's folder or
+    foreign files are refused in one line."""
+    key_path = out / KEY_FILE
+    if key_path.is_file():
+        stored = read_json_object(key_path, fix=f"delete the folder {out} or choose another --out")
+        was = {k: stored.get(k) for k in key}
+        diff = {k: (was[k], v) for k, v in key.items() if was[k] != v}
+        if diff:
+            shown = ", ".join(f"{k}: {a!r} there, {b!r} now" for k, (a, b) in diff.items())
+            raise FileExistsError(f"output folder {out} holds another run ({shown}); choose another --out")
+        if (out / "predictions.parquet").is_file():
+            return "finished", stored
+        return ("resume" if any((out / ".chunks").glob("chunk-*.parquet")) else "restart"), stored
+    if out.exists() and any(p.name not in LOCK_FILES for p in out.iterdir()):  # the run's own lock aside
+        raise FileExistsError(f"output folder {out} is not empty and holds no queerbench run; choose another --out")
+    return "new", None
+
+
+def _saved(chunks: Path) -> pd.DataFrame:
+    """The rows of every saved part (empty when none)."""
+    parts = sorted(chunks.glob("chunk-*.parquet"))
+    fix = "delete it and rerun the same command (only its items are asked again)"
+    frames = [read_parquet(p, fix=fix) for p in parts]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame({"id": []})
+
+
+# ------------------------------------------------------------------------------------------------ the work --
+def _ask(backend: Backend, request_type: str, requests: list[Request], tick: Callable[[int], None]) -> list[Result]:
+    """The backend's results for ``requests`` (all of ``request_type``), one per request, in order."""
+    call = getattr(backend, request_type)
+    results = list(call(requests, tick))
+    if len(results) != len(requests):
+        raise RuntimeError(f"{backend.name} answered {len(results)} of {len(requests)} {request_type} requests")
+    return results
+
+
+def _predict(run: RequestRun, backend: Backend, todo: pd.DataFrame, chunks: Path, log: Callable[[str], None]) -> int:
+    """Ask for the items of ``todo`` in parts of :data:`PART_ITEMS`, each part saved as it ends; returns how many."""
+    chunks.mkdir(parents=True, exist_ok=True)
+    records = cast("list[dict[str, Any]]", todo.to_dict("records"))
+    n_requests = sum(len(run.task.requests(item, run.method)) for item in records)
+    done = 0
+    with progress_bar(n_requests, f"{run.task.name} {run.request_type}", "req") as bar:
+        for start in range(0, len(records), PART_ITEMS):
+            part = records[start : start + PART_ITEMS]
+            asked = [run.task.requests(item, run.method) for item in part]
+            flat = [r for reqs in asked for r in reqs]
+            results = _ask(backend, run.request_type, flat, bar.update)
+            rows, at = [], 0
+            for item, reqs in zip(part, asked, strict=True):
+                scored = run.task.score_item(item, results[at : at + len(reqs)], run.method)
+                rows.append({"id": item["id"], **scored})
+                at += len(reqs)
+            first = int(todo.index[start])
+            with atomic_path(chunks / f"chunk-{first:07d}-{first + len(part):07d}.parquet") as tmp:
+                pd.DataFrame(rows).to_parquet(tmp, index=False)
+            done += len(part)
+    return done
+
+
+def run_requests(
+    run: RequestRun, out: str | Path | None = None, *, log: Callable[[str], None] = print
+) -> RequestRunResult:
+    """Run ``run`` into ``out`` (default ``runs/<folder name>``), resuming or reusing what is there."""
+    chosen = out is not None
+    out = Path(out) if out is not None else Path("runs") / run.folder_name()
+    check_writable(out, chosen)
+    created = not out.exists()
+    with folder_lock(out):
+        return _run_locked(run, out, chosen, created, log)
+
+
+def _run_locked(
+    run: RequestRun, out: Path, chosen: bool, created: bool, log: Callable[[str], None]
+) -> RequestRunResult:
+    key = run.key()
+    state, stored = _state(out, key)
+    fingerprint = run.model.fingerprint()
+    if state in ("resume", "finished"):
+        check_same_model(out, run.model.name, stored, fingerprint)
+    claim_out_dir(out, {**key, "model_fingerprint": fingerprint, "signature": run.signature(fingerprint)}, state)
+    items = run.task.first_templates(run.task.items(), run.limit)
+    pred_path, chunks = out / "predictions.parquet", out / ".chunks"
+    t0 = time.perf_counter()
+    if pred_path.is_file():
+        predictions = read_parquet(pred_path, fix="delete it and rerun the same command (it predicts again)")
+        meta = read_json_object(out / "model.json", fix="delete it and rerun") if (out / "model.json").is_file() else {}
+        reused, n_predicted = True, 0
+        log(f"reusing the finished predictions in {pred_path} (no inference); scoring again")
+    else:
+        saved = _saved(chunks)
+        todo = items[~items["id"].isin(set(saved["id"]))]
+        if state == "resume":
+            log(f"resuming the run in {out}: {len(saved)} of {len(items)} items saved")
+        n_predicted, meta = 0, {}
+        if len(todo):
+            try:
+                backend = open_backend(
+                    run.model,
+                    run.request_type,
+                    device=run.device,
+                    dtype=run.dtype,
+                    batch_size=run.batch_size,
+                    concurrency=run.concurrency,
+                    request_timeout=run.request_timeout,
+                    log=log,
+                )
+                try:
+                    meta = {**backend.metadata(), "fingerprint": fingerprint}
+                    n_predicted = _predict(run, backend, todo, chunks, log)
+                finally:
+                    backend.close()
+            except BaseException:
+                if not any(chunks.glob("chunk-*.parquet")):
+                    unclaim_out_dir(out, created)  # a start that saved nothing leaves no folder behind
+                raise
+        saved = _saved(chunks).drop_duplicates("id", keep="last")
+        predictions = items.drop(columns=["split"], errors="ignore").copy()
+        predictions["method"] = run.method
+        predictions = predictions.merge(saved, on="id", how="left", validate="one_to_one")
+        with atomic_path(pred_path) as tmp:
+            predictions.to_parquet(tmp, index=False)
+        write_json(out / "model.json", meta or {"fingerprint": fingerprint})
+        shutil.rmtree(chunks, ignore_errors=True)
+        reused = n_predicted == 0
+    timings = {"predict_s": time.perf_counter() - t0}
+    record = _record(run, predictions, meta, fingerprint, reused, timings)
+    write_record(out, record)
+    write_metrics_report(out, record, predictions)
+    return RequestRunResult(out=out, record=record, reused_predictions=reused, n_predicted=n_predicted)
+
+
+def _record(
+    run: RequestRun,
+    predictions: pd.DataFrame,
+    meta: dict[str, Any],
+    fingerprint: dict[str, Any],
+    reused: bool,
+    timings: dict[str, float],
+) -> RunRecord:
+    """The result record: the declared metrics per group with CIs over clusters, and what produced them."""
+    spec, groups = run.task.spec, run.task.spec.groups
+    assert groups is not None  # a requests task's spec always has them (tasks.spec checks)
+    t0 = time.perf_counter()
+    headline = run.task.headline_gap if spec.extra.get("headline_gap") else None
+    results = group_metrics(
+        predictions,
+        metrics=[(m.name, m.column) for m in spec.metrics],
+        group_column=groups.column,
+        order=groups.order,
+        cluster_column=groups.cluster,
+        breakdowns=groups.breakdowns,
+        headline=headline,
+        n_resamples=run.n_resamples,
+        seed=run.seed,
+    )
+    timings = {**timings, "score_s": time.perf_counter() - t0}
+    return RunRecord(
+        task=run.task.name,
+        benchmark=run.task.benchmark,
+        method=run.method,
+        request_type=run.request_type,
+        model=run.model.name,
+        model_fingerprint=fingerprint,
+        signature=run.signature(fingerprint),
+        settings={**run.key(), "n_resamples": run.n_resamples, "seed": run.seed},
+        declared_metrics=[
+            {
+                "name": m.name,
+                "column": m.column,
+                "title": m.title,
+                "higher_is_better": m.higher_is_better,
+                "decimals": m.decimals,
+            }
+            for m in spec.metrics
+        ],
+        groups={
+            "column": groups.column,
+            "order": list(groups.order),
+            "cluster": groups.cluster,
+            "breakdowns": list(groups.breakdowns),
+            "headline": list(headline) if headline else None,
+        },
+        results=results,
+        n_items=len(predictions),
+        backend={k: v for k, v in meta.items() if k != "fingerprint"},
+        timings_s=timings,
+        reused_predictions=reused,
+        finished=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    )

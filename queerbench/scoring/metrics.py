@@ -1,0 +1,112 @@
+"""Per-group statistics of a task's declared metrics, computed once for every task that declares them.
+
+A ``requests`` task (:mod:`queerbench.tasks.spec`) declares its metrics (each a per-item numeric column, e.g. 0/1
+``correct``) and its groups (an item column, their order, the column whose values are the clusters a confidence
+interval resamples — templates — and further columns to break each metric down by). For every metric, every group
+and every breakdown value this module gives the mean over items, a 95% percentile bootstrap interval over clusters
+(templates resampled with replacement, items kept with their template, as for the QueerBench score), and the counts
+of items and clusters. The task's headline comparison (two groups) gets the difference of their means with a
+bootstrap interval paired by template: both groups of one replicate use the same resampled templates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from queerbench.scoring.uncertainty import percentile_ci
+
+__all__ = ["GroupStat", "group_metrics"]
+
+MIN_CLUSTERS_FOR_CI = 2
+"""Fewer clusters than this give no interval (one template resampled is always itself)."""
+
+
+@dataclass(frozen=True)
+class GroupStat:
+    """One metric over one group's items: mean, 95% bootstrap CI over clusters (None when it cannot be had), the
+    number of items and of clusters (templates) they come from."""
+
+    value: float | None
+    ci: list[float] | None
+    n: int
+    n_clusters: int
+
+
+def _replicates(values: np.ndarray, mask: np.ndarray, cl: np.ndarray, weights: np.ndarray, t: int) -> np.ndarray:
+    """The bootstrap replicates of the mean of ``values[mask]``, one per row of cluster resample ``weights``."""
+    counts = np.bincount(cl[mask], minlength=t).astype(float)
+    sums = np.bincount(cl[mask], weights=values[mask], minlength=t)
+    with np.errstate(invalid="ignore", divide="ignore"):  # a replicate without the group: NaN, dropped
+        return (weights @ sums) / (weights @ counts)
+
+
+def _stat(values: np.ndarray, mask: np.ndarray, cl: np.ndarray, weights: np.ndarray, t: int) -> GroupStat:
+    n = int(mask.sum())
+    n_clusters = int(np.unique(cl[mask]).size)
+    if n == 0:
+        return GroupStat(value=None, ci=None, n=0, n_clusters=0)
+    ci = percentile_ci(_replicates(values, mask, cl, weights, t)) if n_clusters >= MIN_CLUSTERS_FOR_CI else None
+    return GroupStat(value=float(values[mask].mean()), ci=ci, n=n, n_clusters=n_clusters)
+
+
+def group_metrics(
+    frame: pd.DataFrame,
+    *,
+    metrics: Sequence[tuple[str, str]],
+    group_column: str,
+    order: Sequence[str],
+    cluster_column: str,
+    breakdowns: Sequence[str] = (),
+    headline: tuple[str, str] | None = None,
+    n_resamples: int = 1000,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """The statistics of each ``(name, column)`` in ``metrics`` over ``frame``'s items.
+
+    Returns ``{name: {"groups": {group: GroupStat-as-dict}, "by": {column: {value: ...}}, "overall": ...,
+    "headline": {"groups": [a, b], "gap": a − b, "ci": [lo, hi] | None} | None}}``; groups in ``order`` (a group
+    without items has ``value`` None), breakdown values in order of first appearance. One set of cluster resamples
+    (``n_resamples``, ``seed``) serves every metric and group, so intervals of one run are paired."""
+    _, cl = np.unique(frame[cluster_column].to_numpy(), return_inverse=True)
+    t = int(cl.max()) + 1 if len(cl) else 0
+    rng = np.random.default_rng(seed)
+    weights = rng.multinomial(t, np.full(t, 1.0 / t), size=n_resamples).astype(float) if t else np.zeros((0, 0))
+    labels = frame[group_column].astype(str).to_numpy()
+    everything = np.ones(len(frame), dtype=bool)
+    out: dict[str, Any] = {}
+    for name, column in metrics:
+        values = pd.to_numeric(frame[column], errors="coerce").to_numpy(dtype=float)
+        if np.isnan(values).any():
+            raise ValueError(f"metric {name!r}: column {column!r} holds values that are not numbers")
+        block: dict[str, Any] = {
+            "overall": asdict(_stat(values, everything, cl, weights, t)),
+            "groups": {g: asdict(_stat(values, labels == g, cl, weights, t)) for g in order},
+            "by": {
+                by: {
+                    str(v): asdict(_stat(values, frame[by].astype(str).to_numpy() == str(v), cl, weights, t))
+                    for v in dict.fromkeys(frame[by].astype(str))
+                }
+                for by in breakdowns
+            },
+            "headline": None,
+        }
+        if headline is not None:
+            a, b = headline
+            ga, gb = block["groups"].get(a), block["groups"].get(b)
+            if ga and gb and ga["value"] is not None and gb["value"] is not None:
+                diff = _replicates(values, labels == a, cl, weights, t) - _replicates(
+                    values, labels == b, cl, weights, t
+                )
+                enough = min(ga["n_clusters"], gb["n_clusters"]) >= MIN_CLUSTERS_FOR_CI
+                block["headline"] = {
+                    "groups": [a, b],
+                    "gap": ga["value"] - gb["value"],
+                    "ci": percentile_ci(diff) if enough else None,
+                }
+        out[name] = block
+    return out

@@ -1,0 +1,215 @@
+"""The request runner (queerbench.run.requests) on a toy task and a fake backend: what it writes, its record, its
+statistics, resume after an interruption, reuse, and the refusals made before any work."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from queerbench.models.registry import ModelRef
+from queerbench.models.requests import (
+    FillMaskResult,
+    GenerateResult,
+    LoglikelihoodResult,
+    UnsupportedRequestError,
+)
+from queerbench.reporting.record import RECORD_VERSION, read_record
+
+TOY = Path(__file__).parent / "data" / "request_task"
+
+
+def _prefers_yes(text: str) -> bool:
+    """The fake model: right for group a (it reads the template and item number), always 'no' for group b."""
+    t, group, i = re.search(r"Template (\d) of ([ab])(\d)", text).groups()  # type: ignore[union-attr]
+    return group == "a" and (t == "1" or (t == "2" and i == "0"))
+
+
+class FakeBackend:
+    name = "fake"
+
+    def __init__(self, types: frozenset[str], fail_after: int | None = None) -> None:
+        self.request_types = types
+        self.calls: list[int] = []
+        self.fail_after = fail_after
+
+    def _called(self, n: int) -> None:
+        if self.fail_after is not None and len(self.calls) >= self.fail_after:
+            raise KeyboardInterrupt
+        self.calls.append(n)
+
+    def fingerprint(self) -> dict[str, Any]:
+        return {"kind": "fake"}
+
+    def metadata(self) -> dict[str, Any]:
+        return {"backend": "fake"}
+
+    def fill_mask(self, requests, tick=None):
+        self._called(len(requests))
+        return [FillMaskResult((0.0, 1.0) if _prefers_yes(r.text) else (1.0, 0.0)) for r in requests]
+
+    def loglikelihood(self, requests, tick=None):
+        self._called(len(requests))
+        out = []
+        for r in requests:
+            yes = r.continuation.endswith("says yes.")
+            good = yes == _prefers_yes(r.continuation)
+            out.append(LoglikelihoodResult(logprob=-1.0 if good else -5.0, n_tokens=2))
+        return out
+
+    def generate(self, requests, tick=None):
+        self._called(len(requests))
+        return [GenerateResult("yes" if _prefers_yes(r.prompt) else "no") for r in requests]
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.fixture
+def toy(fresh_registry: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
+    """The toy task registered, a fake backend in place of the real ones, every model a causal LM."""
+    import queerbench.run.requests as runner
+
+    fresh_registry.setenv("QUEERBENCH_TASK_PATH", str(TOY))
+    state: dict[str, Any] = {"backends": [], "fail_after": None}
+
+    def open_backend(ref: ModelRef, request_type: str, **_: Any) -> FakeBackend:
+        backend = FakeBackend(frozenset({request_type}), state["fail_after"])
+        state["backends"].append(backend)
+        return backend
+
+    fresh_registry.setattr(runner, "open_backend", open_backend)
+    fresh_registry.setattr(runner, "check_request_type", lambda ref, t: None)
+    fresh_registry.setattr(runner, "resolve_method", lambda m, *a: "scored" if m == "auto" else m)
+    fresh_registry.setattr(ModelRef, "fingerprint", lambda self, **_: {"kind": "fake", "model": self.name})
+    yield state
+
+
+def _run(out: Path, method: str = "scored", **kwargs: Any):
+    from queerbench.run.requests import resolve_request_run, run_requests
+
+    run = resolve_request_run("toy-requests", model="embedded:smollm2-135m-instruct", method=method, **kwargs)
+    return run_requests(run, out, log=lambda _: None)
+
+
+@pytest.mark.parametrize("method", ["mlm", "scored", "instructed"])
+def test_a_run_writes_items_with_their_scores_and_the_declared_metric_per_group(toy, tmp_path, method):
+    result = _run(tmp_path / "run", method, n_resamples=200)
+    predictions = pd.read_parquet(tmp_path / "run" / "predictions.parquet")
+    assert len(predictions) == 16 and set(predictions["method"]) == {method}
+    assert {"masked_sentence", "label", "choice", "correct", "scores"} <= set(predictions.columns)
+    by_group = predictions.groupby("group")["correct"].mean()
+    assert by_group["a"] == 1.0 and by_group["b"] == 0.625
+    record = read_record(tmp_path / "run" / "scores.json")
+    assert record == result.record and record.record_version == RECORD_VERSION
+    accuracy = record.results["accuracy"]
+    assert accuracy["groups"]["a"]["value"] == 1.0 and accuracy["groups"]["b"]["value"] == 0.625
+    assert accuracy["groups"]["b"]["n"] == 8 and accuracy["groups"]["b"]["n_clusters"] == 4
+    lo, hi = accuracy["groups"]["b"]["ci"]
+    assert lo < 0.625 < hi
+    assert accuracy["headline"]["gap"] == 0.375 and accuracy["headline"]["groups"] == ["a", "b"]
+    assert set(accuracy["by"]["label"]) == {"yes", "no"}
+    assert record.method == method and record.task == "toy-requests"
+    assert f"method:{method}" in record.signature and "task:toy-requests" in record.signature
+    report = (tmp_path / "run" / "report.md").read_text()
+    assert "## Accuracy (higher is better)" in report and "a − b: **0.375**" in report
+    assert (tmp_path / "run" / "metrics.png").stat().st_size > 0
+    assert not (tmp_path / "run" / ".chunks").exists()
+
+
+def test_an_interrupted_run_resumes_with_only_the_items_not_saved_and_ends_as_an_uninterrupted_one(toy, tmp_path):
+    import queerbench.run.requests as runner
+
+    toy["fail_after"] = 0
+    with pytest.raises(KeyboardInterrupt):
+        _run(tmp_path / "cut")
+    assert not (tmp_path / "cut").exists()  # nothing saved: no folder left behind
+    runner_part = runner.PART_ITEMS
+    try:
+        runner.PART_ITEMS = 5
+        toy["fail_after"] = 2
+        with pytest.raises(KeyboardInterrupt):
+            _run(tmp_path / "cut")
+        saved = list((tmp_path / "cut" / ".chunks").glob("chunk-*.parquet"))
+        assert len(saved) == 2
+        toy["fail_after"] = None
+        _run(tmp_path / "cut")
+        assert toy["backends"][-1].calls == [2 * 5, 2 * 1]  # 6 items left: parts of 5 and 1, two requests each
+    finally:
+        runner.PART_ITEMS = runner_part
+    _run(tmp_path / "whole")
+    cut = pd.read_parquet(tmp_path / "cut" / "predictions.parquet")
+    whole = pd.read_parquet(tmp_path / "whole" / "predictions.parquet")
+    pd.testing.assert_frame_equal(cut, whole)
+    assert (
+        read_record(tmp_path / "cut" / "scores.json").results == read_record(tmp_path / "whole" / "scores.json").results
+    )
+
+
+def test_a_finished_run_is_reused_without_asking_the_model(toy, tmp_path):
+    _run(tmp_path / "run")
+    n = len(toy["backends"])
+    again = _run(tmp_path / "run")
+    assert again.reused_predictions and len(toy["backends"]) == n
+
+
+def test_a_folder_of_another_run_or_of_other_files_is_refused_before_any_request(toy, tmp_path):
+    _run(tmp_path / "run", limit=2)
+    with pytest.raises(FileExistsError, match=r"holds another run .*limit: 2 there, None now"):
+        _run(tmp_path / "run")
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "notes.txt").write_text("mine")
+    n = len(toy["backends"])
+    with pytest.raises(FileExistsError, match="not empty and holds no queerbench run"):
+        _run(tmp_path / "other")
+    assert len(toy["backends"]) == n and (tmp_path / "other" / "notes.txt").read_text() == "mine"
+
+
+def test_limit_keeps_the_first_templates_and_a_limit_over_all_is_none(toy, tmp_path):
+    result = _run(tmp_path / "two", limit=2)
+    assert result.record.n_items == 8 and result.record.settings["limit"] == 2
+    from queerbench.run.requests import resolve_request_run
+
+    assert resolve_request_run("toy-requests", model="embedded:smollm2-135m-instruct", limit=9).limit is None
+
+
+def test_a_request_type_the_model_cannot_answer_is_one_line_before_any_folder(toy, tmp_path, monkeypatch):
+    import queerbench.run.requests as runner
+
+    def refuse(ref: ModelRef, request_type: str) -> None:
+        raise UnsupportedRequestError(f"{ref.name} cannot answer {request_type} requests")
+
+    monkeypatch.setattr(runner, "check_request_type", refuse)
+    with pytest.raises(UnsupportedRequestError, match="cannot answer fill_mask"):
+        _run(tmp_path / "run", "mlm")
+    assert not (tmp_path / "run").exists() and toy["backends"] == []
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"limit": 0}, "--limit must be at least 1"),
+        ({"batch_size": 0}, "--batch-size must be a positive integer"),
+        ({"seed": -1}, "--seed must be a non-negative integer"),
+        ({"dtype": "int3"}, "--dtype must be one of"),
+    ],
+)
+def test_bad_settings_are_one_line_before_anything(toy, tmp_path, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        _run(tmp_path / "run", **kwargs)
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_record_of_another_version_is_refused_in_one_line(toy, tmp_path):
+    import json
+
+    _run(tmp_path / "run")
+    path = tmp_path / "run" / "scores.json"
+    data = json.loads(path.read_text())
+    path.write_text(json.dumps({**data, "record_version": 99}))
+    with pytest.raises(ValueError, match="version 99, this queerbench reads version 1"):
+        read_record(path)
