@@ -213,3 +213,26 @@ def test_a_record_of_another_version_is_refused_in_one_line(toy, tmp_path):
     path.write_text(json.dumps({**data, "record_version": 99}))
     with pytest.raises(ValueError, match="version 99, this queerbench reads version 1"):
         read_record(path)
+
+
+def test_eval_runs_a_requests_task_per_method_and_lists_its_rows_in_results_and_the_card(toy, tmp_path):
+    from queerbench.results.eval import EvalSettings, run_eval
+    from queerbench.results.folders import folder_rows
+
+    document = run_eval(
+        EvalSettings(model="embedded:smollm2-135m-instruct", tasks=("toy-requests",), n_bootstrap=100),
+        tmp_path / "eval",
+        log=lambda _: None,
+    )
+    done = {p["folder"]: p["status"] for p in document["parts"]}
+    assert done == {"toy-requests-scored": "done", "toy-requests-instructed": "done"}
+    rows = document["rows"]
+    assert [(r["task"], r["method"], r["metric"]) for r in rows] == [
+        ("toy-requests", "scored", "Accuracy"),
+        ("toy-requests", "instructed", "Accuracy"),
+    ]
+    assert rows[0]["scores"] == {"a": 1.0, "b": 0.625} and rows[0]["gap"]["diff"] == 0.375
+    part = folder_rows(tmp_path / "eval" / "toy-requests-scored")
+    assert part[0].scores == rows[0]["scores"] and part[0].ci["b"] is not None
+    card = (tmp_path / "eval" / "card.md").read_text()
+    assert "toy-requests" in card and "Accuracy" in card

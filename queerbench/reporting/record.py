@@ -15,8 +15,9 @@ from typing import Any
 
 from queerbench import __version__
 from queerbench.base.files import read_json_object, write_json
+from queerbench.reporting.rows import ResultRow
 
-__all__ = ["RECORD_VERSION", "RunRecord", "read_record", "write_record"]
+__all__ = ["RECORD_VERSION", "RunRecord", "is_record", "read_record", "record_rows", "write_record"]
 
 RECORD_VERSION = 1
 """The record's schema version (``record_version`` in ``scores.json``); a reader refuses others in one line."""
@@ -80,3 +81,41 @@ def write_record(out: Path, record: RunRecord) -> Path:
 def read_record(path: Path) -> RunRecord:
     """The record a ``scores.json`` holds (one line when it is unreadable or of another version)."""
     return RunRecord.from_json(read_json_object(path, fix="rerun the same command"), where=str(path))
+
+
+def record_rows(record: RunRecord, source: str = "") -> list[ResultRow]:
+    """The result rows of a record, one per declared metric (what the card, ``compare``, the leaderboard and the
+    Space show): its per-group values with CIs and counts, the headline gap, what produced it."""
+    rows = []
+    for metric in record.declared_metrics:
+        block = record.results[metric["name"]]
+        groups = block["groups"]
+        head = block.get("headline")
+        gap = {}
+        if head:
+            gap = {"groups": " - ".join(head["groups"]), "diff": head["gap"], "ci": head["ci"], "p_value": None}
+        rows.append(
+            ResultRow(
+                task=record.task,
+                benchmark=record.benchmark,
+                model=record.model,
+                method=record.method,
+                k=None,
+                toxicity="none",
+                scores={g: s["value"] for g, s in groups.items()},
+                ci={g: s["ci"] for g, s in groups.items()},
+                n={g: s["n"] for g, s in groups.items()},
+                gap=gap,
+                limit=record.settings.get("limit"),
+                metric=metric["title"],
+                extra={"higher_is_better": metric["higher_is_better"], "overall": block["overall"]},
+                signature=record.signature,
+                source=source,
+            )
+        )
+    return rows
+
+
+def is_record(document: Any) -> bool:
+    """Whether a ``scores.json`` document is a result record (of any version) rather than a blanks run's scores."""
+    return isinstance(document, dict) and "record_version" in document

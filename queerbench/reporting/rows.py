@@ -103,6 +103,16 @@ class ResultRow:
         for an imported subset, which sentences), metric."""
         return (self.task, self.k, self.toxicity, self.limit, self.sentences, self.metric)
 
+    @property
+    def higher_is_better(self) -> bool:
+        """Which way the row's metric is better: a declared metric says so (``extra["higher_is_better"]``); the
+        QueerBench score and the task's own harm scores are lower-is-less-harmful."""
+        return bool(self.extra.get("higher_is_better", False))
+
+    def direction(self) -> str:
+        """The row's metric's direction in words (``higher is better`` / ``lower is less harmful``)."""
+        return "higher is better" if self.higher_is_better else "lower is less harmful"
+
     def headline(self, group: str) -> float | None:
         """The score of ``group`` (None when not scored)."""
         value = self.scores.get(group)

@@ -194,19 +194,26 @@ def model_index(document: dict[str, Any]) -> list[dict[str, Any]]:
             results.append(
                 EvalResult(
                     task_type="fill-mask" if row.method == "mlm" else "text-generation",
-                    task_name=f"{row.benchmark} ({row.task}, {row.method}, k={row.k})",
+                    task_name=f"{row.benchmark} ({row.task}, {row.method}"
+                    + (f", k={row.k})" if row.k is not None else ")"),
                     dataset_type=DATASET,
                     dataset_name=f"{row.benchmark} ({row.task})",
                     dataset_config=row.task,
                     dataset_revision=f"v{__version__}",
                     metric_type=f"{row.task}_{row.method}{k_part}_{group}".replace("-", "_").replace(" ", "_"),
-                    metric_name=f"{row.metric} ({group}, lower is less harmful)",
+                    metric_name=f"{row.metric} ({group}, {row.direction()})",
                     metric_value=round(float(value), 4),
                     metric_args={"signature": row.signature, "k": row.k, "limit": row.limit},
                 )
             )
     name = str(document.get("model") or "embedded:smollm2-135m-instruct")
     return eval_results_to_model_index(name, results) if results else []
+
+
+def _declared(rows: list[ResultRow]) -> str:
+    """A sentence per metric a task declares (not the QueerBench score): its name and which way is better."""
+    declared = dict.fromkeys(f"{r.metric}: {r.direction()}" for r in rows if "higher_is_better" in r.extra)
+    return "".join(f" {d}." for d in declared)
 
 
 def card_markdown(document: dict[str, Any], figure: str | None) -> str:
@@ -224,7 +231,7 @@ def card_markdown(document: dict[str, Any], figure: str | None) -> str:
         f"k = {document['settings'].get('top_k')} (a pass of a published protocol runs at the k of its published rows: "
         f"each row says its k); toxicity scorer: {document['settings'].get('toxicity')}.",
         "",
-        f"Lower QueerBench scores are less harmful. {score_range(rows)} A gap is the first group's score minus the "
+        f"Lower QueerBench scores are less harmful. {score_range(rows)}{_declared(rows)} A gap is the first group's score minus the "
         "second's; its CI (a bootstrap over templates) and its p-value (a sign-flip test swapping each template's two "
         "groups) both ask how far it moves when the templates change; from fewer than 6 templates it has no CI.",
         "",

@@ -35,6 +35,7 @@ from queerbench.models.registry import model_ref
 from queerbench.reporting.rows import ResultRow, coverage_label
 from queerbench.results.folders import folder_kind, folder_rows
 from queerbench.run.pipeline import RunOptions, run_benchmark
+from queerbench.run.requests import RequestRun, resolve_request_run, run_requests
 from queerbench.tasks import Task, all_tasks, get_task, task_names
 
 __all__ = [
@@ -158,6 +159,8 @@ def _task_parts(task: Task, methods: list[str], settings: EvalSettings) -> list[
     """A task's parts for a model of ``methods``: its passes of those methods, in the model's order of methods (one
     part for a probes task); each folder once."""
     usable = sorted((p for p in task.eval_passes if p.method in methods), key=lambda p: methods.index(p.method))
+    if task.runs_requests:  # a part per method, on the request runner
+        return [EvalPart(task.name, p.method, f"{task.name}-{p.method}", about=p.note) for p in usable]
     if not task.runs_blanks:
         return [EvalPart(task.name, None, task.name, about=usable[0].note)] if usable else []
     parts: dict[str, EvalPart] = {}
@@ -382,12 +385,35 @@ def _part_options(part: EvalPart, settings: EvalSettings, out: Path) -> RunOptio
     )
 
 
+def _request_run(part: EvalPart, settings: EvalSettings) -> RequestRun:
+    """A part of a ``requests`` task, resolved as ``queerbench run`` resolves it (one line per bad value)."""
+    task = get_task(part.task)
+    return resolve_request_run(
+        part.task,
+        model=settings.model,
+        endpoint=settings.endpoint,
+        revision=settings.revision,
+        method=part.method or "auto",
+        limit=task.eval_limit(settings.limit),
+        device=settings.device,
+        dtype=settings.dtype,
+        concurrency=settings.concurrency,
+        request_timeout=settings.request_timeout,
+        n_resamples=settings.n_bootstrap,
+        seed=settings.seed,
+    )
+
+
 def check_settings(settings: EvalSettings, parts: list[EvalPart]) -> None:
     """Check every setting of the eval once, before anything is written or asked: each part that will run gets the
     options it runs with, so a bad value (``--concurrency 0``, ``--toxicity banana``, ``--seed -1``,
     ``--bootstrap -1``) is the one line ``queerbench run`` gives for it."""
     for part in parts:
-        if not part.skipped:
+        if part.skipped:
+            continue
+        if get_task(part.task).runs_requests:
+            _request_run(part, settings)
+        else:
             _part_options(part, settings, Path("."))
 
 
@@ -395,6 +421,9 @@ def _run_part(part: EvalPart, settings: EvalSettings, out: Path, log: Callable[[
     """Run one part into ``out/part.folder``."""
     task = get_task(part.task)
     folder = out / part.folder
+    if task.runs_requests:
+        run_requests(_request_run(part, settings), folder, log=log)
+        return
     if not task.runs_blanks:
         task.run(
             folder,

@@ -159,7 +159,8 @@ def _notes(row: ResultRow) -> str:
         coverage = f"--limit {row.limit}: the first {row.limit} {templates} of each task only, a quick pass not comparable with whole runs"
     else:
         coverage = "all templates"
-    direction = ", lower is less harmful" if row.metric == "QueerBench score" else ""
+    declared = "higher_is_better" in row.extra  # a metric a task declares says which way is better
+    direction = f", {row.direction()}" if declared or row.metric == "QueerBench score" else ""
     k = row.k if row.k is not None else "n/a"
     return f"{row.metric}{direction}; method {row.method}; k={k}; toxicity {row.toxicity}; {coverage}"
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from queerbench.base.files import read_json, read_json_object
+from queerbench.reporting.record import is_record, read_record, record_rows
 from queerbench.reporting.rows import ResultRow, row_problem, toxicity_label
 from queerbench.results.compare import check_scores_document
 from queerbench.tasks import Task, all_tasks
@@ -140,5 +141,8 @@ def folder_rows(folder: Path) -> list[ResultRow]:
             raise _not_ours(path)
         return [ResultRow.from_dict(r, f"{path} row {i}", fix=_REEVAL) for i, r in enumerate(document["rows"])]
     if kind == "run":
+        document = read_json(folder / "scores.json", fix="rerun the command that wrote it with the same --out")
+        if is_record(document):  # a run on the request runner: its typed record
+            return record_rows(read_record(folder / "scores.json"), source=str(folder))
         return [run_row(folder)]
     return _task_rows(all_tasks()[kind], folder)

@@ -179,7 +179,10 @@ class Task:
     def leaderboard_metrics(self) -> dict[str, str]:
         """The metrics this task's result rows report (their ``metric``), each with the short id that names it in a
         Hub task id (an eval's ``.eval_results`` entries and the benchmark's ``eval.yaml``): a ``blanks`` task's rows
-        hold the QueerBench score; a ``probes`` task names its own."""
+        hold the QueerBench score; a ``requests`` task's rows its declared metrics (by title, with their names); a
+        ``probes`` task names its own."""
+        if self.runs_requests:
+            return {m.title: m.name for m in self.spec.metrics}
         return {"QueerBench score": "score"} if self.runs_blanks else {}
 
     @property
