@@ -144,6 +144,26 @@ def test_a_reply_echoing_the_key_is_stored_scrubbed(tmp_path: Path, monkeypatch)
     assert KEY not in _all_text(out)
 
 
+def test_a_reply_echoing_the_urls_basic_credentials_is_stored_scrubbed(tmp_path: Path, monkeypatch):
+    # S5 with S2's URL: without OPENAI_API_KEY the userinfo is sent as Basic auth; a server echoing that header puts
+    # base64("user:password") in the reply, which is the password: masked like the key, in no stored file or cache
+    import base64
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    token = base64.b64encode(f"user:{PASSWORD}".encode()).decode()
+    out = tmp_path / "run"
+    with EchoServer(lambda auth, body: f"doctor (you sent {auth})") as server:
+        url = f"http://user:{PASSWORD}@127.0.0.1:{server.port}/v1?api-key={QUERY_KEY}"
+        args = ["run", "--endpoint", url, "--model", "served", "--limit", "1", "--top-k", "1", "--out", str(out)]
+        assert main([*args, *FAST]) == 0
+    assert set(server.auth) == {f"Basic {token}"}  # the credentials were sent
+    preds = pd.read_parquet(out / "predictions.parquet")
+    assert all(r == ["doctor (you sent Basic ***)"] for r in preds["reply"].map(list))
+    stored = _all_text(out)
+    for secret in (token, PASSWORD, QUERY_KEY):
+        assert secret not in stored
+
+
 def test_a_reply_far_longer_than_asked_is_cut_and_marked(tmp_path: Path, monkeypatch, caplog):
     # H5: 8 tokens asked, 200,000 characters sent: the stored reply is cut at 8 x 32 characters, marked truncated
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")

@@ -14,6 +14,7 @@ with the ``Authorization`` header it was sent), without touching its layout.
 
 from __future__ import annotations
 
+import base64
 import re
 from collections.abc import Iterable
 from urllib.parse import unquote, urlsplit, urlunsplit
@@ -76,17 +77,32 @@ def redact_url(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
+def _basic_token(user: str, password: str) -> str:
+    """The ``Authorization: Basic`` token the request sends for ``user:password`` (base64, as urllib3 encodes it):
+    the password itself, for anyone who decodes it."""
+    pair = f"{user}:{password}"
+    try:
+        raw = pair.encode("latin-1")
+    except UnicodeEncodeError:
+        raw = pair.encode("utf-8")
+    return base64.b64encode(raw).decode("ascii")
+
+
 def url_secrets(url: str) -> list[str]:
     """The secrets ``url`` carries (its userinfo's password, its secret query values), as written and
-    percent-decoded: what :func:`redact_secrets` masks in a reply a server may have echoed them into. Values under
-    four characters are left out (no real secret is that short, and masking them would garble replies)."""
+    percent-decoded, and the Basic token its userinfo is sent as: what :func:`redact_secrets` masks in a reply a
+    server may have echoed them into (a server echoing the ``Authorization`` header it was sent). Values under four
+    characters are left out (no real secret is that short, and masking them would garble replies)."""
     try:
         parts = urlsplit(str(url))
     except ValueError:
         return []
     found: list[str] = []
-    if parts.password:
-        found.append(parts.netloc.rpartition("@")[0].partition(":")[2])
+    if "@" in parts.netloc:
+        user, _, password = parts.netloc.rpartition("@")[0].partition(":")
+        if password:
+            found.append(password)
+        found.append(_basic_token(unquote(user), unquote(password)))
     for name, value in _query_pairs(parts.query) if parts.query else []:
         if value and value != MASK and is_secret_name(unquote(name)):
             found.append(value)
