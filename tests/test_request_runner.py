@@ -236,3 +236,38 @@ def test_eval_runs_a_requests_task_per_method_and_lists_its_rows_in_results_and_
     assert part[0].scores == rows[0]["scores"] and part[0].ci["b"] is not None
     card = (tmp_path / "eval" / "card.md").read_text()
     assert "toy-requests" in card and "Accuracy" in card
+
+
+def _cli(*argv: str) -> int:
+    from queerbench.cli import main
+
+    return main(list(argv))
+
+
+def test_compare_of_request_runs_tables_each_declared_metric_and_refuses_a_mix_or_a_repeat(toy, tmp_path, capsys):
+    _run(tmp_path / "scored", "scored", n_resamples=100)
+    _run(tmp_path / "mlm", "mlm", limit=2, n_resamples=100)
+    assert _cli("compare", str(tmp_path / "scored"), str(tmp_path / "mlm"), "--out", str(tmp_path / "cmp")) == 0
+    md = (tmp_path / "cmp" / "compare.md").read_text()
+    assert "## Accuracy (higher is better)" in md and "| run | a | b |" in md
+    assert "1.000 [1.000, 1.000] (n=8)" in md and "· limit2 |" in md
+    assert "differ in templates covered (--limit) (2, all)" in md
+    table = pd.read_csv(tmp_path / "cmp" / "compare.csv", header=[0, 1], index_col=0)
+    assert table[("accuracy", "b")].tolist() == [0.625, 0.5]
+    assert (tmp_path / "cmp" / "compare_heatmap.png").stat().st_size > 0
+    assert _cli("compare", str(tmp_path / "scored"), str(tmp_path / "scored"), "--out", str(tmp_path / "c2")) == 2
+    assert "twice" in capsys.readouterr().err
+
+
+def test_leaderboard_show_ranks_request_rows_by_their_declared_direction(toy, tmp_path):
+    from queerbench.reporting.record import read_record, record_rows
+    from queerbench.results.leaderboard import leaderboard_markdown
+
+    _run(tmp_path / "scored", "scored", n_resamples=100)
+    good = record_rows(read_record(tmp_path / "scored" / "scores.json"), "good")[0]
+    worse = record_rows(read_record(tmp_path / "scored" / "scores.json"), "worse")[0]
+    worse.model, worse.scores = "other", {"a": 0.25, "b": 0.625}
+    md = leaderboard_markdown([worse, good])
+    assert "Ranked by the a score (Accuracy, higher is better)." in md
+    assert md.index("| 1 | **embedded:smollm2-135m-instruct**") < md.index("| 2 | **other**")
+    assert "loglikelihood requests" in md and "k=None" not in md

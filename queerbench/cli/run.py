@@ -203,18 +203,34 @@ def _run(args: argparse.Namespace) -> int:
 
 def _compare(args: argparse.Namespace) -> int:
     from queerbench.base.files import read_json
+    from queerbench.reporting.record import is_record, read_record
     from queerbench.results.compare import check_scores_document, compare_cells, compare_runs, compare_warnings
+    from queerbench.results.compare_records import compare_records, record_warnings
 
     if Path(args.out).exists() and not Path(args.out).is_dir():
         raise ValueError(f"--out {args.out} is a file; choose a folder for compare.md, compare.csv and the heatmap")
-    runs = []
+    runs, records = [], []
     for folder in args.runs:
         path = Path(folder) / "scores.json"
         if not path.is_file():
             raise FileNotFoundError(f"{folder} has no scores.json: is it a finished `queerbench run` folder?")
         doc = read_json(path, fix="delete it and rerun `queerbench run` for that folder (it re-scores the predictions)")
+        if is_record(doc):  # a run on the request runner: its typed record
+            records.append(read_record(path))
+            continue
         check_scores_document(doc, path)  # an object with n and queerbench per group, or one line naming the file
         runs.append({"scores": doc, "meta": doc.get("run", {"model": folder}), "dir": folder})
+    if records and runs:
+        raise ValueError(
+            "these folders mix runs of fill-in-the-blank tasks and of request tasks, whose scores measure different "
+            "things; compare each kind on its own"
+        )
+    if records:
+        md = compare_records(records, [str(f) for f in args.runs], Path(args.out))
+        for warning in record_warnings(records):
+            print(f"warning: {warning}", file=sys.stderr)
+        print(f"wrote {md}")
+        return 0
     _, md = compare_runs(runs, Path(args.out))
     print(compare_cells(runs)[2].to_string())  # QB (n) per run and group; ⚠ = n < 30
     for warning in compare_warnings(runs):

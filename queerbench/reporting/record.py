@@ -108,7 +108,12 @@ def record_rows(record: RunRecord, source: str = "") -> list[ResultRow]:
                 gap=gap,
                 limit=record.settings.get("limit"),
                 metric=metric["title"],
-                extra={"higher_is_better": metric["higher_is_better"], "overall": block["overall"]},
+                extra={
+                    "higher_is_better": metric["higher_is_better"],
+                    "overall": block["overall"],
+                    "unit": "templates",
+                    "answers": f"{record.request_type} requests",
+                },
                 signature=record.signature,
                 source=source,
             )

@@ -62,7 +62,8 @@ def rank_groups(rows: Sequence[ResultRow]) -> list[tuple[list[ResultRow], str | 
     out = []
     for group in comparable_groups(rows):
         by = _first_group(group)
-        ranked = sorted(group, key=lambda r: (r.headline(by) is None, r.headline(by) or 0.0)) if by else group
+        sign = -1.0 if group[0].higher_is_better else 1.0  # a declared metric says which way is better
+        ranked = sorted(group, key=lambda r: (r.headline(by) is None, sign * (r.headline(by) or 0.0))) if by else group
         out.append((ranked, by))
     return out
 
@@ -70,9 +71,9 @@ def rank_groups(rows: Sequence[ResultRow]) -> list[tuple[list[ResultRow], str | 
 def _title(row: ResultRow) -> str:
     """The heading of a comparable group: benchmark and task, k, toxicity scorer, what it covers, and its metric when
     that is not the QueerBench score."""
-    unit = "templates" if row.k is not None else "prompts"  # a probes task (no k) is limited in prompts
+    unit = row.extra.get("unit") or ("templates" if row.k is not None else "prompts")  # probes: limited in prompts
     covered = coverage_label(row, unit)
-    k = f"k={row.k}" if row.k is not None else "replies"
+    k = f"k={row.k}" if row.k is not None else row.extra.get("answers", "replies")
     metric = "" if row.metric == "QueerBench score" else f", {row.metric}"
     return f"{row.benchmark} `{row.task}`, {k}, toxicity: {row.toxicity}, {covered}{metric}"
 
@@ -185,7 +186,8 @@ def leaderboard_markdown(rows: Sequence[ResultRow], figure: str | None = None) -
         summary = list(dict.fromkeys(c for r in ranked for c in (r.extra.get("summary") or {})))
         lines += ["", f"## {_title(ranked[0])}", ""]
         if by:
-            lines.append(f"Ranked by the {by} score ({ranked[0].metric}).")
+            said = f", {ranked[0].direction()}" if "higher_is_better" in ranked[0].extra else ""  # a declared metric
+            lines.append(f"Ranked by the {by} score ({ranked[0].metric}{said}).")
             lines.append("")
         note = scorer_note(ranked)
         if note:
@@ -215,7 +217,9 @@ def leaderboard_markdown(rows: Sequence[ResultRow], figure: str | None = None) -
             f"- **{row.model}** (`{row.source}`): not ranked with the reference rows: {why}" for row, why in apart
         ]
     lines += ["", "## Signatures", ""]
-    lines += [f"- {row.model} ({row.task}, k={row.k}): `{row.signature}`" for row in rows]
+    lines += [
+        f"- {row.model} ({row.task}{f', k={row.k}' if row.k is not None else ''}): `{row.signature}`" for row in rows
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -399,7 +403,9 @@ def check_out_folder(out: Path) -> Path:
 
 def _line(row: ResultRow) -> str:
     """A row as one line of a table names it: model · task · method · k."""
-    return f"{row.model} · {row.task} · {row.method} · " + (f"k={row.k}" if row.k is not None else "replies")
+    return f"{row.model} · {row.task} · {row.method} · " + (
+        f"k={row.k}" if row.k is not None else row.extra.get("answers", "replies")
+    )
 
 
 def show_leaderboard(folders: Sequence[Path], out: Path, references: Sequence[ResultRow]) -> list[ResultRow]:

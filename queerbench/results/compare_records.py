@@ -1,0 +1,105 @@
+"""``queerbench compare`` of runs on the request runner: their declared metrics side by side, from the records.
+
+One table per declared metric (rows = runs, columns = the task's groups, each cell the value with its 95% CI and n),
+one heatmap of the first metric, and the differences that make runs not comparable (task, templates covered, method,
+request type) as warnings, read from the records. Runs of one task share its metrics; runs of tasks with other
+metrics are refused in one line. Nothing here knows a task, method, group or metric by name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from queerbench.base.files import atomic_path, write_text
+from queerbench.reporting.figures import heatmap_figure, model_label
+from queerbench.reporting.record import RunRecord
+from queerbench.reporting.tables import NO_DATA, markdown_table
+from queerbench.results.compare import refuse_repeats
+
+__all__ = ["compare_records", "record_labels", "record_warnings"]
+
+
+def record_labels(records: Sequence[RunRecord]) -> list[str]:
+    """``<model> · <task> · <method>`` per run, plus ``limit<N>`` for a ``--limit`` run."""
+    labels = []
+    for r in records:
+        limit = r.settings.get("limit")
+        labels.append(
+            f"{model_label(r.model)} · {r.task} · {r.method}" + (f" · limit{limit}" if limit is not None else "")
+        )
+    return labels
+
+
+def record_warnings(records: Sequence[RunRecord]) -> list[str]:
+    """What makes the runs' numbers not comparable, in words (none when they are)."""
+    warnings = []
+    for what, values in (
+        ("tasks", {r.task for r in records}),
+        ("templates covered (--limit)", {r.settings.get("limit") for r in records}),
+        ("request types", {r.request_type for r in records}),
+    ):
+        if len(values) > 1:
+            shown = ", ".join(sorted("all" if v is None else str(v) for v in values))
+            warnings.append(f"the runs differ in {what} ({shown}): their numbers measure different things")
+    return warnings
+
+
+def _cell(stat: dict | None, decimals: int) -> str:
+    if not stat or not stat.get("n"):
+        return NO_DATA
+    value = "n/a" if stat["value"] is None else f"{stat['value']:.{decimals}f}"
+    ci = f" [{stat['ci'][0]:.{decimals}f}, {stat['ci'][1]:.{decimals}f}]" if stat.get("ci") else ""
+    return f"{value}{ci} (n={stat['n']})"
+
+
+def compare_records(records: Sequence[RunRecord], folders: Sequence[str], out: Path) -> Path:
+    """Write ``compare.md``, ``compare.csv`` (every metric's value per run and group) and ``compare_heatmap.png``
+    into ``out``; returns the markdown's path. The same run given twice is refused, as ``compare`` refuses it."""
+    labels = record_labels(records)
+    refuse_repeats(labels, labels, folders)
+    metrics = {tuple(m["name"] for m in r.declared_metrics) for r in records}
+    if len(metrics) > 1:
+        raise ValueError(
+            "these runs declare different metrics (" + "; ".join(", ".join(m) for m in sorted(metrics)) + "); "
+            "compare runs of one task"
+        )
+    first = records[0]
+    order = list(dict.fromkeys(g for r in records for g in r.groups["order"]))
+    out.mkdir(parents=True, exist_ok=True)
+    warnings = record_warnings(records)
+    lines = [f"# {first.benchmark} comparison", ""]
+    lines += [f"> **Warning:** {w}" for w in warnings]
+    lines += ["> Each cell: the metric's value, its 95% bootstrap CI over templates and n (items).", ""]
+    values: dict[str, pd.DataFrame] = {}
+    for metric in first.declared_metrics:
+        name, d = metric["name"], int(metric["decimals"])
+        groups = [r.results[name]["groups"] for r in records]
+        values[name] = pd.DataFrame(
+            [[(g.get(c) or {}).get("value") for c in order] for g in groups], index=labels, columns=order
+        ).astype(float)
+        shown = pd.DataFrame([[_cell(g.get(c), d) for c in order] for g in groups], index=labels, columns=order)
+        shown.index.name = "run"
+        better = "higher is better" if metric["higher_is_better"] else "lower is better"
+        lines += [f"## {metric['title']} ({better})", "", markdown_table(shown), ""]
+    head = first.declared_metrics[0]
+    counts = pd.DataFrame(
+        [[(r.results[head["name"]]["groups"].get(c) or {}).get("n", 0) for c in order] for r in records],
+        index=labels,
+        columns=order,
+    )
+    heatmap_figure(
+        values[head["name"]],
+        out / "compare_heatmap.png",
+        f"{head['title']} per run and {first.groups['column']} ({first.benchmark})",
+        subtitle="rows: model · task · method" + (" (not all comparable: see compare.md)" if warnings else ""),
+        value_label=f"{head['title']} ({'higher' if head['higher_is_better'] else 'lower'} is better)",
+        counts=counts,
+    )
+    table = pd.concat(values, axis=1)
+    with atomic_path(out / "compare.csv") as tmp:
+        table.to_csv(tmp)
+    lines += ["![heatmap](compare_heatmap.png)", ""]
+    return write_text(out / "compare.md", "\n".join(lines))
