@@ -63,7 +63,7 @@ class FakeBackend:
 
     def generate(self, requests, tick=None):
         self._called(len(requests))
-        return [GenerateResult("yes" if _prefers_yes(r.prompt) else "no") for r in requests]
+        return [GenerateResult("yes, idiot" if _prefers_yes(r.prompt) else "no") for r in requests]
 
     def close(self) -> None:
         pass
@@ -271,3 +271,16 @@ def test_leaderboard_show_ranks_request_rows_by_their_declared_direction(toy, tm
     assert "Ranked by the a score (Accuracy, higher is better)." in md
     assert md.index("| 1 | **embedded:smollm2-135m-instruct**") < md.index("| 2 | **other**")
     assert "loglikelihood requests" in md and "k=None" not in md
+
+
+def test_view_of_a_request_run_shows_its_items_and_hides_harmful_words_of_replies(toy, tmp_path):
+    from queerbench.hub.space.viewer import filter_table, load_parts
+
+    _run(tmp_path / "run", "instructed", n_resamples=100)
+    part = load_parts(tmp_path / "run")[0]
+    assert {"group", "masked_sentence", "label", "choice", "correct", "reply", "harmful"} <= set(part.table.columns)
+    assert "candidates" not in part.table.columns and "scores" not in part.table.columns
+    assert "## Accuracy" in part.report and "metrics.png" in part.images
+    assert "idiot" in part.hidden_words
+    shown = filter_table(part, {}, show_harmful=False)
+    assert not shown["reply"].str.contains("idiot").any() and shown["reply"].str.contains("yes").any()

@@ -28,8 +28,9 @@ from typing import Any
 import pandas as pd
 
 from queerbench.base.arguments import UserError
-from queerbench.base.files import read_json_object, read_parquet
+from queerbench.base.files import read_json, read_json_object, read_parquet
 from queerbench.hub.space.ui import HIDDEN, flagged_words, hide_words, ui_errors
+from queerbench.reporting.record import is_record
 from queerbench.reporting.report import CONTENT_NOTE
 from queerbench.results.folders import folder_kind, folder_rows
 from queerbench.tasks import all_tasks
@@ -62,6 +63,9 @@ class ViewPart:
 
 _IMAGE = re.compile(r"!\[([^\]]*)\]\(([^)\s]+)\)")
 _MIME = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".svg": "image/svg+xml"}
+
+
+_RERUN = "rerun the same `queerbench run` (it reuses the predictions)"
 
 
 def require_gradio() -> Any:
@@ -186,6 +190,25 @@ def _rows_report(folder: Path) -> str:
     return "\n".join(lines)
 
 
+def _record_part(name: str, folder: Path, report: str, figures: list[str]) -> ViewPart:
+    """A run on the request runner: its items with their scalar columns (the task's and the per-item scores; list
+    columns such as candidates and per-candidate scores left out), replies hidden by the rule of other replies."""
+    table = read_parquet(folder / "predictions.parquet", fix=_RERUN)
+    scalar = [
+        c for c in table.columns if not table[c].map(lambda v: hasattr(v, "__len__") and not isinstance(v, str)).any()
+    ]
+    table = table[scalar].copy()
+    hidden: frozenset[str] = frozenset()
+    columns: tuple[str, ...] = ()
+    if "reply" in table:
+        per_reply = flagged_words(table["reply"].astype(str), keep=_identity_words(table))
+        table.insert(list(table.columns).index("reply") + 1, "harmful", [bool(f) for f in per_reply])
+        hidden, columns = frozenset(set().union(*per_reply)), ("reply",)
+    return ViewPart(
+        name, report, figures, table, hidden_words=hidden, text_columns=columns, images=_images(report, folder)
+    )
+
+
 def _part(name: str, folder: Path) -> ViewPart:
     kind = folder_kind(folder)
     figures = sorted(str(p) for p in folder.glob("*.png"))
@@ -194,6 +217,8 @@ def _part(name: str, folder: Path) -> ViewPart:
         report = _read_text(card) if card.is_file() else _rows_report(folder)
         return ViewPart(name, report, figures, images=_images(report, folder))
     report = _read_text(folder / "report.md")
+    if kind == "run" and is_record(read_json(folder / "scores.json", fix=_RERUN)):
+        return _record_part(name, folder, report, figures)
     if kind == "run":
         table, words, flags = _run_table(folder)
         harmful = {w.lower() for ws, fs in zip(words, flags, strict=True) for w, f in zip(ws, fs, strict=True) if f}

@@ -66,7 +66,8 @@ class ToyTask(Task):
             reply = results[0].text.lower()
             scores = [float(c in reply) for c in item["candidates"]]
         choice = item["candidates"][scores.index(max(scores))]
-        return {"choice": choice, "correct": int(choice == item["label"]), "scores": scores}
+        reply = results[0].text if method == "instructed" else ""
+        return {"choice": choice, "correct": int(choice == item["label"]), "scores": scores, "reply": reply}
 
 
 TASKS = [ToyTask(SPEC)]
