@@ -243,12 +243,6 @@ def build(
     return frame.assign(split="test")
 
 
-def describe(declarations: Sequence[str], names_per_group: int | None) -> str:
-    """One line naming a selection (for the dataset card and titles)."""
-    who = "all 500 names" if names_per_group is None else f"the first {names_per_group} name(s) of each list"
-    return f"declarations {', '.join(declarations)}; {who}"
-
-
 def read_json(path: Path) -> dict:
     """A JSON object from ``path``; a one-line ``ValueError`` naming it otherwise."""
     try:

@@ -108,12 +108,16 @@ class MisgenderedTask(Task):
         """MISGENDERED's licence, citation and the uses its data card rules out."""
         first = self.sources()[0]
         return (
-            f"**MISGENDERED** ({first.version}, {first.license}). Cite: {first.citation}\n\n"
+            f"\n## MISGENDERED\n\n**MISGENDERED** ({first.version}, {first.license}). Cite: {first.citation}\n\n"
             "Its data card's intended use: evaluating language models' understanding of pronouns. Unsuitable: as a "
             "benchmark for ensuring fairness or lack of fairness, or as a resource for bias mitigation in production "
             "systems. Prohibited: any use that harms non-binary people or any other group, and targeting or profiling "
             "people by their gender identity."
         )
+
+    def leaderboard_metrics(self) -> dict[str, str]:
+        """Its declared metrics, by title, each with its name as the short id of a Hub task id."""
+        return {m.title: m.name for m in self.spec.metrics}
 
     # ---------------------------------------------------------------------------------------- request tasks --
     def prompt(self, prompt_id: str | None = None) -> Prompt:
