@@ -221,7 +221,7 @@ def test_at_most_four_modules_sit_at_the_top_of_the_package() -> None:
 
 
 def test_every_benchmark_is_a_task_package() -> None:
-    assert BENCHMARKS == ["queerbench", "queergen", "scm"]
+    assert BENCHMARKS == ["misgendered", "queerbench", "queergen", "scm"]
 
 
 def test_no_generic_module_imports_a_benchmarks_package() -> None:

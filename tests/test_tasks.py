@@ -25,9 +25,9 @@ def tiny(fresh_registry: pytest.MonkeyPatch) -> None:
 
 # ------------------------------------------------------------------------------------------------ the four tasks
 def test_the_built_in_tasks_and_what_they_declare() -> None:
-    assert task_names() == ("default", "paper", "queergen", "scm")
+    assert task_names() == ("misgendered", "misgendered-full", "default", "paper", "queergen", "scm")
     assert task_names(runs_blanks=True) == ("default", "paper", "queergen")
-    default, paper, queergen, scm = (get_task(n) for n in task_names())
+    default, paper, queergen, scm = (get_task(n) for n in ("default", "paper", "queergen", "scm"))
     assert (default.benchmark, paper.benchmark, queergen.benchmark, scm.benchmark) == (
         "QueerBench",
         "QueerBench",
@@ -56,7 +56,10 @@ def test_the_built_in_tasks_and_what_they_declare() -> None:
 def test_a_task_is_asked_not_named() -> None:
     with pytest.raises(ValueError) as info:
         get_task("queer-gen")
-    assert str(info.value) == "unknown config 'queer-gen'; choose one of: default, paper, queergen, scm"
+    assert (
+        str(info.value)
+        == "unknown config 'queer-gen'; choose one of: misgendered, misgendered-full, default, paper, queergen, scm"
+    )
     with pytest.raises(
         ValueError, match=r"--method scored does not apply to --config paper .*runs with mlm, instructed"
     ):
