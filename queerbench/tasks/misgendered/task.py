@@ -115,10 +115,6 @@ class MisgenderedTask(Task):
             "people by their gender identity."
         )
 
-    def leaderboard_metrics(self) -> dict[str, str]:
-        """Its declared metrics, by title, each with its name as the short id of a Hub task id."""
-        return {m.title: m.name for m in self.spec.metrics}
-
     # ---------------------------------------------------------------------------------------- request tasks --
     def prompt(self, prompt_id: str | None = None) -> Prompt:
         """The chat prompt ``prompt_id`` of the task's prompt file (None: its default); one line when unknown."""
