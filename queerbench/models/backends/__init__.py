@@ -1,0 +1,142 @@
+"""The request backends: a model as tasks see it (:class:`~queerbench.models.requests.Backend`).
+
+:func:`open_backend` opens the backend of a checked model reference (:func:`~queerbench.models.registry.model_ref`)
+for the request type a task asks:
+
+- a masked LM (:class:`~queerbench.models.backends.masked.MaskedBackend`): ``fill_mask`` and ``loglikelihood``
+  (a pseudo-log-likelihood);
+- a local causal LM, the embedded SmolLM2 and a GGUF file included
+  (:class:`~queerbench.models.backends.causal.CausalBackend`): ``loglikelihood`` and ``generate``;
+- an OpenAI-compatible endpoint (:class:`~queerbench.models.backends.endpoint.EndpointBackend`): ``generate``
+  (chat) and ``loglikelihood`` (a completions route that echoes prompt log-probabilities).
+
+:func:`backend_request_types` says what a model answers from its configuration alone, and
+:func:`check_request_type` refuses, in one line and before any weight loads, a request type its kind cannot answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from queerbench.base.redact import redact_url
+from queerbench.models.backends.common import RequestFailedError
+from queerbench.models.registry import ModelRef
+from queerbench.models.requests import (
+    FILL_MASK,
+    GENERATE,
+    LOGLIKELIHOOD,
+    REQUEST_TYPES,
+    Backend,
+    UnsupportedRequestError,
+)
+
+__all__ = [
+    "REQUEST_TYPES_OF_KIND",
+    "RequestFailedError",
+    "backend_request_types",
+    "check_request_type",
+    "open_backend",
+]
+
+REQUEST_TYPES_OF_KIND: dict[str, frozenset[str]] = {
+    "masked": frozenset({FILL_MASK, LOGLIKELIHOOD}),
+    "causal": frozenset({LOGLIKELIHOOD, GENERATE}),
+    "endpoint": frozenset({GENERATE, LOGLIKELIHOOD}),
+}
+"""The request types each kind of model answers (:meth:`ModelRef.kind`); a seq2seq or headless model answers none."""
+
+_KIND_NAMES = {
+    "masked": "a masked LM",
+    "causal": "a causal LM",
+    "endpoint": "an OpenAI-compatible endpoint",
+    "seq2seq": "an encoder-decoder (seq2seq) model",
+}
+_WHO_ANSWERS = {
+    FILL_MASK: "a masked LM (e.g. bert-base-uncased, roberta-base)",
+    LOGLIKELIHOOD: "a masked LM, a causal LM or an --endpoint with a completions route",
+    GENERATE: "a causal LM (e.g. embedded:smollm2-135m-instruct) or an --endpoint",
+}
+
+
+def backend_request_types(ref: ModelRef) -> frozenset[str]:
+    """The request types ``ref`` answers, from its configuration alone (no weights read)."""
+    return REQUEST_TYPES_OF_KIND.get(ref.kind(), frozenset())
+
+
+def _shown(ref: ModelRef) -> str:
+    return f"{ref.name} at {redact_url(ref.endpoint)}" if ref.endpoint else ref.name
+
+
+def check_request_type(ref: ModelRef, request_type: str) -> None:
+    """A one-line :class:`UnsupportedRequestError` unless ``ref``'s kind answers ``request_type`` (read from the
+    configuration: nothing loads); a one-line ``ValueError`` for a request type that does not exist."""
+    if request_type not in REQUEST_TYPES:
+        raise ValueError(f"unknown request type {request_type!r}; the request types are {', '.join(REQUEST_TYPES)}")
+    answers = backend_request_types(ref)
+    if request_type in answers:
+        return
+    kind, architecture = ref.description
+    said = ", ".join(sorted(answers)) or "no request type"
+    what = _KIND_NAMES.get(kind, "a model without a language-model head")
+    what = what if kind == "endpoint" else f"{what} ({architecture})"
+    raise UnsupportedRequestError(
+        f"--model {_shown(ref)} is {what} and cannot answer {request_type} requests; it answers {said}: choose a "
+        f"task or --method that asks for those, or a model that answers {request_type}: {_WHO_ANSWERS[request_type]}"
+    )
+
+
+def open_backend(
+    ref: ModelRef,
+    request_type: str,
+    *,
+    device: str = "auto",
+    dtype: str = "float32",
+    batch_size: int = 16,
+    concurrency: int = 8,
+    request_timeout: float | None = None,
+    log: Callable[[str], None] = print,
+    **endpoint_options: Any,
+) -> Backend:
+    """The backend of ``ref`` for a task that asks ``request_type`` requests (checked first, before anything loads:
+    :func:`check_request_type`).
+
+    ``device`` (``auto``: cuda, then mps, then cpu), ``dtype`` and ``batch_size`` (rows per forward pass) are for a
+    local model; for an endpoint ``batch_size`` is the prompts per completions request, ``concurrency`` the
+    requests in flight, ``request_timeout`` the seconds each reply may take, and ``endpoint_options`` go to its
+    runners (``api_key_env``, ``requests_per_minute``, ``max_retries``, ``system_prompt``, …).
+    """
+    check_request_type(ref, request_type)
+    kind = ref.kind()
+    if kind != "endpoint" and endpoint_options:
+        raise ValueError(f"{', '.join(sorted(endpoint_options))}: endpoint options need --endpoint")
+    if kind == "endpoint":
+        from queerbench.models.backends.endpoint import EndpointBackend
+
+        options = dict(endpoint_options)
+        if request_timeout is not None:
+            if isinstance(request_timeout, bool) or not request_timeout > 0:
+                raise ValueError(f"--request-timeout must be > 0 seconds, got {request_timeout!r}")
+            options["timeout"] = request_timeout
+        backend: Backend = EndpointBackend(ref, batch_size=batch_size, concurrency=concurrency, log=log, **options)
+    elif kind == "masked":
+        from queerbench.models.backends.masked import MaskedBackend
+        from queerbench.models.masked.predict import load_masked_lm
+
+        lm = load_masked_lm(ref.name, device=device, dtype=dtype, revision=ref.revision)
+        backend = MaskedBackend(lm, ref, batch_size=batch_size, log=log)
+    else:
+        from queerbench.models.backends.causal import CausalBackend
+        from queerbench.models.device import resolve_device
+        from queerbench.models.generation.local import TransformersRunner
+        from queerbench.models.registry import open_generator
+
+        runner = open_generator(ref, device=resolve_device(device), dtype=dtype)
+        if not isinstance(runner, TransformersRunner):  # a local reference opens a local runner
+            raise TypeError(f"{ref.name}: expected a local causal LM runner, got {type(runner).__name__}")
+        backend = CausalBackend(runner, ref, dtype=dtype, batch_size=batch_size, log=log)
+    meta = backend.metadata()
+    log(
+        f"{backend.name}: {meta['backend']} backend on {meta['device']} ({meta['dtype'] or 'served'}) for {request_type}"
+    )
+    return backend

@@ -1,0 +1,201 @@
+"""A local causal LM as a request backend (:class:`CausalBackend`): ``loglikelihood`` and ``generate``.
+
+The model is loaded once, as the generation layer's :class:`~queerbench.models.generation.local.TransformersRunner`
+(a folder, Hub id, ``.gguf`` file or the embedded SmolLM2), which also writes the replies.
+
+**loglikelihood.** With an empty context, the text is encoded by the tokenizer's default call (``tokenizer(text)``,
+its default special tokens: a BOS for Llama-style tokenizers, none for GPT-2) and tokens 2..n are scored, each from
+the tokens before it (``n_tokens = n - 1``), so that ``-result.mean`` is the model's own mean token loss for that
+text, ``model(input_ids, labels=input_ids).loss``. With a context, lm-evaluation-harness's rule: the context's
+trailing spaces move to the continuation, context + continuation are encoded together (the same default call), and
+the continuation's tokens (those after as many as the context alone encodes to) are scored. Rows are sorted by
+length and padded on the right with an attention mask, ``batch_size`` rows per forward pass; a row's score does not
+depend on the rows it shares a batch with (to float rounding).
+
+**generate.** Greedy decoding of at most ``max_new_tokens`` tokens through the runner: the tokenizer's chat template
+(a user turn, the generation prompt) when it has one, else the plain prompt (warned once by the runner).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from queerbench.models.backends.common import (
+    RequestFailedError,
+    batches,
+    by_length,
+    check_batch_size,
+    split_context,
+    ticker,
+)
+from queerbench.models.generation.local import TransformersRunner
+from queerbench.models.generation.settings import GenerationSettings
+from queerbench.models.registry import ModelRef
+from queerbench.models.requests import (
+    FILL_MASK,
+    GENERATE,
+    LOGLIKELIHOOD,
+    FillMask,
+    FillMaskResult,
+    Generate,
+    GenerateResult,
+    Loglikelihood,
+    LoglikelihoodResult,
+    require,
+)
+
+__all__ = ["CausalBackend", "loglikelihood_positions"]
+
+
+def loglikelihood_positions(tokenizer: Any, context: str, continuation: str) -> tuple[list[int], list[int]]:
+    """The token ids a :class:`Loglikelihood` request is scored on and the positions scored (see the module doc)."""
+    context, continuation = split_context(context, continuation)
+    enc = tokenizer(context + continuation, return_special_tokens_mask=True)
+    ids = list(enc["input_ids"])
+    if not context:
+        return ids, list(range(1, len(ids)))
+    body = [i for i, special in enumerate(enc["special_tokens_mask"]) if not special]
+    n_context = len(tokenizer(context, add_special_tokens=False)["input_ids"])
+    return ids, [p for p in body[n_context:] if p >= 1]
+
+
+class CausalBackend:
+    """A loaded causal LM answering ``loglikelihood`` and ``generate`` requests (see the module doc)."""
+
+    kind = "causal_lm"
+
+    def __init__(
+        self,
+        runner: TransformersRunner,
+        ref: ModelRef,
+        *,
+        dtype: str = "float32",
+        batch_size: int = 16,
+        log: Callable[[str], None] = print,
+    ) -> None:
+        self.runner, self.ref, self.dtype = runner, ref, dtype
+        self.model, self.tokenizer = runner.model, runner.tokenizer
+        self.batch_size = check_batch_size(batch_size)
+        self.name = ref.name
+        self.request_types = frozenset({LOGLIKELIHOOD, GENERATE})
+        self.log = log
+        self._pad = int(self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0)
+        self._fingerprint: dict[str, Any] | None = None
+
+    # ----------------------------------------------------------------------------------------------- records --
+    def fingerprint(self) -> dict[str, Any]:
+        """The weights' fingerprint (:meth:`ModelRef.fingerprint`, the commit the files resolved to)."""
+        if self._fingerprint is None:
+            self._fingerprint = self.ref.fingerprint(loaded=True)
+        return self._fingerprint
+
+    def metadata(self) -> dict[str, Any]:
+        """The backend, model, architecture, device, dtype, batch size and prompt format."""
+        import transformers
+
+        return {
+            "backend": self.kind,
+            "model": self.ref.name,
+            "revision": self.ref.revision,
+            "architecture": type(self.model).__name__,
+            "device": self.runner.device,
+            "device_map": self.runner.device_map,
+            "dtype": self.dtype,
+            "batch_size": self.batch_size,
+            "prompt_format": self.runner.prompt_format,
+            "transformers_version": transformers.__version__,
+            "torch_version": torch.__version__,
+        }
+
+    def close(self) -> None:
+        """Nothing is held open beyond the model (released with this object)."""
+        return None
+
+    # ------------------------------------------------------------------------------------------------ requests --
+    def fill_mask(
+        self, requests: Sequence[FillMask], tick: Callable[[int], None] | None = None
+    ) -> list[FillMaskResult]:
+        """A causal LM has no mask: a one-line :class:`~queerbench.models.requests.UnsupportedRequestError`."""
+        require(self, [FILL_MASK])
+        return []
+
+    def loglikelihood(
+        self, requests: Sequence[Loglikelihood], tick: Callable[[int], None] | None = None
+    ) -> list[LoglikelihoodResult]:
+        """The log-probability of each continuation after its context, in order (see the module doc)."""
+        done = ticker(tick)
+        encoded = [loglikelihood_positions(self.tokenizer, r.context, r.continuation) for r in requests]
+        results: list[LoglikelihoodResult | None] = [None] * len(requests)
+        device = self.runner.device
+        with torch.inference_mode():
+            for batch in batches(by_length([len(ids) for ids, _ in encoded]), self.batch_size):
+                scored = [i for i in batch if encoded[i][1]]
+                for i in batch:
+                    if not encoded[i][1]:  # nothing to score (a text of one token, an empty continuation)
+                        results[i] = LoglikelihoodResult(0.0, 0)
+                if scored:
+                    for i, value in zip(scored, self._score([encoded[i] for i in scored], device), strict=True):
+                        results[i] = LoglikelihoodResult(value, len(encoded[i][1]))
+                done(len(batch))
+        return [r for r in results if r is not None]
+
+    def _score(self, rows: Sequence[tuple[list[int], list[int]]], device: str) -> list[float]:
+        """One forward pass over ``rows`` (right-padded): each row's summed log-probability at its positions."""
+        width = max(len(ids) for ids, _ in rows)
+        input_ids = torch.full((len(rows), width), self._pad, dtype=torch.long)
+        attention = torch.zeros((len(rows), width), dtype=torch.long)
+        sel_rows: list[int] = []
+        sel_cols: list[int] = []
+        targets: list[int] = []
+        for b, (ids, positions) in enumerate(rows):
+            input_ids[b, : len(ids)] = torch.tensor(ids)
+            attention[b, : len(ids)] = 1
+            sel_rows += [b] * len(positions)
+            sel_cols += [p - 1 for p in positions]  # the logits before a token predict it
+            targets += [ids[p] for p in positions]
+        logits = self.model(input_ids=input_ids.to(device), attention_mask=attention.to(device)).logits
+        picked = logits[torch.tensor(sel_rows, device=logits.device), torch.tensor(sel_cols, device=logits.device)]
+        logp = torch.log_softmax(picked.float(), dim=-1)
+        values = logp.gather(-1, torch.tensor(targets, device=logp.device)[:, None]).squeeze(-1).cpu().tolist()
+        out, at = [], 0
+        for _, positions in rows:
+            out.append(float(sum(values[at : at + len(positions)])))
+            at += len(positions)
+        return out
+
+    def generate(self, requests: Sequence[Generate], tick: Callable[[int], None] | None = None) -> list[GenerateResult]:
+        """Greedy replies, ``batch_size`` prompts at a time (requests with equal ``max_new_tokens`` together)."""
+        return generate_with(self.runner, self.name, requests, self.batch_size, ticker(tick))
+
+
+def generate_with(
+    runner: Any, name: str, requests: Sequence[Generate], batch_size: int, done: Callable[[int], None]
+) -> list[GenerateResult]:
+    """Greedy replies from a generation-layer runner (local or chat endpoint), in order; a request that got no reply
+    raises :class:`RequestFailedError` in one line."""
+    results: list[GenerateResult | None] = [None] * len(requests)
+    by_cap: dict[int, list[int]] = {}
+    for i, request in enumerate(requests):
+        by_cap.setdefault(request.max_new_tokens, []).append(i)
+    for cap, idx in by_cap.items():
+        settings = GenerationSettings(
+            temperature=0.0, top_p=None, max_new_tokens=cap, seed=0, samples=1, batch_size=batch_size
+        )
+        replies = runner.generate([requests[i].prompt for i in idx], [0] * len(idx), settings)
+        try:
+            for k, reply in replies:
+                if reply.error is not None or reply.text is None:
+                    prompt = requests[idx[k]].prompt
+                    raise RequestFailedError(
+                        f"{name} gave no reply to the prompt {prompt[:60]!r}: {reply.error or 'no text'}"
+                    )
+                results[idx[k]] = GenerateResult(reply.text, reply.truncated)
+                done(1)
+        finally:
+            close = getattr(replies, "close", None)
+            if close is not None:
+                close()
+    return [r for r in results if r is not None]

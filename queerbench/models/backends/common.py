@@ -1,0 +1,52 @@
+"""What every backend shares: the lm-evaluation-harness whitespace rule for a context, the order requests are run
+in, progress ticks, and the one error for a request that got no answer.
+
+Importing this module does not import torch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+__all__ = ["RequestFailedError", "batches", "by_length", "check_batch_size", "split_context", "ticker"]
+
+
+class RequestFailedError(ValueError):
+    """A request got no answer (a failed batch, an endpoint that gave up after its retries): the results of a
+    backend call are all or nothing, so the call raises this one line naming the request and the reason."""
+
+
+def split_context(context: str, continuation: str) -> tuple[str, str]:
+    """lm-evaluation-harness's rule: the spaces that end ``context`` move to the start of ``continuation`` (a word
+    is scored with the space before it, as a byte-level BPE writes it: ``Ġword``), so ``("The person is ", "gay")``
+    scores ``" gay"`` after ``"The person is"``. An all-space context becomes empty."""
+    stripped = context.rstrip()
+    return stripped, context[len(stripped) :] + continuation
+
+
+def by_length(lengths: Sequence[int]) -> list[int]:
+    """Indices ordered longest first (less padding per batch, and a memory error shows at the first batch)."""
+    return sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
+
+
+def batches(order: Sequence[int], size: int) -> Iterator[list[int]]:
+    """``order`` in consecutive chunks of ``size``."""
+    for start in range(0, len(order), size):
+        yield list(order[start : start + size])
+
+
+def ticker(tick: Callable[[int], None] | None) -> Callable[[int], None]:
+    """``tick``, or a no-op when there is none (so callers always call it)."""
+    return tick if tick is not None else _no_tick
+
+
+def _no_tick(_: int) -> None:
+    return None
+
+
+def check_batch_size(batch_size: Any) -> int:
+    """``batch_size`` if it is a whole number >= 1, else a one-line ``ValueError``."""
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"--batch-size must be a whole number >= 1, got {batch_size!r}")
+    return batch_size

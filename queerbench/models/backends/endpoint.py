@@ -1,0 +1,225 @@
+"""An OpenAI-compatible endpoint as a request backend (:class:`EndpointBackend`): ``generate`` and ``loglikelihood``.
+
+**generate** goes through the generation layer's chat runner
+(:class:`~queerbench.models.generation.endpoint.OpenAIChatRunner`: ``concurrency`` requests in flight, its rate
+limit, retries with backoff, timeouts and fatal-error rules), greedy (``temperature`` 0), one user turn per prompt.
+
+**loglikelihood** goes through ``POST {url}/completions``
+(:class:`~queerbench.models.generation.completions.CompletionsRunner`, the same machinery, ``batch_size`` prompts
+per request) as lm-evaluation-harness's ``local-completions`` asks it: the prompt is context + continuation, with
+``echo: true``, ``logprobs: 1`` and ``max_tokens: 1`` (the one generated token is not read), and the echoed
+log-probabilities of the continuation's tokens are summed. Which tokens are the continuation's is read from the
+echoed token texts: the shortest run of tokens ending the prompt that spells (at least) the continuation, after the
+context's trailing spaces moved to it (lm-evaluation-harness's rule). With an empty context every echoed token after
+the first is scored (the first has no log-probability; a server that adds a start token scores the text's first
+token too, as a local causal LM does). A server without the route, or one that refuses echoed log-probabilities,
+is one line :class:`~queerbench.models.requests.UnsupportedRequestError` naming its URL (without credentials).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from queerbench.base.http import DEFAULT_REQUESTS_PER_MINUTE
+from queerbench.base.redact import redact_url
+from queerbench.models.backends.causal import generate_with
+from queerbench.models.backends.common import RequestFailedError, check_batch_size, split_context, ticker
+from queerbench.models.generation.completions import CompletionsRunner, completion_job
+from queerbench.models.generation.endpoint import OpenAIChatRunner
+from queerbench.models.generation.settings import GenerationSettings, MethodUnsupportedError
+from queerbench.models.registry import ModelRef
+from queerbench.models.requests import (
+    FILL_MASK,
+    GENERATE,
+    LOGLIKELIHOOD,
+    FillMask,
+    FillMaskResult,
+    Generate,
+    GenerateResult,
+    Loglikelihood,
+    LoglikelihoodResult,
+    UnsupportedRequestError,
+    require,
+)
+
+__all__ = ["EndpointBackend", "continuation_span"]
+
+_SETTINGS = GenerationSettings(temperature=0.0, top_p=None, max_new_tokens=1, seed=0, samples=1, batch_size=1)
+"""Greedy; the parameters that matter travel in each completions job."""
+_BYTE = re.compile(r"\\x([0-9a-fA-F]{2})")
+
+
+def _token_bytes(token: str) -> bytes:
+    """A token's text as bytes (OpenAI's ``bytes:\\xNN…`` form for a token that is no whole character)."""
+    if token.startswith("bytes:"):
+        return bytes(int(h, 16) for h in _BYTE.findall(token[6:]))
+    return token.encode("utf-8")
+
+
+def continuation_span(tokens: Sequence[str], prompt: str, continuation: str) -> tuple[int, int] | None:
+    """``(j, e)``: the echoed tokens ``j..e-1`` end ``prompt`` and spell at least ``continuation`` (``e`` leaves out
+    the generated token; a server that generated none has ``e`` at the end), or None when no such run exists."""
+    target, need = prompt.encode("utf-8"), len(continuation.encode("utf-8"))
+    for end in (len(tokens) - 1, len(tokens)):
+        spelled = b""
+        for j in range(end - 1, -1, -1):
+            spelled = _token_bytes(tokens[j]) + spelled
+            if not target.endswith(spelled):
+                break
+            if len(spelled) >= need and spelled:
+                return j, end
+    return None
+
+
+class EndpointBackend:
+    """A served model answering ``generate`` (chat) and ``loglikelihood`` (echoed completions) requests.
+
+    ``options`` go to both runners (``api_key_env``, ``requests_per_minute``, ``max_retries``, ``timeout``, …); the
+    runners are made when first used, and making one sends nothing.
+    """
+
+    kind = "endpoint"
+
+    def __init__(
+        self,
+        ref: ModelRef,
+        *,
+        batch_size: int = 16,
+        concurrency: int = 8,
+        log: Callable[[str], None] = print,
+        **options: Any,
+    ) -> None:
+        if not ref.endpoint:
+            raise ValueError(f"{ref.name} is not served by an endpoint; open it as a local model")
+        self.ref, self.log = ref, log
+        self.batch_size = check_batch_size(batch_size)
+        self.concurrency = concurrency
+        self.url = redact_url(ref.endpoint.rstrip("/"))
+        self.name = f"{self.url}#{ref.name}"
+        self.request_types = frozenset({GENERATE, LOGLIKELIHOOD})
+        self.options = {"requests_per_minute": DEFAULT_REQUESTS_PER_MINUTE, **options}
+        self._chat: OpenAIChatRunner | None = None
+        self._completions: CompletionsRunner | None = None
+        self.chat_runner()  # its checks (URL, API key, concurrency) are one line now, before any request
+
+    def chat_runner(self) -> OpenAIChatRunner:
+        """The chat runner (made on first use)."""
+        if self._chat is None:
+            self._chat = OpenAIChatRunner(
+                str(self.ref.endpoint), self.ref.name, concurrency=self.concurrency, **self.options
+            )
+        return self._chat
+
+    def completions_runner(self) -> CompletionsRunner:
+        """The completions runner (made on first use)."""
+        if self._completions is None:
+            options = {k: v for k, v in self.options.items() if k != "system_prompt"}
+            self._completions = CompletionsRunner(
+                str(self.ref.endpoint),
+                self.ref.name,
+                concurrency=self.concurrency,
+                prompts_per_request=self.batch_size,
+                **options,
+            )
+        return self._completions
+
+    # ----------------------------------------------------------------------------------------------- records --
+    def fingerprint(self) -> dict[str, Any]:
+        """The served model's fingerprint (:meth:`ModelRef.fingerprint`: the URL without credentials, the name)."""
+        return self.ref.fingerprint()
+
+    def metadata(self) -> dict[str, Any]:
+        """The backend, endpoint (without credentials), model, concurrency and prompts per completions request."""
+        return {
+            "backend": self.kind,
+            "model": self.ref.name,
+            "endpoint": self.url,
+            "device": "endpoint",
+            "dtype": None,
+            "batch_size": self.batch_size,
+            "concurrency": self.concurrency,
+        }
+
+    def close(self) -> None:
+        """Drop the runners (their HTTP sessions go with them)."""
+        self._chat = self._completions = None
+
+    # ------------------------------------------------------------------------------------------------ requests --
+    def fill_mask(
+        self, requests: Sequence[FillMask], tick: Callable[[int], None] | None = None
+    ) -> list[FillMaskResult]:
+        """An endpoint has no mask: a one-line :class:`~queerbench.models.requests.UnsupportedRequestError`."""
+        require(self, [FILL_MASK])
+        return []
+
+    def generate(self, requests: Sequence[Generate], tick: Callable[[int], None] | None = None) -> list[GenerateResult]:
+        """Greedy chat replies, ``concurrency`` requests in flight, in order."""
+        return generate_with(self.chat_runner(), self.name, requests, 1, ticker(tick))
+
+    def loglikelihood(
+        self, requests: Sequence[Loglikelihood], tick: Callable[[int], None] | None = None
+    ) -> list[LoglikelihoodResult]:
+        """Each continuation's summed echoed log-probability after its context, in order (see the module doc)."""
+        done = ticker(tick)
+        parts = [split_context(r.context, r.continuation) for r in requests]
+        results: list[LoglikelihoodResult | None] = [None] * len(requests)
+        asked = [i for i, (c, t) in enumerate(parts) if c + t]
+        for i in sorted(set(range(len(requests))) - set(asked)):  # an empty text: nothing to ask, nothing scored
+            results[i] = LoglikelihoodResult(0.0, 0)
+        if len(asked) < len(requests):
+            done(len(requests) - len(asked))
+        jobs = [completion_job(parts[i][0] + parts[i][1], max_tokens=1, logprobs=1, echo=True) for i in asked]
+        runner = self.completions_runner()
+        replies = runner.generate(jobs, [0] * len(jobs), _SETTINGS)
+        try:
+            for k, reply in replies:
+                i = asked[k]
+                if reply.error is not None or reply.text is None:
+                    raise self._refused(runner.url, reply.error or "no reply")
+                results[i] = self._read(runner.url, json.loads(reply.text), *parts[i])
+                done(1)
+        except MethodUnsupportedError:  # the server answered 404 for the route itself
+            raise UnsupportedRequestError(
+                f"{runner.url} answered HTTP 404 (no completions route): {self.ref.name} there cannot answer "
+                "loglikelihood requests, which need an OpenAI-compatible completions endpoint that echoes prompt "
+                "log-probabilities (vLLM, llama.cpp's server); use a local model or such an endpoint"
+            ) from None
+        finally:
+            replies.close()
+        return [r for r in results if r is not None]
+
+    @staticmethod
+    def _refused(url: str, error: str) -> Exception:
+        if error.startswith("HTTP 4"):  # a final answer: the server refuses echo or logprobs
+            return UnsupportedRequestError(
+                f"{url} refused a prompt with echo and logprobs ({error[:120]}); loglikelihood "
+                f"requests need a completions endpoint that echoes prompt log-probabilities (vLLM): use a local "
+                f"model or another endpoint"
+            )
+        return RequestFailedError(f"{url} gave no answer to a loglikelihood request: {error[:200]}")
+
+    @staticmethod
+    def _read(url: str, record: dict[str, Any], context: str, continuation: str) -> LoglikelihoodResult:
+        """One echoed completion → the continuation's summed log-probability and its token count."""
+        tokens, values = record.get("tokens"), record.get("token_logprobs")
+        if tokens is None or values is None:
+            raise UnsupportedRequestError(
+                f"{url} sent no log-probabilities for an echoed prompt; loglikelihood requests need "
+                "a completions endpoint that echoes them (vLLM): use a local model or another endpoint"
+            )
+        prompt = context + continuation
+        span = continuation_span(tokens, prompt, prompt if not context else continuation)
+        if span is None:
+            shown = "".join(tokens)[-80:]
+            raise UnsupportedRequestError(
+                f"{url} echoed other tokens than the prompt it was sent ({prompt[-60:]!r} came back "
+                f"as {shown!r}): its log-probabilities are not for this text; check the server's model and tokenizer"
+            )
+        start, end = span
+        if not context:
+            start = 1  # every echoed token after the first
+        scored = [v for v in values[start:end] if v is not None]
+        return LoglikelihoodResult(float(sum(scored)), len(scored))

@@ -1,0 +1,320 @@
+"""The request backends (queerbench.models.backends): each request type on each backend, checked against the model
+computed directly; the one-line refusal of a type a model cannot answer, before any weight loads; batching
+invariance; a causal LM's loglikelihood equal to its own loss; an endpoint's loglikelihood equal to the local model's."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from queerbench.models.backends import (
+    backend_request_types,
+    check_request_type,
+    open_backend,
+)
+from queerbench.models.backends.masked import candidate_pieces
+from queerbench.models.registry import model_ref
+from queerbench.models.requests import (
+    FillMask,
+    Generate,
+    Loglikelihood,
+    UnsupportedRequestError,
+)
+from tests.completions_server import CompletionsServer
+from tests.openai_server import FakeOpenAI
+from tests.tiny_models import tiny_bert, tiny_gpt2, tiny_llama, tiny_roberta
+
+TEXTS = (
+    "The gay person is a teacher.",
+    "He is.",
+    "The nonbinary person tends to paint (and sing).",
+    "xe is known as a writer; ze is an artist!",
+    "The person is very kind, smart and funny.",
+)
+"""Texts of different lengths, so that batches are padded."""
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("backends")
+    return {
+        "bert": tiny_bert(root),
+        "roberta": tiny_roberta(root),
+        "gpt2": tiny_gpt2(root),
+        "llama": tiny_llama(root),
+    }
+
+
+def quiet(_: str) -> None:
+    return None
+
+
+@pytest.fixture(scope="module")
+def backends(models: dict[str, Path]) -> dict[str, object]:
+    """One opened backend per tiny model (batch size 3: batches of several padded rows)."""
+    opened = {}
+    for name, path in models.items():
+        kind = "fill_mask" if name in ("bert", "roberta") else "loglikelihood"
+        opened[name] = open_backend(model_ref(str(path)), kind, device="cpu", batch_size=3, log=quiet)
+    return opened
+
+
+def one_line(exc: pytest.ExceptionInfo) -> str:
+    text = str(exc.value)
+    assert "\n" not in text
+    return text
+
+
+# ------------------------------------------------------------------------------------------------ request types --
+def test_request_types_come_from_the_config_alone(models: dict[str, Path], tmp_path: Path) -> None:
+    for name in models:
+        folder = shutil.copytree(models[name], tmp_path / name)
+        for weights in folder.glob("*.safetensors"):
+            weights.unlink()  # nothing below may read weights
+        types = backend_request_types(model_ref(str(folder)))
+        masked = name in ("bert", "roberta")
+        assert types == ({"fill_mask", "loglikelihood"} if masked else {"loglikelihood", "generate"})
+    assert backend_request_types(model_ref("embedded:smollm2-135m-instruct")) == {"loglikelihood", "generate"}
+    assert backend_request_types(model_ref("served", "http://127.0.0.1:9/v1")) == {"generate", "loglikelihood"}
+
+
+def test_unsupported_type_is_refused_in_one_line_before_any_weight_loads(
+    models: dict[str, Path], tmp_path: Path
+) -> None:
+    bert = shutil.copytree(models["bert"], tmp_path / "bert")
+    for weights in bert.glob("*.safetensors"):
+        weights.unlink()  # a load would fail with another error: the refusal must come first
+    ref = model_ref(str(bert))
+    for call in (lambda: check_request_type(ref, "generate"), lambda: open_backend(ref, "generate", log=quiet)):
+        with pytest.raises(UnsupportedRequestError) as caught:
+            call()
+        message = one_line(caught)
+        assert str(bert) in message and "generate" in message and "fill_mask, loglikelihood" in message
+        assert "a causal LM" in message  # the fix: which model answers it
+    gpt2 = model_ref(str(models["gpt2"]))
+    with pytest.raises(UnsupportedRequestError) as caught:
+        check_request_type(gpt2, "fill_mask")
+    assert "a masked LM" in one_line(caught) and "generate, loglikelihood" in str(caught.value)
+    with pytest.raises(UnsupportedRequestError) as caught:
+        check_request_type(model_ref("served", "http://user:hunter2@127.0.0.1:9/v1"), "fill_mask")
+    message = one_line(caught)
+    assert "served at http://127.0.0.1:9/v1" in message and "hunter2" not in message and "a masked LM" in message
+    with pytest.raises(ValueError, match="unknown request type 'rank'"):
+        check_request_type(gpt2, "rank")
+
+
+def test_each_backend_refuses_in_one_line_what_it_does_not_answer(backends: dict[str, object]) -> None:
+    with pytest.raises(UnsupportedRequestError) as caught:
+        backends["bert"].generate([Generate("Hello")])
+    assert "cannot answer generate" in one_line(caught)
+    with pytest.raises(UnsupportedRequestError) as caught:
+        backends["gpt2"].fill_mask([FillMask("The [MASK] is.", ("person",))])
+    assert "cannot answer fill_mask" in one_line(caught)
+
+
+# ------------------------------------------------------------------------------------------------- masked LM --
+def masked_reference(path: Path, text: str, candidate: str, pieces: list[int]) -> float:
+    """A candidate's log-probability computed directly: as many mask tokens as pieces, one full forward pass."""
+    from transformers import AutoModelForMaskedLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForMaskedLM.from_pretrained(path).eval()
+    ids = tok(text.replace("[MASK]", tok.mask_token * len(pieces)))["input_ids"]
+    where = [i for i, t in enumerate(ids) if t == tok.mask_token_id]
+    assert len(where) == len(pieces)
+    with torch.no_grad():
+        logp = torch.log_softmax(model(torch.tensor([ids])).logits[0].float(), dim=-1)
+    return float(sum(logp[p, t] for p, t in zip(where, pieces, strict=True)))
+
+
+def test_candidate_pieces_are_the_word_as_written_in_the_sentence(backends: dict[str, object]) -> None:
+    roberta = backends["roberta"].lm.tokenizer
+    after_space = roberta.convert_ids_to_tokens(candidate_pieces(roberta, "The person is a ", "doctor"))
+    at_start = roberta.convert_ids_to_tokens(candidate_pieces(roberta, "", "doctor"))
+    assert after_space[0].startswith("Ġ") and not at_start[0].startswith("Ġ")
+    assert after_space == roberta.convert_ids_to_tokens(roberta(" doctor", add_special_tokens=False)["input_ids"])
+    bert = backends["bert"].lm.tokenizer
+    assert bert.convert_ids_to_tokens(candidate_pieces(bert, "The person is a ", "Doctors")) == ["doctor", "##s"]
+
+
+@pytest.mark.parametrize("name", ["bert", "roberta"])
+def test_fill_mask_sums_each_piece_with_all_pieces_masked(
+    name: str, models: dict[str, Path], backends: dict[str, object]
+) -> None:
+    backend = backends[name]
+    tok = backend.lm.tokenizer
+    requests = [
+        FillMask("The person is a [MASK].", ("doctor", "teacher", "doctors", "gay")),
+        FillMask("[MASK] is a great doctor.", ("The", "xe", "They")),
+    ]
+    results = backend.fill_mask(requests)
+    multi = 0
+    for request, result in zip(requests, results, strict=True):
+        before = request.text.split("[MASK]")[0]
+        assert len(result.logprobs) == len(request.candidates)
+        for candidate, value in zip(request.candidates, result.logprobs, strict=True):
+            pieces = candidate_pieces(tok, before, candidate)
+            multi += len(pieces) > 1
+            assert value == pytest.approx(masked_reference(models[name], request.text, candidate, pieces), abs=1e-5)
+    assert multi  # some candidate is several pieces
+
+
+@pytest.mark.parametrize("name", ["bert", "roberta"])
+def test_masked_results_do_not_depend_on_the_batch_size(name: str, models: dict[str, Path]) -> None:
+    fills = [FillMask(t.replace("person", "[MASK]", 1), ("person", "doctors", "xe")) for t in TEXTS if "person" in t]
+    scores = [Loglikelihood("", t) for t in TEXTS] + [Loglikelihood("The person is ", "kind.")]
+    got = []
+    for size in (1, 4):
+        backend = open_backend(model_ref(str(models[name])), "fill_mask", device="cpu", batch_size=size, log=quiet)
+        got.append((backend.fill_mask(fills), backend.loglikelihood(scores)))
+    (fill_1, ll_1), (fill_4, ll_4) = got
+    for a, b in zip(fill_1, fill_4, strict=True):
+        assert a.logprobs == pytest.approx(b.logprobs, abs=1e-5)
+    for a, b in zip(ll_1, ll_4, strict=True):
+        assert a.n_tokens == b.n_tokens and a.logprob == pytest.approx(b.logprob, abs=1e-5)
+
+
+def test_masked_loglikelihood_is_the_pseudo_log_likelihood(
+    models: dict[str, Path], backends: dict[str, object]
+) -> None:
+    from transformers import AutoModelForMaskedLM
+
+    backend = backends["roberta"]
+    tok = backend.lm.tokenizer
+    model = AutoModelForMaskedLM.from_pretrained(models["roberta"]).eval()
+    context, continuation = "The person is", " very kind."
+    ids = tok(context + continuation)["input_ids"]
+    n_context = len(tok(context, add_special_tokens=False)["input_ids"])
+    scored = list(range(1 + n_context, len(ids) - 1))  # after <s> and the context, before </s>
+    expected = 0.0
+    for p in scored:  # Salazar et al.: each continuation token masked in turn
+        masked = [*ids[:p], tok.mask_token_id, *ids[p + 1 :]]
+        with torch.no_grad():
+            expected += float(torch.log_softmax(model(torch.tensor([masked])).logits[0, p], dim=-1)[ids[p]])
+    with_context, whole = backend.loglikelihood(
+        [Loglikelihood(context + " ", continuation.lstrip()), Loglikelihood("", context + continuation)]
+    )
+    assert with_context.n_tokens == len(scored) and with_context.logprob == pytest.approx(expected, abs=1e-5)
+    assert whole.n_tokens == len(ids) - 2  # every token but <s> and </s>
+    assert whole.logprob < with_context.logprob  # the context's tokens are scored only when they are the text
+
+
+# ------------------------------------------------------------------------------------------------- causal LM --
+@pytest.mark.parametrize("name", ["gpt2", "llama"])
+def test_causal_loglikelihood_is_minus_the_models_loss(name: str, backends: dict[str, object], models) -> None:
+    backend = backends[name]  # batch size 3: rows of different lengths padded together
+    results = backend.loglikelihood([Loglikelihood("", t) for t in TEXTS])
+    one_by_one = open_backend(model_ref(str(models[name])), "loglikelihood", device="cpu", batch_size=1, log=quiet)
+    for text, result, alone in zip(
+        TEXTS, results, one_by_one.loglikelihood([Loglikelihood("", t) for t in TEXTS]), strict=True
+    ):
+        ids = torch.tensor([backend.tokenizer(text)["input_ids"]])
+        with torch.no_grad():
+            loss = float(backend.model(ids, labels=ids).loss)
+        assert result.n_tokens == ids.shape[1] - 1
+        assert -result.mean == pytest.approx(loss, abs=1e-5)
+        assert result.logprob == pytest.approx(alone.logprob, abs=1e-5) and result.n_tokens == alone.n_tokens
+
+
+@pytest.mark.parametrize("name", ["gpt2", "llama"])
+def test_causal_loglikelihood_with_a_context_scores_the_continuation(name: str, backends: dict[str, object]) -> None:
+    backend = backends[name]
+    context, continuation = "The gay person is ", "a teacher."
+    tok = backend.tokenizer
+    assert (
+        tok(context.rstrip() + " " + continuation)["input_ids"][: len(tok(context.rstrip())["input_ids"])]
+        == tok(context.rstrip())["input_ids"]
+    )  # a clean split, so the property below holds
+    with_context, whole, head = backend.loglikelihood(
+        [
+            Loglikelihood(context, continuation),
+            Loglikelihood("", context + continuation),
+            Loglikelihood("", context.rstrip()),
+        ]
+    )
+    # log P(continuation | context) = log P(whole text) - log P(context): the continuation's tokens only
+    assert with_context.logprob == pytest.approx(whole.logprob - head.logprob, abs=1e-4)
+    assert with_context.n_tokens == whole.n_tokens - head.n_tokens
+
+
+def test_causal_generate_is_greedy_with_the_chat_template(backends: dict[str, object]) -> None:
+    backend = backends["llama"]
+    requests = [Generate("The person is", 6), Generate("Hello there, who are you?", 3), Generate("xe", 6)]
+    ticks: list[int] = []
+    results = backend.generate(requests, tick=ticks.append)
+    assert sum(ticks) == len(requests)
+    tok, model = backend.tokenizer, backend.model
+    for request, result in zip(requests, results, strict=True):
+        prompt = tok.apply_chat_template(
+            [{"role": "user", "content": request.prompt}], tokenize=False, add_generation_prompt=True
+        )
+        ids = torch.tensor([tok(prompt, add_special_tokens=False)["input_ids"]])
+        with torch.no_grad():
+            out = model.generate(ids, max_new_tokens=request.max_new_tokens, do_sample=False, pad_token_id=0)
+        new = out[0, ids.shape[1] :].tolist()
+        new = new[: new.index(0)] if 0 in new else new  # the stop token ends the reply
+        assert result.text == tok.decode(new, skip_special_tokens=True).strip()
+        assert result.truncated == (len(new) == request.max_new_tokens)
+
+
+# --------------------------------------------------------------------------------------------------- endpoint --
+def test_endpoint_generate_goes_through_the_chat_runner() -> None:
+    prompts = [f"prompt number {i}" + "!" * i for i in range(6)]
+    with FakeOpenAI(hold=3) as server:
+        backend = open_backend(model_ref("served", server.url), "generate", concurrency=3, log=quiet)
+        ticks: list[int] = []
+        results = backend.generate([Generate(p, 7) for p in prompts], tick=ticks.append)
+        backend.close()
+    assert [r.text for r in results] == [f"{server.answer} [{len(p)}]" for p in prompts]
+    assert sum(ticks) == len(prompts) and server.max_in_flight == 3
+    assert {(b["temperature"], b["max_tokens"]) for b in server.bodies} == {(0.0, 7)}
+    assert backend.name == f"{server.url}#served" and backend.metadata()["backend"] == "endpoint"
+    assert backend.fingerprint() == {"kind": "endpoint", "base_url": server.url, "model": "served"}
+
+
+def test_endpoint_loglikelihood_equals_the_local_model(models: dict[str, Path], backends: dict[str, object]) -> None:
+    requests = [Loglikelihood("", t) for t in TEXTS] + [
+        Loglikelihood("The gay person is ", "a teacher."),
+        Loglikelihood("The person", " dreams of being a nurse."),
+    ]
+    local = backends["gpt2"].loglikelihood(requests)
+    with CompletionsServer(models["gpt2"]) as server:
+        ref = model_ref("tiny", server.url)
+        backend = open_backend(ref, "loglikelihood", batch_size=2, concurrency=1, log=quiet)
+        served = backend.loglikelihood(requests)
+    for a, b in zip(local, served, strict=True):
+        assert a.n_tokens == b.n_tokens and a.logprob == pytest.approx(b.logprob, abs=1e-4)
+    assert all(b["echo"] is True and b["logprobs"] == 1 and b["max_tokens"] == 1 for b in server.bodies)
+    assert max(len(b["prompt"]) for b in server.bodies) == 2  # batch_size prompts per request
+
+
+@pytest.mark.parametrize("how", ["chat_only", "refuse_echo"])
+def test_endpoint_without_echoed_logprobs_is_refused_in_one_line(how: str, models: dict[str, Path]) -> None:
+    with CompletionsServer(models["gpt2"], **{how: True}) as server:
+        url = server.url.replace("http://", "http://user:hunter2@")
+        backend = open_backend(model_ref("tiny", url), "loglikelihood", log=quiet, max_retries=0)
+        with pytest.raises(UnsupportedRequestError) as caught:
+            backend.loglikelihood([Loglikelihood("The person is", " kind.")])
+    message = one_line(caught)
+    assert server.url in message and "hunter2" not in message and "loglikelihood" in message
+
+
+def test_backends_record_what_answers(backends: dict[str, object], models: dict[str, Path]) -> None:
+    for name, backend in backends.items():
+        meta = backend.metadata()
+        assert meta["backend"] == ("masked_lm" if name in ("bert", "roberta") else "causal_lm")
+        assert (meta["model"], meta["device"], meta["dtype"], meta["batch_size"]) == (
+            str(models[name]),
+            "cpu",
+            "float32",
+            3,
+        )
+        assert backend.fingerprint() == model_ref(str(models[name])).fingerprint(loaded=True)
+        assert backend.name == str(models[name])
+        backend.close()
+    ticks: list[int] = []
+    backends["bert"].loglikelihood([Loglikelihood("", t) for t in TEXTS], tick=ticks.append)
+    assert sum(ticks) == len(TEXTS) and len(ticks) == 2  # one tick per group of batch_size requests
