@@ -98,7 +98,7 @@ def test_the_task_data_loads_and_declares_a_requests_task() -> None:
 def test_the_registry_finds_both_tasks() -> None:
     assert get_task("misgendered").benchmark == get_task("misgendered-full").benchmark == "MISGENDERED"
     assert get_task("misgendered").runs_requests and not get_task("misgendered").runs_blanks
-    assert not get_task("misgendered").in_suite  # until the request runner runs it in `queerbench eval`
+    assert get_task("misgendered").in_suite and not get_task("misgendered-full").in_suite  # eval runs the quick set
     assert get_task("misgendered").leaderboard_metrics() == {"Accuracy": "accuracy"}
     card = get_task("misgendered").dataset_card_extra()
     assert "CC BY 4.0" in card and "Hossain" in card and "Unsuitable" in card
