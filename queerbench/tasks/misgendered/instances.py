@@ -220,7 +220,7 @@ def build(
                 template = template.replace("{name}/'s", "{name}'s")
             for s in sets:
                 declared = str(s["gender"])
-                with_forms = declare(template, s)
+                with_forms = declare(template, {str(k): str(v) for k, v in s.items()})
                 if with_forms.replace("{name}", "").count("{") != 1:
                     raise ValueError(f"MISGENDERED {declaration} template {template_id} has a slot other than {SLOT}")
                 for name_group, name in named:
