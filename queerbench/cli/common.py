@@ -8,12 +8,13 @@ import argparse
 __all__ = ["config_argument"]
 
 
-def config_argument(parser: argparse.ArgumentParser, default: str = "default") -> None:
+def config_argument(parser: argparse.ArgumentParser, default: str = "default", *, requests: bool = False) -> None:
     """Add the shared ``--config`` flag: one of the tasks ``queerbench run`` predicts (from the task registry), each
-    described by its own one line."""
+    described by its own one line; ``requests``: the tasks of the request runner too (``queerbench run`` runs both,
+    ``queerbench score`` scores the predictions of fill-in-the-blank tasks only)."""
     from queerbench.tasks import all_tasks
 
-    tasks = {name: task for name, task in all_tasks().items() if task.runs_blanks}
+    tasks = {name: t for name, t in all_tasks().items() if t.runs_blanks or (requests and t.runs_requests)}
     described = "; ".join(f"'{name}': {task.spec.title}" for name, task in tasks.items())
     parser.add_argument(
         "--config",

@@ -48,7 +48,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="instructed: reply length cap (default: 32, from llm_prompts.json)",
     )
-    config_argument(run)
+    config_argument(run, requests=True)
     run.add_argument("--top-k", type=int, default=5, help="completions per sentence (default: %(default)s)")
     run.add_argument(
         "--exclude-function-words",
