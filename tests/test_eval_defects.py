@@ -43,8 +43,9 @@ def _one_line(capsys: pytest.CaptureFixture[str]) -> str:
 # ------------------------------------------------------------------------------------------------ W8
 def test_a_task_named_twice_runs_and_is_listed_once(bert: Path, tmp_path: Path):
     out = tmp_path / "eval"
+    # with a toxicity scorer, so that the rows have scores and model-index.yaml lists metrics
     args = ["eval", "--model", str(bert), "--tasks", "default,default", "--out", str(out), *FAST]
-    assert main(args) == 0
+    assert main([*args, "--toxicity", "embedded"]) == 0
     document = json.loads((out / "results.json").read_text())
     assert [p["folder"] for p in document["parts"]] == ["default-mlm"]
     assert [(r["task"], r["method"]) for r in document["rows"]] == [("default", "mlm")]
@@ -53,9 +54,10 @@ def test_a_task_named_twice_runs_and_is_listed_once(bert: Path, tmp_path: Path):
     assert card.count("| QueerBench `default` | mlm |") == 1 and card.count("- `default`/mlm: `task:default") == 1
     index = yaml.safe_load((out / "model-index.yaml").read_text())["model-index"]
     metrics = [m["type"] for entry in index for result in entry["results"] for m in result["metrics"]]
-    assert len(metrics) == len(set(metrics))
+    assert metrics and len(metrics) == len(set(metrics))
     # the same eval named once resumes it: the two are one eval
-    assert main(["eval", "--model", str(bert), "--tasks", "default", "--out", str(out), *FAST]) == 0
+    again = ["eval", "--model", str(bert), "--tasks", "default", "--out", str(out), *FAST, "--toxicity", "embedded"]
+    assert main(again) == 0
 
 
 # ------------------------------------------------------------------------------------------------ W9
@@ -154,6 +156,23 @@ def test_bad_options_are_refused_before_any_folder_or_request_with_runs_message(
         args = ["eval", "--model", "m", "--endpoint", server.url, "--out", str(tmp_path / "ep"), *FAST, flag, value]
         assert main(args) == 2
         assert _one_line(capsys) == run_said and server.calls == 0 and not (tmp_path / "ep").exists()
+
+
+def test_an_unknown_device_is_refused_before_any_folder_with_runs_message(
+    bert: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+):
+    """U10 for ``--device`` (a local model): ``run`` refuses it before anything is written, so ``eval`` must too,
+    not write a folder and a 0-row card of parts each failed with the same reason."""
+    assert main(["run", "--model", str(bert), "--out", str(tmp_path / "run"), *FAST, "--device", "banana"]) == 2
+    run_said = _one_line(capsys)
+    assert "unknown device 'banana'" in run_said and not (tmp_path / "run").exists()
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a part ran")
+
+    monkeypatch.setattr(eval_module, "run_benchmark", refuse)
+    assert main(["eval", "--model", str(bert), "--out", str(tmp_path / "eval"), *FAST, "--device", "banana"]) == 2
+    assert _one_line(capsys) == run_said and not (tmp_path / "eval").exists()
 
 
 # ------------------------------------------------------------------------------------------------ U12

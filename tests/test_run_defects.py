@@ -286,6 +286,33 @@ def test_progress_goes_to_a_pipe_as_lines():
     assert lines[-1].startswith("queerbench: predicting: 3/3 sent (100.0%)")
 
 
+def test_a_logged_step_writes_its_lines_while_nothing_finishes(monkeypatch: pytest.MonkeyPatch):
+    # N1: one long step (a local model's first reply) finishes nothing for minutes; with stderr not a terminal the
+    # clock thread still writes the log line at each interval (here 0.05 s), not only when an item finishes
+    lines: list[str] = []
+    written = threading.Event()
+
+    class Log:  # stderr redirected to a file: no isatty() True
+        def write(self, text: str) -> int:
+            if text.strip():
+                lines.append(text.strip())
+                if len(lines) >= 2:
+                    written.set()
+            return len(text)
+
+        def flush(self) -> None:
+            pass
+
+        def isatty(self) -> bool:
+            return False
+
+    monkeypatch.setattr(sys, "stderr", Log())
+    with progress_module.progress_bar(5, "predicting", "sent", refresh_s=0.01, log_every_s=0.05) as bar:
+        assert written.wait(30), lines
+        assert bar.n == 0
+    assert all(line.startswith("queerbench: predicting: 0/5 sent (0.0%), 0 sent/s") for line in lines), lines
+
+
 def test_an_embedder_urls_credentials_are_not_in_its_recorded_name() -> None:
     """S2 for the SCM probes' --embedder URL#MODEL: the name a run records keeps host and path, not the secrets."""
     from queerbench.tasks.scm.axes import make_embedder

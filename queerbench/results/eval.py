@@ -30,6 +30,7 @@ from queerbench.base.files import CorruptOutputError, read_json_object, write_js
 from queerbench.base.http import DEFAULT_REQUEST_TIMEOUT, DEFAULT_REQUESTS_PER_MINUTE
 from queerbench.base.lock import LOCK_FILES, folder_lock
 from queerbench.base.redact import redact_url
+from queerbench.models.device import resolve_device
 from queerbench.models.generation.settings import MethodUnsupportedError
 from queerbench.models.registry import model_ref
 from queerbench.reporting.rows import ResultRow, coverage_label
@@ -407,14 +408,16 @@ def _request_run(part: EvalPart, settings: EvalSettings) -> RequestRun:
 def check_settings(settings: EvalSettings, parts: list[EvalPart]) -> None:
     """Check every setting of the eval once, before anything is written or asked: each part that will run gets the
     options it runs with, so a bad value (``--concurrency 0``, ``--toxicity banana``, ``--seed -1``,
-    ``--bootstrap -1``) is the one line ``queerbench run`` gives for it."""
-    for part in parts:
-        if part.skipped:
-            continue
+    ``--bootstrap -1``) is the one line ``queerbench run`` gives for it. A local model's ``--device`` is checked
+    here too (``run`` checks it when it loads the model, before its folder; an endpoint has no device)."""
+    running = [part for part in parts if not part.skipped]
+    for part in running:
         if get_task(part.task).runs_requests:
             _request_run(part, settings)
         else:
             _part_options(part, settings, Path("."))
+    if running and settings.endpoint is None:
+        resolve_device(settings.device)
 
 
 def _run_part(part: EvalPart, settings: EvalSettings, out: Path, log: Callable[[str], None]) -> None:
