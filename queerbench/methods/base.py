@@ -15,14 +15,11 @@ import importlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol
 
 import pandas as pd
 
 from queerbench.base.redact import redact_url
-
-if TYPE_CHECKING:
-    from queerbench.methods.options import RunOptions
 
 __all__ = ["GenerationError", "Method", "Pacing", "Predictor", "Rows", "predict_in_parts"]
 
@@ -101,13 +98,56 @@ def predict_in_parts(
         raise GenerationError.merge(failed)
 
 
+class RunSettings(Protocol):
+    """What a method and its predictors read of a run's options. :class:`~queerbench.methods.options.RunOptions`
+    satisfies it; the methods name this protocol rather than the options class, whose checks ask the method registry
+    (so nothing in ``methods/`` imports in a circle)."""
+
+    @property
+    def model(self) -> str | None: ...
+    @property
+    def model_id(self) -> str: ...
+    @property
+    def config(self) -> str: ...
+    @property
+    def method(self) -> str: ...
+    @property
+    def top_k(self) -> int: ...
+    @property
+    def revision(self) -> str | None: ...
+    @property
+    def dtype(self) -> str: ...
+    @property
+    def device(self) -> str: ...
+    @property
+    def device_map(self) -> str | None: ...
+    @property
+    def batch_size(self) -> int: ...
+    @property
+    def endpoint(self) -> str | None: ...
+    @property
+    def concurrency(self) -> int: ...
+    @property
+    def requests_per_minute(self) -> float: ...
+    @property
+    def request_timeout(self) -> float: ...
+    @property
+    def seed(self) -> int: ...
+    @property
+    def safetensors_only(self) -> bool: ...
+    @property
+    def prompt_id(self) -> str | None: ...
+    @property
+    def max_new_tokens(self) -> int | None: ...
+
+
 class Predictor(Protocol):
     """What the run needs of a method's predictor (the registry gives the class for a method and backend)."""
 
     method: ClassVar[str]
 
     @staticmethod
-    def preflight(options: RunOptions) -> None:
+    def preflight(options: RunSettings) -> None:
         """Every check that needs no weights (device, memory, tokenizer against ``--top-k``), before the run claims
         its output folder; a one-line error for what cannot work."""
         ...
@@ -115,7 +155,7 @@ class Predictor(Protocol):
     @classmethod
     def from_options(
         cls,
-        options: RunOptions,
+        options: RunSettings,
         *,
         cache_path: Path,
         log: Callable[[str], None] = print,
@@ -189,7 +229,7 @@ class Method:
             out["endpoint"] = redact_url(str(out["endpoint"]))
         return out
 
-    def calls_per_sentence(self, options: RunOptions) -> int:
+    def calls_per_sentence(self, options: RunSettings) -> int:
         """Model calls one sentence costs (what a failure count is out of)."""
         return 1
 
@@ -201,7 +241,7 @@ class Method:
         """The ``k`` a run's scores report (``scored_k``: the most words a scored sentence got)."""
         return scored_k
 
-    def run_facts(self, options: RunOptions, meta: dict[str, Any]) -> dict[str, Any]:
+    def run_facts(self, options: RunSettings, meta: dict[str, Any]) -> dict[str, Any]:
         """What the method adds to the ``run`` block of ``scores.json`` and to the report's provenance."""
         return {}
 

@@ -11,12 +11,12 @@ from queerbench.methods.base import Method
 from queerbench.models.generation.settings import DEFAULT_MODEL
 
 if TYPE_CHECKING:
-    from queerbench.methods.options import RunOptions
+    from queerbench.methods.base import RunSettings
 
 __all__ = ["GenerativeMethod", "preflight_local"]
 
 
-def preflight_local(options: RunOptions) -> None:
+def preflight_local(options: RunSettings) -> None:
     """A local causal LM's checks before the run claims its folder (config only: kind, device, memory)."""
     if options.endpoint:
         return
@@ -35,7 +35,7 @@ class GenerativeMethod(Method):
     """A method whose words come from a generative model: its run records the endpoint, the fingerprint the
     predictor wrote, the decoding and the prompt, and its report opens with how the words were obtained."""
 
-    def run_facts(self, options: RunOptions, meta: dict[str, Any]) -> dict[str, Any]:
+    def run_facts(self, options: RunSettings, meta: dict[str, Any]) -> dict[str, Any]:
         """Endpoint, fingerprint, decoding, prompt and its format (from the predictor's metadata)."""
         return {
             "endpoint": redact_url(options.endpoint) if options.endpoint else None,

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from queerbench.methods.base import Method, Pacing, Rows, predict_in_parts
 
 if TYPE_CHECKING:
-    from queerbench.methods.options import RunOptions
+    from queerbench.methods.base import RunSettings
 
 __all__ = ["MLM", "MaskedLMPredictor"]
 
@@ -61,7 +61,7 @@ class MaskedLMPredictor:
         self.fingerprint = fingerprint
 
     @classmethod
-    def from_loaded(cls, lm: Any, options: RunOptions) -> MaskedLMPredictor:
+    def from_loaded(cls, lm: Any, options: RunSettings) -> MaskedLMPredictor:
         """The predictor of a run's ``options`` over a masked LM already loaded (the Space's cached models)."""
         return cls(
             options.model_id,
@@ -76,7 +76,7 @@ class MaskedLMPredictor:
     @classmethod
     def from_options(
         cls,
-        options: RunOptions,
+        options: RunSettings,
         *,
         cache_path: Path,
         log: Callable[[str], None] = print,
@@ -100,7 +100,7 @@ class MaskedLMPredictor:
         )
 
     @staticmethod
-    def preflight(options: RunOptions) -> None:
+    def preflight(options: RunSettings) -> None:
         """Check the device, then load the masked LM's config and tokenizer only (not its weights) and check
         ``--top-k`` against the vocabulary it may predict from, so that a bad ``--top-k`` fails before the model
         loads."""

@@ -28,7 +28,7 @@ from queerbench.methods.scored import SCORED
 from queerbench.models.registry import ModelRef, model_ref
 
 if TYPE_CHECKING:
-    from queerbench.methods.options import RunOptions
+    from queerbench.methods.base import RunSettings
 
 __all__ = [
     "GENERATIVE_METHODS",
@@ -122,18 +122,18 @@ def backend_for(method: str, ref: ModelRef) -> str:
     return "causal_lm" if "causal_lm" in backends else next(iter(backends))
 
 
-def _predictor_class(options: RunOptions) -> type[Predictor]:
+def _predictor_class(options: RunSettings) -> type[Predictor]:
     ref = model_ref(options.model, options.endpoint, options.revision)
     return get_method(options.method).predictor_class(backend_for(options.method, ref))
 
 
-def preflight(options: RunOptions) -> None:
+def preflight(options: RunSettings) -> None:
     """The checks the run's predictor can make before any weights load (for a masked LM: tokenizer and top-k)."""
     _predictor_class(options).preflight(options)
 
 
 def load_predictor(
-    options: RunOptions,
+    options: RunSettings,
     cache_path: Path,
     log: Callable[[str], None] = print,
     *,

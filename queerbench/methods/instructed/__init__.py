@@ -15,7 +15,7 @@ from queerbench.methods.common import GenerativeMethod
 from queerbench.models.generation.settings import DEFAULT_MODEL
 
 if TYPE_CHECKING:
-    from queerbench.methods.options import RunOptions
+    from queerbench.methods.base import RunSettings
 
 __all__ = ["INSTRUCTED", "InstructedMethod"]
 
@@ -33,7 +33,7 @@ class InstructedMethod(GenerativeMethod):
         out["max_new_tokens"] = int(out.get("max_new_tokens") or prompts["decoding"]["max_new_tokens"])
         return out
 
-    def calls_per_sentence(self, options: RunOptions) -> int:
+    def calls_per_sentence(self, options: RunSettings) -> int:
         """``k`` replies per sentence."""
         return options.top_k
 

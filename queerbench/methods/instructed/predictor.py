@@ -18,7 +18,7 @@ from queerbench.methods.common import preflight_local
 from queerbench.models.generation.settings import DEFAULT_REQUEST_TIMEOUT, DEFAULT_REQUESTS_PER_MINUTE
 
 if TYPE_CHECKING:
-    from queerbench.methods.options import RunOptions
+    from queerbench.methods.base import RunSettings
 
 __all__ = ["InstructedPredictor"]
 
@@ -79,13 +79,13 @@ class InstructedPredictor:
         self.reask_empty = bool(endpoint) or self.settings.temperature > 0
 
     @staticmethod
-    def preflight(options: RunOptions) -> None:
+    def preflight(options: RunSettings) -> None:
         """A local model's loading checks that need no weights; nothing for an endpoint (its probe comes first)."""
         preflight_local(options)
 
     @classmethod
     def from_options(
-        cls, options: RunOptions, *, cache_path: Path, log: Callable[[str], None] = print, **_: Any
+        cls, options: RunSettings, *, cache_path: Path, log: Callable[[str], None] = print, **_: Any
     ) -> InstructedPredictor:
         """The predictor for a run's ``options``; replies are kept in the SQLite cache at ``cache_path``."""
         return cls(

@@ -15,7 +15,7 @@ from queerbench.methods.common import preflight_local
 from queerbench.models.generation.settings import DEFAULT_MODEL
 
 if TYPE_CHECKING:
-    from queerbench.methods.options import RunOptions
+    from queerbench.methods.base import RunSettings
 
 __all__ = ["ScoredPredictor"]
 
@@ -48,12 +48,12 @@ class ScoredPredictor:
         self.fingerprint = ref.fingerprint(loaded=True)
 
     @staticmethod
-    def preflight(options: RunOptions) -> None:
+    def preflight(options: RunSettings) -> None:
         """The loading checks that need no weights (a model too large for the free memory is refused here)."""
         preflight_local(options)
 
     @classmethod
-    def from_options(cls, options: RunOptions, **_: Any) -> ScoredPredictor:
+    def from_options(cls, options: RunSettings, **_: Any) -> ScoredPredictor:
         """The predictor for a run's ``options`` (nothing to resume from: a resume re-checks the fingerprint)."""
         return cls(
             str(options.model),
@@ -66,7 +66,7 @@ class ScoredPredictor:
         )
 
     @classmethod
-    def from_loaded(cls, loaded: tuple[Any, Any], options: RunOptions) -> ScoredPredictor:
+    def from_loaded(cls, loaded: tuple[Any, Any], options: RunSettings) -> ScoredPredictor:
         """The predictor of a run's ``options`` over a causal LM already loaded (``(model, tokenizer)``)."""
         return cls(
             str(options.model),
