@@ -46,7 +46,7 @@ def _rows(stats: dict[str, dict[str, Any]], decimals: int, label: str) -> list[s
 
 def _title(record: RunRecord) -> str:
     limit = record.settings.get("limit")
-    scope = "all templates" if limit is None else f"first {limit} templates"
+    scope = "all templates" if limit is None else f"first {limit} template{'s' if limit != 1 else ''}"
     return f"{model_label(record.model)} · {record.task} · {record.method} ({record.request_type}) · {scope}"
 
 
@@ -85,26 +85,48 @@ def render_metrics_report(record: RunRecord, figure: str | None = FIGURE) -> str
     return "\n".join(lines) + "\n"
 
 
+def _panel(ax: plt.Axes, stats: dict[str, dict[str, Any]], labels: list[str], xlabel: str, ylabel: str) -> None:
+    """One bar per label with its 95% CI, each hatched and coloured apart (readable in grayscale)."""
+    for i, label in enumerate(labels):
+        s = stats.get(label) or {"value": None, "ci": None, "n": 0}
+        colour, hatch = group_style(label, i)
+        value = s["value"] if s["value"] is not None else 0.0
+        err = None
+        if s["ci"]:
+            err = [[max(value - s["ci"][0], 0.0)], [max(s["ci"][1] - value, 0.0)]]
+        bars = ax.bar(
+            i, value, color=colour, hatch=hatch, edgecolor="black", label=f"{label} (n={s['n']})", yerr=err, capsize=3
+        )
+        shown = "no data" if s["value"] is None else f"{value:.2f}"  # a zero is a bar of no height: say its value
+        ax.bar_label(bars, labels=[shown], fontsize=7, padding=2)
+    ax.set_xticks(range(len(labels)), labels, rotation=45 if len(labels) > 4 else 0)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+
+
 def metrics_figure(record: RunRecord) -> plt.Figure:
-    """One panel per declared metric: each group's value with its 95% CI, hatched per group."""
+    """Per declared metric, one row of panels: the groups (with a legend), then one panel per breakdown column (e.g.
+    the declared pronoun set), each bar with its 95% CI over templates."""
     metrics = record.declared_metrics
-    fig, axes = plt.subplots(1, len(metrics), figsize=(4.5 * len(metrics), 3.6), squeeze=False)
-    order = record.groups["order"]
-    for ax, metric in zip(axes[0], metrics, strict=True):
-        groups = record.results[metric["name"]]["groups"]
-        for i, group in enumerate(order):
-            s = groups.get(group) or {"value": None, "ci": None, "n": 0}
-            colour, hatch = group_style(group, i)
-            value = s["value"] if s["value"] is not None else 0.0
-            err = None
-            if s["ci"]:
-                err = [[max(value - s["ci"][0], 0.0)], [max(s["ci"][1] - value, 0.0)]]
-            ax.bar(i, value, color=colour, hatch=hatch, edgecolor="black", label=f"{group} (n={s['n']})", yerr=err)
-        ax.set_xticks(range(len(order)), order)
-        ax.set_xlabel(record.groups["column"])
-        ax.set_ylabel(metric["title"])
-        ax.set_title(metric["title"])
-        ax.legend(fontsize=8, loc="best")
+    breakdowns = list(record.groups.get("breakdowns") or [])
+    widths = [1.0] + [1.6] * len(breakdowns)
+    fig, axes = plt.subplots(
+        len(metrics),
+        1 + len(breakdowns),
+        figsize=(4.2 + 6.0 * len(breakdowns), 3.8 * len(metrics)),
+        squeeze=False,
+        gridspec_kw={"width_ratios": widths},
+    )
+    order = list(record.groups["order"])
+    for row, metric in zip(axes, metrics, strict=True):
+        block = record.results[metric["name"]]
+        _panel(row[0], block["groups"], order, record.groups["column"], metric["title"])
+        row[0].set_title(f"{metric['title']} per {record.groups['column']}")
+        row[0].legend(fontsize=7, loc="best")
+        for ax, column in zip(row[1:], breakdowns, strict=True):
+            stats = block["by"].get(column, {})
+            _panel(ax, stats, list(stats), column, metric["title"])
+            ax.set_title(f"{metric['title']} per {column}")
     fig.suptitle(_title(record), fontsize=10)
     fig.tight_layout()
     return fig
