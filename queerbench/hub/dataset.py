@@ -88,7 +88,8 @@ def _features(table: pa.Table) -> list[dict[str, str]]:
 
 
 def _card(configs: Sequence[str], tables: dict[str, dict[str, pa.Table]]) -> str:
-    default = next(c for c in dataset_configs() if c in configs)  # the registry's first task that is built
+    wanted = _benchmark_meta()["default_config"]  # hub_configs/cards.yaml; else the registry's first task built
+    default = wanted if wanted in configs else next(c for c in dataset_configs() if c in configs)
     meta = {
         "pretty_name": "QueerBench",
         "language": ["en"],
@@ -142,6 +143,7 @@ def _benchmark_meta() -> dict[str, str]:
         "name": str(meta.get("name") or "QueerBench"),
         "description": " ".join(str(meta.get("description") or _DESCRIPTION).split()),
         "evaluation_framework": str(meta.get("evaluation_framework") or "queerbench"),
+        "default_config": str(meta.get("default_config") or ""),
     }
 
 
