@@ -270,7 +270,7 @@ def test_leaderboard_show_ranks_request_rows_by_their_declared_direction(toy, tm
     md = leaderboard_markdown([worse, good])
     assert "Ranked by the a score (Accuracy, higher is better)." in md
     assert md.index("| 1 | **embedded:smollm2-135m-instruct**") < md.index("| 2 | **other**")
-    assert "loglikelihood requests" in md and "k=None" not in md
+    assert "## TOY `toy-requests`, all templates, Accuracy" in md and "k=None" not in md
 
 
 def test_view_of_a_request_run_shows_its_items_and_hides_harmful_words_of_replies(toy, tmp_path):

@@ -112,7 +112,6 @@ def record_rows(record: RunRecord, source: str = "") -> list[ResultRow]:
                     "higher_is_better": metric["higher_is_better"],
                     "overall": block["overall"],
                     "unit": "templates",
-                    "answers": f"{record.request_type} requests",
                 },
                 signature=record.signature,
                 source=source,

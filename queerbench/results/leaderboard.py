@@ -70,10 +70,12 @@ def rank_groups(rows: Sequence[ResultRow]) -> list[tuple[list[ResultRow], str | 
 
 def _title(row: ResultRow) -> str:
     """The heading of a comparable group: benchmark and task, k, toxicity scorer, what it covers, and its metric when
-    that is not the QueerBench score."""
-    unit = row.extra.get("unit") or ("templates" if row.k is not None else "prompts")  # probes: limited in prompts
+    that is not the QueerBench score (a request task's rows: no k and no toxicity scorer, only what they cover)."""
+    if row.extra.get("unit"):  # a row of a request run (its record's declared metric)
+        return f"{row.benchmark} `{row.task}`, {coverage_label(row, str(row.extra['unit']))}, {row.metric}"
+    unit = "templates" if row.k is not None else "prompts"  # a probes task (no k) is limited in prompts
     covered = coverage_label(row, unit)
-    k = f"k={row.k}" if row.k is not None else row.extra.get("answers", "replies")
+    k = f"k={row.k}" if row.k is not None else "replies"
     metric = "" if row.metric == "QueerBench score" else f", {row.metric}"
     return f"{row.benchmark} `{row.task}`, {k}, toxicity: {row.toxicity}, {covered}{metric}"
 
@@ -404,7 +406,7 @@ def check_out_folder(out: Path) -> Path:
 def _line(row: ResultRow) -> str:
     """A row as one line of a table names it: model · task · method · k."""
     return f"{row.model} · {row.task} · {row.method} · " + (
-        f"k={row.k}" if row.k is not None else row.extra.get("answers", "replies")
+        f"k={row.k}" if row.k is not None else "items" if row.extra.get("unit") else "replies"
     )
 
 
