@@ -144,7 +144,7 @@ def model_ref(
 def open_generator(
     ref: ModelRef,
     *,
-    device: str = "cpu",
+    device: str = "auto",
     dtype: str = "float32",
     device_map: str | None = None,
     **options: Any,

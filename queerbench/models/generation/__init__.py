@@ -10,7 +10,7 @@ probes) goes through here:
   (SQLite; each reply committed the moment it arrives, so a killed run resumes);
 - :func:`load_runner` builds either runner from CLI-style arguments::
 
-      load_runner(model: str | None = None, endpoint: str | None = None, *, device: str = "cpu",
+      load_runner(model: str | None = None, endpoint: str | None = None, *, device: str = "auto",
                   dtype: str = "float32", concurrency: int = 8, system_prompt: str | None = None,
                   api_key_env: str = "OPENAI_API_KEY", requests_per_minute: float | None = 600.0,
                   extra_body: dict | None = None, **endpoint_options) -> Runner
@@ -21,7 +21,7 @@ probes) goes through here:
   SmolLM2-135M-Instruct), whose architecture is checked before its weights load. Bad arguments (``concurrency <
   1``, a missing API key for a remote host, a missing folder, a masked LM) raise one-line ``ValueError``/
   ``FileNotFoundError`` before anything runs.
-- :func:`load_causal_lm` ``(model=None, *, device="cpu", dtype="float32", revision=None)`` → ``(model,
+- :func:`load_causal_lm` ``(model=None, *, device="auto", dtype="float32", revision=None)`` → ``(model,
   tokenizer)`` for direct scoring (left padding, a pad token; the architecture checked first),
   :func:`model_kind` ``(model, revision=None)`` → ``causal``/``masked``/``seq2seq``/``other`` from the config
   alone (:func:`describe_model` also gives the architecture name), :func:`check_causal_lm` (a one-line
@@ -94,7 +94,7 @@ def load_runner(
     model: str | None = None,
     endpoint: str | None = None,
     *,
-    device: str = "cpu",
+    device: str = "auto",
     dtype: str = "float32",
     concurrency: int = DEFAULT_CONCURRENCY,
     system_prompt: str | None = None,

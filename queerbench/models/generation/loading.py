@@ -134,7 +134,7 @@ def check_causal_lm(model: str | None, revision: str | None = None) -> None:
 def check_causal_lm_loads(
     model: str | None,
     *,
-    device: str = "cpu",
+    device: str = "auto",
     dtype: str = "float32",
     revision: str | None = None,
     device_map: str | None = None,
@@ -158,7 +158,7 @@ def check_causal_lm_loads(
 def load_causal_lm(
     model: str | None = None,
     *,
-    device: str = "cpu",
+    device: str = "auto",
     dtype: str = "float32",
     revision: str | None = None,
     device_map: str | None = None,

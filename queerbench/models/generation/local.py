@@ -61,7 +61,7 @@ class TransformersRunner:
         self,
         model: str | None = None,
         *,
-        device: str = "cpu",
+        device: str = "auto",
         dtype: str = "float32",
         system_prompt: str | None = None,
         revision: str | None = None,

@@ -210,7 +210,7 @@ def run_scm(
     settings: GenerationSettings | None = None,
     story_settings: GenerationSettings | None = None,
     limit: int | None = None,
-    device: str = "cpu",
+    device: str = "auto",
     dtype: str = "float32",
     device_map: str | None = None,
     api_key_env: str = "OPENAI_API_KEY",
