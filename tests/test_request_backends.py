@@ -403,10 +403,10 @@ def test_prefix_groups_keep_a_token_out_and_take_the_longest_common_prefixes() -
     from queerbench.models.backends.prefixes import MIN_SHARED, group_by_prefix
 
     declaration = list(range(100, 120))
-    rows = [declaration + [1, 2, 3, 4, 5, c, 9] for c in range(6)]  # one template, six candidates
-    rows += [declaration + [6, 7, 8, 9, 10, c, 9, 9] for c in range(6)]  # another template, same declaration
-    rows += [declaration[:5] + [c] for c in range(3)]  # too short a prefix to share
-    rows += [declaration + [1, 2, 3, 4, 5], declaration + [1, 2, 3, 4, 5]]  # ends inside the first group's prefix
+    rows = [[*declaration, 1, 2, 3, 4, 5, c, 9] for c in range(6)]  # one template, six candidates
+    rows += [[*declaration, 6, 7, 8, 9, 10, c, 9, 9] for c in range(6)]  # another template, same declaration
+    rows += [[*declaration[:5], c] for c in range(3)]  # too short a prefix to share
+    rows += [[*declaration, 1, 2, 3, 4, 5], [*declaration, 1, 2, 3, 4, 5]]  # ends inside the first group's prefix
     rows += [[7] * 30]
     groups, alone = group_by_prefix(rows)
     assert sorted(alone + [r for _, members in groups for r in members]) == list(range(len(rows)))

@@ -222,14 +222,21 @@ class PrefixScorer:
 
     @staticmethod
     def _add(sums: dict[int, float], logits: torch.Tensor, picks: Sequence[tuple[int, int, int, int]]) -> None:
-        """Add to ``sums[row]`` the log-probability of each pick's target at its logits (batch row, column)."""
+        """Add to ``sums[row]`` the log-probability of each pick's target at its logits (batch row, column).
+
+        The log-softmax runs once per distinct (batch row, column): a group's rows all read the same prefix logits."""
         if not picks:
             return
         dev = logits.device
+        at: dict[tuple[int, int], int] = {}
+        which = [at.setdefault((b, c), len(at)) for _, b, c, _ in picks]
+        cells = list(at)
         picked = logits[
-            torch.tensor([p[1] for p in picks], device=dev), torch.tensor([p[2] for p in picks], device=dev)
+            torch.tensor([b for b, _ in cells], device=dev), torch.tensor([c for _, c in cells], device=dev)
         ]
         logp = torch.log_softmax(picked.float(), dim=-1)
-        values = logp.gather(-1, torch.tensor([p[3] for p in picks], device=dev)[:, None]).squeeze(-1).cpu().tolist()
+        rows = torch.tensor(which, device=dev)
+        targets = torch.tensor([p[3] for p in picks], device=dev)
+        values = logp[rows, targets].cpu().tolist()
         for (r, *_), value in zip(picks, values, strict=True):
             sums[r] += float(value)
