@@ -171,8 +171,8 @@ class PrefixScorer:
                 if len(row_ids) - 1 > shared:
                     later.append((r, g))
         ids, mask = ids.to(device), mask.to(device)
-        positions = torch.arange(width, device=device).expand(len(groups), -1)
-        output = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True)
+        steps = torch.arange(width, device=device).expand(len(groups), -1)
+        output = self.model(input_ids=ids, attention_mask=mask, position_ids=steps, use_cache=True)
         layers = self._layers(output)
         if layers is None:
             raise RuntimeError("the model returned no shareable KV cache (checked by PrefixScorer.usable first)")
@@ -213,10 +213,10 @@ class PrefixScorer:
             picks += [(r, b, p - 1 - shared, row_ids[p]) for p in positions if p > shared]
         index = torch.tensor([g for _, g in batch], device=device)
         full_mask = torch.cat([prefix_mask.index_select(0, index), mask.to(device)], dim=1)
-        positions = prefix_len.index_select(0, index)[:, None] + torch.arange(width, device=device)[None, :]
+        steps = prefix_len.index_select(0, index)[:, None] + torch.arange(width, device=device)[None, :]
         kwargs = {self._cache_arg: self._cache_from(layers, index)}
         output = self.model(
-            input_ids=ids.to(device), attention_mask=full_mask, position_ids=positions, use_cache=True, **kwargs
+            input_ids=ids.to(device), attention_mask=full_mask, position_ids=steps, use_cache=True, **kwargs
         )
         self._add(sums, output.logits, picks)
 
