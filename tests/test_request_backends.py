@@ -318,3 +318,121 @@ def test_backends_record_what_answers(backends: dict[str, object], models: dict[
     ticks: list[int] = []
     backends["bert"].loglikelihood([Loglikelihood("", t) for t in TEXTS], tick=ticks.append)
     assert sum(ticks) == len(TEXTS) and len(ticks) == 2  # one tick per group of batch_size requests
+
+
+# ------------------------------------------------------------------------------------- causal LM: prefix sharing --
+SHARED = (
+    "The nonbinary person tends to paint (and sing). The person is very kind.",
+    "The gay person is a great doctor. The lesbian person is a teacher.",
+)
+"""Long beginnings, each followed below by endings of different lengths (a task's candidates in one slot)."""
+ENDINGS = (" He is.", " xe is a writer!", " They are the best choice.", " She is a singer")
+
+
+def prefix_requests() -> list[Loglikelihood]:
+    """Groups of sentences with a long common prefix, unrelated sentences, and the same with a context, mixed."""
+    grouped = [Loglikelihood("", head + end) for head in SHARED for end in ENDINGS]
+    with_context = [Loglikelihood(SHARED[0] + " ", end.strip()) for end in ENDINGS]
+    single = [Loglikelihood("", t) for t in TEXTS] + [Loglikelihood("The person is ", "kind.")]
+    mixed = grouped + with_context + single
+    return mixed[1::2] + mixed[::2]  # members of a group apart: results must come back in request order
+
+
+def open_causal(models: dict[str, Path], name: str, batch_size: int, share: bool):
+    ref = model_ref(str(models[name]))
+    return open_backend(ref, "loglikelihood", device="cpu", batch_size=batch_size, share_prefixes=share, log=quiet)
+
+
+@pytest.mark.parametrize("name", ["gpt2", "llama"])
+def test_shared_prefixes_give_the_whole_rows_values(
+    name: str, models: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from queerbench.models.backends.prefixes import PrefixScorer
+
+    grouped: list[int] = []
+    score = PrefixScorer.score
+
+    def spy(self, rows, groups, *args, **kwargs):
+        grouped.extend(len(members) for _, members in groups)
+        return score(self, rows, groups, *args, **kwargs)
+
+    monkeypatch.setattr(PrefixScorer, "score", spy)
+    requests = prefix_requests()
+    whole = open_causal(models, name, 3, share=False).loglikelihood(requests)
+    assert not grouped
+    for size in (1, 3, 64):
+        backend = open_causal(models, name, size, share=True)
+        ticks: list[int] = []
+        shared = backend.loglikelihood(requests, tick=ticks.append)
+        assert sum(ticks) == len(requests) and backend.metadata()["share_prefixes"] is True
+        for a, b in zip(whole, shared, strict=True):
+            assert a.n_tokens == b.n_tokens and a.logprob == pytest.approx(b.logprob, abs=1e-5)
+    assert sum(grouped) >= 3 * (len(SHARED) * len(ENDINGS) + len(ENDINGS))  # every batch size shared them
+    tok, model = backend.tokenizer, backend.model
+    for request, result in zip(requests, shared, strict=True):
+        if request.context:
+            continue
+        ids = torch.tensor([tok(request.continuation)["input_ids"]])
+        with torch.no_grad():
+            assert -result.mean == pytest.approx(float(model(ids, labels=ids).loss), abs=1e-5)
+
+
+@pytest.mark.parametrize("name", ["gpt2", "llama"])
+def test_a_row_whose_ids_are_all_in_the_shared_prefix_but_its_last(name: str, models: dict[str, Path]) -> None:
+    head = SHARED[1]
+    requests = [
+        Loglikelihood("", head + ENDINGS[2]),
+        Loglikelihood("", head),  # its ids begin the others': the prefix is all of it but its last token
+        Loglikelihood("", head + ENDINGS[0]),
+        Loglikelihood("", head),  # the same row twice
+        Loglikelihood("", "He is."),
+    ]
+    backend = open_causal(models, name, 2, share=True)
+    ids = [backend.tokenizer(r.continuation)["input_ids"] for r in requests]
+    assert ids[0][: len(ids[1])] == ids[1] == ids[3]
+    from queerbench.models.backends.prefixes import group_by_prefix
+
+    [(shared, members)] = group_by_prefix(ids)[0]
+    assert shared == len(ids[1]) - 1 and sorted(members) == [0, 1, 2, 3]  # rows 1 and 3: no suffix to run
+    whole = open_causal(models, name, 2, share=False).loglikelihood(requests)
+    for a, b in zip(whole, backend.loglikelihood(requests), strict=True):
+        assert a.n_tokens == b.n_tokens and a.logprob == pytest.approx(b.logprob, abs=1e-5)
+
+
+def test_prefix_groups_keep_a_token_out_and_take_the_longest_common_prefixes() -> None:
+    from queerbench.models.backends.prefixes import MIN_SHARED, group_by_prefix
+
+    declaration = list(range(100, 120))
+    rows = [[*declaration, 1, 2, 3, 4, 5, c, 9] for c in range(6)]  # one template, six candidates
+    rows += [[*declaration, 6, 7, 8, 9, 10, c, 9, 9] for c in range(6)]  # another template, same declaration
+    rows += [[*declaration[:5], c] for c in range(3)]  # too short a prefix to share
+    rows += [[*declaration, 1, 2, 3, 4, 5], [*declaration, 1, 2, 3, 4, 5]]  # ends inside the first group's prefix
+    rows += [[7] * 30]
+    groups, alone = group_by_prefix(rows)
+    assert sorted(alone + [r for _, members in groups for r in members]) == list(range(len(rows)))
+    for shared, members in groups:
+        assert len(members) >= 2 and shared >= MIN_SHARED
+        assert all(rows[r][:shared] == rows[members[0]][:shared] and len(rows[r]) > shared for r in members)
+    by_row = {r: shared for shared, members in groups for r in members}
+    assert by_row[0] == by_row[5] == len(declaration) + 4  # each template apart, not one group on the declaration
+    assert by_row[6] == by_row[11] == len(declaration) + 5
+    assert {12, 13, 14, len(rows) - 1} <= set(alone)
+    assert group_by_prefix([]) == ([], [])
+
+
+def test_a_cache_that_cannot_be_shared_runs_every_row_whole(models: dict[str, Path]) -> None:
+    from tests.tiny_models import PastKeyValuesLM
+
+    requests = prefix_requests()
+    whole = open_causal(models, "llama", 4, share=False).loglikelihood(requests)
+    messages: list[str] = []
+    for drop_rows in (True, False):  # transformers 4's cache argument; a cache without layers to copy rows from
+        backend = open_causal(models, "llama", 4, share=True)
+        backend.model = PastKeyValuesLM(backend.model, drop_rows=drop_rows)
+        backend.log = messages.append
+        shared = backend.loglikelihood(requests)
+        for a, b in zip(whole, shared, strict=True):
+            assert a.n_tokens == b.n_tokens and a.logprob == pytest.approx(b.logprob, abs=1e-5)
+        used = [c for c in backend.model.calls if c["past_key_values"] is not None]
+        assert bool(used) == drop_rows and backend.metadata()["share_prefixes"] is drop_rows
+    assert len(messages) == 1 and "cannot be shared" in messages[0] and "\n" not in messages[0]

@@ -95,6 +95,7 @@ def open_backend(
     batch_size: int = 16,
     concurrency: int = 8,
     request_timeout: float | None = None,
+    share_prefixes: bool = True,
     log: Callable[[str], None] = print,
     **endpoint_options: Any,
 ) -> Backend:
@@ -102,9 +103,11 @@ def open_backend(
     :func:`check_request_type`).
 
     ``device`` (``auto``: cuda, then mps, then cpu), ``dtype`` and ``batch_size`` (rows per forward pass) are for a
-    local model; for an endpoint ``batch_size`` is the prompts per completions request, ``concurrency`` the
-    requests in flight, ``request_timeout`` the seconds each reply may take, and ``endpoint_options`` go to its
-    runners (``api_key_env``, ``requests_per_minute``, ``max_retries``, ``system_prompt``, …).
+    local model, and ``share_prefixes`` for a local causal LM (its ``loglikelihood`` runs the common prefix of rows
+    that begin alike once: :class:`~queerbench.models.backends.causal.CausalBackend`); for an endpoint
+    ``batch_size`` is the prompts per completions request, ``concurrency`` the requests in flight,
+    ``request_timeout`` the seconds each reply may take, and ``endpoint_options`` go to its runners
+    (``api_key_env``, ``requests_per_minute``, ``max_retries``, ``system_prompt``, …).
     """
     check_request_type(ref, request_type)
     kind = ref.kind()
@@ -134,7 +137,7 @@ def open_backend(
         runner = open_generator(ref, device=resolve_device(device), dtype=dtype)
         if not isinstance(runner, TransformersRunner):  # a local reference opens a local runner
             raise TypeError(f"{ref.name}: expected a local causal LM runner, got {type(runner).__name__}")
-        backend = CausalBackend(runner, ref, dtype=dtype, batch_size=batch_size, log=log)
+        backend = CausalBackend(runner, ref, dtype=dtype, batch_size=batch_size, share_prefixes=share_prefixes, log=log)
     meta = backend.metadata()
     log(
         f"{backend.name}: {meta['backend']} backend on {meta['device']} ({meta['dtype'] or 'served'}) for {request_type}"

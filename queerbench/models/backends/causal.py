@@ -12,6 +12,12 @@ the continuation's tokens (those after as many as the context alone encodes to) 
 length and padded on the right with an attention mask, ``batch_size`` rows per forward pass; a row's score does not
 depend on the rows it shares a batch with (to float rounding).
 
+With ``share_prefixes`` (the default), the rows of one call whose token ids share a long common prefix (sentences
+that differ only from one slot on, as a task's candidates in one sentence) run that prefix once and their suffixes
+on its KV cache (:mod:`queerbench.models.backends.prefixes`); the other rows run as above. The values are the same
+to float rounding. A model whose cache cannot be shared that way (no cache, sliding-window layers) runs every row
+whole, and ``metadata()`` records ``share_prefixes`` as false.
+
 **generate.** Greedy decoding of at most ``max_new_tokens`` tokens through the runner: the tokenizer's chat template
 (a user turn, the generation prompt) when it has one, else the plain prompt (warned once by the runner).
 """
@@ -31,6 +37,7 @@ from queerbench.models.backends.common import (
     split_context,
     ticker,
 )
+from queerbench.models.backends.prefixes import PrefixScorer, group_by_prefix
 from queerbench.models.generation.local import TransformersRunner
 from queerbench.models.generation.settings import GenerationSettings
 from queerbench.models.registry import ModelRef
@@ -74,6 +81,7 @@ class CausalBackend:
         *,
         dtype: str = "float32",
         batch_size: int = 16,
+        share_prefixes: bool = True,
         log: Callable[[str], None] = print,
     ) -> None:
         self.runner, self.ref, self.dtype = runner, ref, dtype
@@ -84,6 +92,8 @@ class CausalBackend:
         self.log = log
         self._pad = int(self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0)
         self._fingerprint: dict[str, Any] | None = None
+        self.share_prefixes = bool(share_prefixes)
+        self._prefixes: PrefixScorer | None = None  # built (and checked) at the first call that shares
 
     # ----------------------------------------------------------------------------------------------- records --
     def fingerprint(self) -> dict[str, Any]:
@@ -93,7 +103,7 @@ class CausalBackend:
         return self._fingerprint
 
     def metadata(self) -> dict[str, Any]:
-        """The backend, model, architecture, device, dtype, batch size and prompt format."""
+        """The backend, model, architecture, device, dtype, batch size, prefix sharing and prompt format."""
         import transformers
 
         return {
@@ -105,6 +115,7 @@ class CausalBackend:
             "device_map": self.runner.device_map,
             "dtype": self.dtype,
             "batch_size": self.batch_size,
+            "share_prefixes": self.share_prefixes,
             "prompt_format": self.runner.prompt_format,
             "transformers_version": transformers.__version__,
             "torch_version": torch.__version__,
@@ -130,17 +141,38 @@ class CausalBackend:
         encoded = [loglikelihood_positions(self.tokenizer, r.context, r.continuation) for r in requests]
         results: list[LoglikelihoodResult | None] = [None] * len(requests)
         device = self.runner.device
+        scored = [i for i, (_, positions) in enumerate(encoded) if positions]
+        for i, (_, positions) in enumerate(encoded):
+            if not positions:  # nothing to score (a text of one token, an empty continuation)
+                results[i] = LoglikelihoodResult(0.0, 0)
+        if len(scored) < len(requests):
+            done(len(requests) - len(scored))
         with torch.inference_mode():
-            for batch in batches(by_length([len(ids) for ids, _ in encoded]), self.batch_size):
-                scored = [i for i in batch if encoded[i][1]]
-                for i in batch:
-                    if not encoded[i][1]:  # nothing to score (a text of one token, an empty continuation)
-                        results[i] = LoglikelihoodResult(0.0, 0)
-                if scored:
-                    for i, value in zip(scored, self._score([encoded[i] for i in scored], device), strict=True):
-                        results[i] = LoglikelihoodResult(value, len(encoded[i][1]))
+            alone = scored
+            if self._sharing(device) and self._prefixes is not None:
+                groups, rest = group_by_prefix([encoded[i][0] for i in scored])
+                alone = [scored[k] for k in rest]
+                if groups:
+                    rows = [encoded[i] for i in scored]
+                    values = self._prefixes.score(rows, groups, self.batch_size, device, done)
+                    for k, value in values.items():
+                        results[scored[k]] = LoglikelihoodResult(value, len(rows[k][1]))
+            for batch in batches(by_length([len(encoded[i][0]) for i in alone]), self.batch_size):
+                idx = [alone[k] for k in batch]
+                for i, value in zip(idx, self._score([encoded[i] for i in idx], device), strict=True):
+                    results[i] = LoglikelihoodResult(value, len(encoded[i][1]))
                 done(len(batch))
         return [r for r in results if r is not None]
+
+    def _sharing(self, device: str) -> bool:
+        """Whether this call shares prefixes: switched on and, checked once, the model's cache can be shared (else
+        switched off, said once, and recorded in ``metadata()``)."""
+        if self.share_prefixes and self._prefixes is None:
+            self._prefixes = PrefixScorer(self.model, self._pad)
+            if not self._prefixes.usable(device):
+                self.share_prefixes, self._prefixes = False, None
+                self.log(f"{self.name}: its KV cache cannot be shared by rows; every loglikelihood row runs whole")
+        return self.share_prefixes
 
     def _score(self, rows: Sequence[tuple[list[int], list[int]]], device: str) -> list[float]:
         """One forward pass over ``rows`` (right-padded): each row's summed log-probability at its positions."""
