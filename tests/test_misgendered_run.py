@@ -35,7 +35,7 @@ def test_a_tiny_causal_lm_chooses_by_the_papers_rule_recomputed_independently(tm
     out = tmp_path / "run"
     assert _run("--model", str(model_dir), "--method", "scored", "--device", "cpu", "--out", str(out)) == 0
     predictions = _predictions(out)
-    assert set(predictions.columns) >= COLUMNS and len(predictions) == 33  # 1 template x 11 sets x 3 names
+    assert set(predictions.columns) >= COLUMNS and len(predictions) == 11  # 1 template x 11 sets x 1 name
     assert predictions["masked_sentence"].str.count(r"\[MASK\]").eq(1).all()
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
@@ -76,7 +76,7 @@ def test_a_chat_endpoint_answers_fill_in_prompts_parsed_to_one_form(tmp_path: Pa
     with FakeOpenAI(answer="They") as server:
         code = _run("--model", "chat-model", "--endpoint", server.url, "--out", str(out))
         prompts = [b["messages"][-1]["content"] for b in server.bodies]
-    assert code == 0 and len(prompts) == 33
+    assert code == 0 and len(prompts) == 11
     predictions = _predictions(out)
     assert set(predictions["method"]) == {"instructed"}
     assert predictions["reply"].str.fullmatch(r"They \[\d+\]").all()  # the fake server adds the prompt's length

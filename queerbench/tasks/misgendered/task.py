@@ -72,10 +72,16 @@ class MisgenderedTask(Task):
         per_group = extra.get("names_per_group")
         if per_group is not None and (not isinstance(per_group, int) or isinstance(per_group, bool) or per_group < 1):
             raise ValueError(f"task {spec.name}: 'extra.names_per_group' must be a positive integer or null")
+        name_groups = extra.get("name_groups", "all")
+        if name_groups != "all" and not (
+            isinstance(name_groups, list) and name_groups and all(isinstance(g, str) for g in name_groups)
+        ):
+            raise ValueError(f"task {spec.name}: 'extra.name_groups' must be \"all\" or a list of name lists")
         if not isinstance(extra.get("fix_slash", False), bool):
             raise ValueError(f"task {spec.name}: 'extra.fix_slash' must be true or false")
         self.declarations: tuple[str, ...] = tuple(declarations)
         self.names_per_group: int | None = per_group
+        self.name_groups: tuple[str, ...] | None = None if name_groups == "all" else tuple(name_groups)
         self.name_pick = str(extra.get("name_pick", "first"))
         self.fix_slash = bool(extra.get("fix_slash", False))
         self.prompts_file = HERE / str(extra.get("prompts", "prompts.json"))
@@ -85,14 +91,24 @@ class MisgenderedTask(Task):
         """The selection's instances (:func:`.instances.build`; built once, then a shallow copy each call)."""
         if self._items is None:
             data = instances.load_data()
-            names = instances.pick_names(data, self.names_per_group, self.name_pick)
+            names = self._names(data)
             self._items = instances.build(data, self.declarations, names, prefix=self.name, fix_slash=self.fix_slash)
         return self._items.copy(deep=False)
+
+    def _names(self, data: instances.Data) -> dict[str, tuple[str, ...]]:
+        """The names used: the first ``names_per_group`` of each name list in ``name_groups`` (all lists by default)."""
+        names = instances.pick_names(data, self.names_per_group, self.name_pick)
+        if self.name_groups is None:
+            return names
+        unknown = [g for g in self.name_groups if g not in names]
+        if unknown:
+            raise ValueError(f"task {self.name}: 'extra.name_groups' names {unknown}; the lists are {', '.join(names)}")
+        return {g: names[g] for g in self.name_groups}
 
     def n_items(self) -> int:
         """How many instances the selection has, counted without building them."""
         data = instances.load_data()
-        names = instances.pick_names(data, self.names_per_group, self.name_pick)
+        names = self._names(data)
         return instances.count(data, self.declarations, names)
 
     def n_templates(self) -> int:
