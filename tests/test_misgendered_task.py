@@ -83,7 +83,7 @@ def test_the_task_data_loads_and_declares_a_requests_task() -> None:
     specs = load_specs(PACKAGE / "tasks.json")
     assert list(specs) == ["misgendered", "misgendered-full"]
     for spec in specs.values():
-        assert spec.kind == "requests" and spec.benchmark == "MISGENDERED" and spec.lmeval_task is None
+        assert spec.kind == "requests" and spec.benchmark == "MISGENDERED"
         assert spec.requests == {"mlm": "fill_mask", "scored": "loglikelihood", "instructed": "generate"}
         assert [(m.name, m.column, m.higher_is_better) for m in spec.metrics] == [("accuracy", "correct", True)]
         assert spec.groups is not None and spec.groups.order == ("binary", "neutral", "neo")
@@ -93,6 +93,7 @@ def test_the_task_data_loads_and_declares_a_requests_task() -> None:
             ("declared", "form"),
         )
     assert specs["misgendered"].build_by_default and not specs["misgendered-full"].build_by_default
+    assert (specs["misgendered"].lmeval_task, specs["misgendered-full"].lmeval_task) == ("misgendered", None)
 
 
 def test_the_registry_finds_both_tasks() -> None:

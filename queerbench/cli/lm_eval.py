@@ -17,7 +17,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Write lm-evaluation-harness 0.4 task folders (one per task with an lm-eval export: "
         "queerbench_default, queerbench_paper, queergen, …, and *_chat for --apply_chat_template) into DIR: the "
         "instructed prompt, greedy, queerbench's reply parser and scorers, the QueerBench score and the one-word "
-        "reply rate per group.",
+        "reply rate per group. A requests task (misgendered) is one task: its generate method's prompt, greedy, "
+        "its own scoring, each declared metric per group; run a chat model on it with --apply_chat_template.",
     )
     export.add_argument("dir", help="folder for the task folders (new, or an earlier export with --overwrite)")
     export.add_argument(
@@ -26,15 +27,25 @@ def register(sub: argparse._SubParsersAction) -> None:
         help=f"comma-separated configs, from {', '.join(export_configs())} (default: %(default)s; queergen's "
         "sentences are for academic research only)",
     )
-    export.add_argument("--prompt", default=None, dest="prompt_id", help="prompt id (default: queergen-2)")
-    export.add_argument("--max-new-tokens", type=int, default=None, help="reply length cap (default: 32)")
     export.add_argument(
-        "--toxicity", default="embedded", help="toxicity scorer the tasks use (default: %(default)s; none to skip)"
+        "--prompt",
+        default=None,
+        dest="prompt_id",
+        help="prompt id of the fill-in-the-blank tasks (default: queergen-2)",
+    )
+    export.add_argument(
+        "--max-new-tokens", type=int, default=None, help="reply length cap of the fill-in-the-blank tasks (default: 32)"
+    )
+    export.add_argument(
+        "--toxicity",
+        default="embedded",
+        help="toxicity scorer the fill-in-the-blank tasks use (default: %(default)s; none to skip)",
     )
     export.add_argument(
         "--overwrite",
         action="store_true",
-        help="replace the files an earlier export wrote in DIR (its task YAMLs, utils.py, sentences.parquet, "
+        help="replace the files an earlier export wrote in DIR (its task YAMLs, utils.py, sentences.parquet or "
+        "items.parquet, "
         "their __pycache__ and its marker; those of tasks not exported now are removed); other files there are "
         "left as they are",
     )

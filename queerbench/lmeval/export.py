@@ -1,14 +1,16 @@
 """``queerbench lm-eval export DIR``: task folders lm-evaluation-harness 0.4 loads with ``--include_path DIR``.
 
-Per task and prompt format, one folder ``DIR/<task>/`` with the task YAML (from the template
-``queerbench/data/lmeval_task.yaml``), a ``utils.py`` that binds :class:`queerbench.lmeval.task.TaskHooks`, and
+A ``requests`` task (its ``runs_requests``) is exported by :mod:`queerbench.lmeval.requests_task`: one folder
+``DIR/<task>/`` (YAML, ``utils.py``, ``items.parquet``), no ``_chat`` twin (a chat model: ``--apply_chat_template``).
+A fill-in-the-blank task: per task and prompt format, one folder ``DIR/<task>/`` with the task YAML (from the
+template ``queerbench/data/lmeval_task.yaml``), a ``utils.py`` that binds :class:`queerbench.lmeval.task.TaskHooks`, and
 ``sentences.parquet``: the task's sentences in ``queerbench run``'s order, so ``lm_eval --limit N`` evaluates the
 same sentences as a run over the templates they cover. Which tasks can be exported, and under which name, each task
 says (its ``lmeval`` entry: ``queerbench_default``, ``queerbench_paper``, ``queergen``), for the raw prompt (models
 without a chat template) and with ``_chat`` (the prompt as the user turn of ``--apply_chat_template``). The folder is
 written in a temporary sibling and moved into place (:func:`queerbench.base.files.replace_own_files`); ``--overwrite``
 replaces the files an earlier export wrote (the marker file ``.queerbench-lm-eval`` and, in each task folder, the
-task YAML, ``utils.py``, ``sentences.parquet`` and the ``__pycache__`` lm_eval left of ``utils.py``) and leaves every
+task YAML, ``utils.py``, its data file and the ``__pycache__`` lm_eval left of ``utils.py``) and leaves every
 other file there alone.
 """
 
@@ -24,9 +26,10 @@ import yaml
 
 from queerbench import __version__
 from queerbench.base.files import replace_own_files
+from queerbench.lmeval import requests_task
 from queerbench.lmeval.task import METRIC_KINDS, PROMPT_FORMATS, metric_name
 
-__all__ = ["export_configs", "export_tasks", "task_name"]
+__all__ = ["export_configs", "export_tasks", "lmeval_tasks", "task_name"]
 
 MARKER = ".queerbench-lm-eval"
 _REQUIRED = ("task", "dataset_path", "dataset_kwargs", "output_type", "doc_to_text", "process_results", "metric_list")
@@ -41,36 +44,57 @@ process_results = _hooks.process_results
 '''
 
 
-def export_configs() -> tuple[str, ...]:
-    """The tasks that have an lm-evaluation-harness export (their ``lmeval`` entry), in the registry's order."""
+def export_configs(*, runs_requests: bool | None = None) -> tuple[str, ...]:
+    """The tasks that have an lm-evaluation-harness export (their ``lmeval`` entry), in the registry's order; only
+    the ``requests`` tasks (``runs_requests=True``) or only the others (``False``)."""
     from queerbench.tasks import all_tasks
 
-    return tuple(name for name, task in all_tasks().items() if task.spec.lmeval_task)
+    return tuple(
+        name
+        for name, task in all_tasks().items()
+        if task.spec.lmeval_task and runs_requests in (None, task.runs_requests)
+    )
 
 
 def task_name(config: str, prompt_format: str) -> str:
-    """The task's lm-evaluation-harness name (``queerbench_default``, ``queergen``, …), ``_chat`` for the chat format."""
+    """The task's lm-evaluation-harness name (``queerbench_default``, ``queergen``, …), ``_chat`` for the chat format
+    (a ``requests`` task has one name for both: lm_eval's ``--apply_chat_template`` makes its prompt a user turn)."""
     from queerbench.tasks import get_task
 
-    base = get_task(config).spec.lmeval_task
+    task = get_task(config)
+    base = task.spec.lmeval_task
     if not base:
         raise ValueError(
             f"--config {config} has no lm-evaluation-harness export; choose one of {', '.join(export_configs())}"
         )
-    return base if prompt_format == "raw" else f"{base}_chat"
+    if prompt_format not in PROMPT_FORMATS:
+        raise ValueError(f"prompt_format must be one of {', '.join(PROMPT_FORMATS)}, got {prompt_format!r}")
+    return base if prompt_format == "raw" or task.runs_requests else f"{base}_chat"
+
+
+def lmeval_tasks(config: str) -> tuple[str, ...]:
+    """The lm-evaluation-harness tasks an export of ``config`` writes: a fill-in-the-blank task's raw and ``_chat``
+    tasks, a ``requests`` task's one task."""
+    return tuple(dict.fromkeys(task_name(config, f) for f in PROMPT_FORMATS))
+
+
+def _data_file(config: str) -> str:
+    """The data file in each of ``config``'s task folders."""
+    from queerbench.tasks import get_task
+
+    return requests_task.DATA_FILE if get_task(config).runs_requests else "sentences.parquet"
 
 
 def _own_files(folder: Path) -> list[str] | None:
     """The files an earlier export wrote in ``folder`` (None when it holds no export's marker): the marker and, for
-    every task queerbench exports, its YAML, ``utils.py``, ``sentences.parquet`` and the compiled ``utils.py`` that
-    lm_eval's import of it left in ``__pycache__``."""
+    every task queerbench exports, its YAML, ``utils.py``, its data file (``sentences.parquet``, ``items.parquet``
+    for a ``requests`` task) and the compiled ``utils.py`` that lm_eval's import of it left in ``__pycache__``."""
     if not (folder / MARKER).is_file():
         return None
     files = [MARKER]
     for config in export_configs():
-        for prompt_format in PROMPT_FORMATS:
-            task = task_name(config, prompt_format)
-            files += [f"{task}/{task}.yaml", f"{task}/utils.py", f"{task}/sentences.parquet"]
+        for task in lmeval_tasks(config):
+            files += [f"{task}/{task}.yaml", f"{task}/utils.py", f"{task}/{_data_file(config)}"]
             files += [p.relative_to(folder).as_posix() for p in (folder / task / "__pycache__").glob("utils.*.pyc")]
     return files
 
@@ -130,7 +154,9 @@ def export_tasks(
     toxicity: str = "embedded",
     overwrite: bool = False,
 ) -> list[str]:
-    """Write the task folders of ``configs`` (both prompt formats each) into ``out``; return the task names.
+    """Write the task folders of ``configs`` (both prompt formats of a fill-in-the-blank task; one task of a
+    ``requests`` task, which ignores ``prompt_id``, ``max_new_tokens`` and ``toxicity``) into ``out``; return the task
+    names.
 
     ``out`` must be new or empty, or, with ``overwrite=True``, hold an earlier export: its files are replaced (those
     of tasks not exported now are removed) and every other file there is left alone."""
@@ -143,6 +169,9 @@ def export_tasks(
         raise ValueError(
             f"--configs must name some of {', '.join(export_configs())}, got {', '.join(configs) or 'none'}"
         )
+    for config in configs:  # a requests task without a generate method is refused before anything is written
+        if get_task(config).runs_requests:
+            requests_task.generate_method(get_task(config))
     prompts = load_prompts()
     prompt_id = prompt_id or prompts["default_prompt"]
     if prompt_id not in prompts["prompts"]:
@@ -160,6 +189,12 @@ def export_tasks(
     with replace_own_files(out, overwrite=overwrite, own_files=_own_files, command="queerbench lm-eval export") as tmp:
         (tmp / MARKER).write_text(f"queerbench {__version__}\n", encoding="utf-8")
         for config in configs:
+            if get_task(config).runs_requests:
+                task = task_name(config, "raw")
+                (tmp / task).mkdir()
+                requests_task.write_task(get_task(config), task, tmp / task, out / task)
+                written.append(task)
+                continue
             frame = get_task(config).items().drop(columns=["split"])
             groups = group_order(frame["group"].astype(str).tolist())
             for prompt_format in PROMPT_FORMATS:

@@ -39,8 +39,9 @@ _API_MODELS = ("local-completions", "local-chat-completions", "openai-completion
 
 
 def ours() -> dict[str, tuple[str, str]]:
-    """The lm-evaluation-harness task names queerbench exports: ``{name: (task, prompt format)}``."""
-    return {task_name(c, f): (c, f) for c in export_configs() for f in PROMPT_FORMATS}
+    """The lm-evaluation-harness task names of queerbench's fill-in-the-blank exports (those ``import`` reads):
+    ``{name: (task, prompt format)}``."""
+    return {task_name(c, f): (c, f) for c in export_configs(runs_requests=False) for f in PROMPT_FORMATS}
 
 
 def _obj(value: Any) -> dict[str, Any]:
@@ -73,6 +74,12 @@ def find_run(output_dir: str | Path, task: str | None = None) -> tuple[Path, dic
         )
     tasks = sorted({m["task"] for _, m in found})
     found_ours = [t for t in tasks if t in ours()]
+    scored_there = [t for t in tasks if t in {task_name(c, "raw") for c in export_configs(runs_requests=True)}]
+    if not found_ours and scored_there:
+        raise ValueError(
+            f"the samples in {root} are of {', '.join(scored_there)}, whose scores lm_eval computed itself (its "
+            "results_*.json); `lm-eval import` reads the samples of the fill-in-the-blank tasks only"
+        )
     if not found_ours:
         raise ValueError(
             f"the samples in {root} are of {', '.join(tasks)}, not of a queerbench task ({', '.join(ours())}): "
