@@ -129,3 +129,12 @@ def test_eval_runs_misgendered_as_a_part_of_the_suite(tmp_path: Path) -> None:
         }
     )
     assert "misgendered" in (out / "card.md").read_text()
+
+
+def test_a_sentence_longer_than_the_models_positions_is_one_line_and_leaves_no_folder(tmp_path: Path, capsys) -> None:
+    out, model = tmp_path / "run", tiny_gpt2(tmp_path)  # 64 positions; its tiny tokenizer makes ~100 tokens of one
+    capsys.readouterr()
+    assert _run("--model", str(model), "--method", "scored", "--device", "cpu", "--out", str(out)) == 2
+    err = [line for line in capsys.readouterr().err.strip().splitlines() if "Loading weights" not in line]
+    assert len(err) == 1 and "takes at most 64 tokens" in err[0] and "longer context" in err[0]  # after the load bar
+    assert not out.exists()

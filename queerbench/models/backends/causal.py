@@ -139,6 +139,7 @@ class CausalBackend:
         """The log-probability of each continuation after its context, in order (see the module doc)."""
         done = ticker(tick)
         encoded = [loglikelihood_positions(self.tokenizer, r.context, r.continuation) for r in requests]
+        self._check_lengths(requests, encoded)
         results: list[LoglikelihoodResult | None] = [None] * len(requests)
         device = self.runner.device
         scored = [i for i, (_, positions) in enumerate(encoded) if positions]
@@ -173,6 +174,21 @@ class CausalBackend:
                 self.share_prefixes, self._prefixes = False, None
                 self.log(f"{self.name}: its KV cache cannot be shared by rows; every loglikelihood row runs whole")
         return self.share_prefixes
+
+    def _check_lengths(self, requests: Sequence[Loglikelihood], encoded: Sequence[tuple[list[int], list[int]]]) -> None:
+        """A one-line :class:`RequestFailedError` for a text longer than the model's positions, before any forward
+        pass (torch would fail deep inside the embedding with an index error)."""
+        config = self.model.config
+        limit = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
+        if not isinstance(limit, int):
+            return
+        for request, (ids, _) in zip(requests, encoded, strict=True):
+            if len(ids) > limit:
+                text = (request.context + request.continuation)[:60]
+                raise RequestFailedError(
+                    f"{self.name} takes at most {limit} tokens, and the text {text!r}… is {len(ids)}: use a model "
+                    "with a longer context"
+                )
 
     def _score(self, rows: Sequence[tuple[list[int], list[int]]], device: str) -> list[float]:
         """One forward pass over ``rows`` (right-padded): each row's summed log-probability at its positions."""
