@@ -138,3 +138,29 @@ def test_a_sentence_longer_than_the_models_positions_is_one_line_and_leaves_no_f
     err = [line for line in capsys.readouterr().err.strip().splitlines() if "Loading weights" not in line]
     assert len(err) == 1 and "takes at most 64 tokens" in err[0] and "longer context" in err[0]  # after the load bar
     assert not out.exists()
+
+
+def test_the_embedded_smollm2_chooses_by_the_papers_rule_recomputed_independently(tmp_path: Path) -> None:
+    """The real model of this machine: through `run` (prefix sharing, batches), then one sentence at a time by the
+    paper's zero-shot/gpt2.py rule; the choices agree (a difference only within float rounding of a tie)."""
+    import torch
+
+    from queerbench.models.generation import load_causal_lm
+
+    out = tmp_path / "run"
+    assert (
+        _run("--model", "embedded:smollm2-135m-instruct", "--method", "scored", "--device", "cpu", "--out", str(out))
+        == 0
+    )
+    predictions = _predictions(out)
+    model, tokenizer = load_causal_lm("embedded:smollm2-135m-instruct", device="cpu")
+    for row in predictions.head(6).to_dict("records"):
+        losses = []
+        for c in row["candidates"]:
+            ids = tokenizer(row["masked_sentence"].replace("[MASK]", c), return_tensors="pt")["input_ids"]
+            with torch.inference_mode():
+                losses.append(float(model(ids, labels=ids).loss))
+        best = min(range(len(losses)), key=lambda i: (losses[i], i))
+        chosen = list(row["candidates"]).index(row["choice"])
+        assert chosen == best or abs(losses[chosen] - losses[best]) < 1e-4
+        assert [-x for x in row["scores"]] == pytest.approx(losses, abs=1e-3)
