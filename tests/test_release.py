@@ -107,6 +107,7 @@ def test_build_writes_three_folders_with_one_version(release: Path, dist: Path) 
     assert sorted(p.relative_to(release / "dataset").as_posix() for p in (release / "dataset").rglob("*.parquet")) == [
         "default/nouns-00000-of-00001.parquet",
         "default/pronouns-00000-of-00001.parquet",
+        "misgendered/test-00000-of-00001.parquet",
         "paper/nouns-00000-of-00001.parquet",
         "paper/pronouns-00000-of-00001.parquet",
         "scm/generation-00000-of-00001.parquet",

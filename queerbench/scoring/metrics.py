@@ -6,7 +6,9 @@ interval resamples — templates — and further columns to break each metric do
 and every breakdown value this module gives the mean over items, a 95% percentile bootstrap interval over clusters
 (templates resampled with replacement, items kept with their template, as for the QueerBench score), and the counts
 of items and clusters. The task's headline comparison (two groups) gets the difference of their means with a
-bootstrap interval paired by template: both groups of one replicate use the same resampled templates.
+bootstrap interval paired by template: both groups of one replicate use the same resampled templates; over fewer than
+:data:`~queerbench.scoring.uncertainty.MIN_PAIRED_TEMPLATES` templates holding both groups it has no interval, as a
+fill-in-the-blank task's gap.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from queerbench.scoring.uncertainty import percentile_ci
+from queerbench.scoring.uncertainty import MIN_PAIRED_TEMPLATES, percentile_ci
 
 __all__ = ["GroupStat", "group_metrics"]
 
@@ -102,7 +104,8 @@ def group_metrics(
                 diff = _replicates(values, labels == a, cl, weights, t) - _replicates(
                     values, labels == b, cl, weights, t
                 )
-                enough = min(ga["n_clusters"], gb["n_clusters"]) >= MIN_CLUSTERS_FOR_CI
+                paired = np.intersect1d(np.unique(cl[labels == a]), np.unique(cl[labels == b])).size
+                enough = paired >= MIN_PAIRED_TEMPLATES  # as a blanks task's gap: fewer paired templates, no CI
                 block["headline"] = {
                     "groups": [a, b],
                     "gap": ga["value"] - gb["value"],
