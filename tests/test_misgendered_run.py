@@ -85,6 +85,7 @@ def test_a_chat_endpoint_answers_fill_in_prompts_parsed_to_one_form(tmp_path: Pa
     right = (predictions["declared"] == "they") & (predictions["form"] == "nom")
     assert predictions["correct"].tolist() == right.astype(int).tolist()
     assert predictions["parsed"].all()
+    assert json.loads((out / "scores.json").read_text())["parse_rate"] == 1.0
 
 
 def test_a_request_type_the_model_lacks_is_one_line_before_any_folder(tmp_path: Path, capsys) -> None:

@@ -114,6 +114,7 @@ def test_a_run_writes_items_with_their_scores_and_the_declared_metric_per_group(
     assert accuracy["headline"]["gap"] == 0.375 and accuracy["headline"]["groups"] == ["a", "b"]
     assert set(accuracy["by"]["label"]) == {"yes", "no"}
     assert record.method == method and record.task == "toy-requests"
+    assert record.parse_rate == (1.0 if method == "instructed" else None)  # generated replies only
     assert f"method:{method}" in record.signature and "task:toy-requests" in record.signature
     report = (tmp_path / "run" / "report.md").read_text()
     assert "## Accuracy (higher is better)" in report and "a − b: **0.375**" in report

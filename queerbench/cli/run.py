@@ -131,6 +131,8 @@ def _run_requests(args: argparse.Namespace) -> int:
             value = "n/a" if stat["value"] is None else f"{stat['value']:.{d}f}"
             ci = f" [{stat['ci'][0]:.{d}f}, {stat['ci'][1]:.{d}f}]" if stat["ci"] else ""
             print(f"  {group:>10}: {value}{ci}  (n={stat['n']})")
+    if record.parse_rate is not None:
+        print(f"  replies read as an answer: {100 * record.parse_rate:.1f}%")
     print(f"  signature: {record.signature}")
     print(f"wrote {result.out}/predictions.parquet, scores.json, report.md and metrics.png")
     return 0

@@ -60,6 +60,7 @@ def render_metrics_report(record: RunRecord, figure: str | None = FIGURE) -> str
         f"- signature: `{record.signature}`",
         f"- model fingerprint: `{record.model_fingerprint}`",
         f"- backend: `{record.backend}`",
+        *([f"- replies read as an answer: {100 * record.parse_rate:.1f}%"] if record.parse_rate is not None else []),
         "",
         "Confidence intervals: 95% percentile bootstrap over templates "
         f"({record.settings.get('n_resamples')} resamples, seed {record.settings.get('seed')}); a group over fewer "

@@ -48,6 +48,8 @@ class RunRecord:
     """The backend's metadata (kind, device, dtype, batch size)."""
     timings_s: dict[str, float] = field(default_factory=dict)
     reused_predictions: bool = False
+    parse_rate: float | None = None
+    """The share of generated replies read as an answer (the items' ``parsed`` column; ``generate`` requests only)."""
     queerbench_version: str = __version__
     record_version: int = RECORD_VERSION
     finished: str = ""
@@ -106,6 +108,7 @@ def record_rows(record: RunRecord, source: str = "") -> list[ResultRow]:
                 ci={g: s["ci"] for g, s in groups.items()},
                 n={g: s["n"] for g, s in groups.items()},
                 gap=gap,
+                parse_rate=record.parse_rate,
                 limit=record.settings.get("limit"),
                 metric=metric["title"],
                 extra={

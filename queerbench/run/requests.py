@@ -33,7 +33,7 @@ from queerbench.base.signature import format_signature
 from queerbench.methods.registry import get_method, resolve_method
 from queerbench.models.backends import check_request_type, open_backend
 from queerbench.models.registry import ModelRef, model_ref
-from queerbench.models.requests import Backend, Request, Result
+from queerbench.models.requests import GENERATE, Backend, Request, Result
 from queerbench.reporting.metrics_report import write_metrics_report
 from queerbench.reporting.record import RunRecord, write_record
 from queerbench.run.folder import KEY_FILE, check_same_model, check_writable, claim_out_dir, unclaim_out_dir
@@ -347,6 +347,7 @@ def _record(
         seed=run.seed,
     )
     timings = {**timings, "score_s": time.perf_counter() - t0}
+    parsed = predictions["parsed"] if "parsed" in predictions and run.request_type == GENERATE else None
     return RunRecord(
         task=run.task.name,
         benchmark=run.task.benchmark,
@@ -378,5 +379,6 @@ def _record(
         backend={k: v for k, v in meta.items() if k != "fingerprint"},
         timings_s=timings,
         reused_predictions=reused,
+        parse_rate=None if parsed is None or not len(parsed) else float(parsed.astype(bool).mean()),
         finished=datetime.now(timezone.utc).isoformat(timespec="seconds"),
     )

@@ -229,7 +229,8 @@ class Task:
 
     def score_item(self, item: dict[str, Any], results: Sequence[Result], method: str) -> dict[str, Any]:
         """The per-item prediction columns from the results of :meth:`requests` (e.g. the choice, and the columns
-        the declared metrics average)."""
+        the declared metrics average). A ``parsed`` column (true when a generated reply was read as an answer) is
+        the run's parse rate, which the record, the report and the result rows carry for ``generate`` requests."""
         raise NotImplementedError(f"task {self.name} scores no requests")
 
     def run(self, out: Path, *, quick: bool = False, **settings: Any) -> dict[str, Any]:

@@ -67,7 +67,14 @@ class ToyTask(Task):
             scores = [float(c in reply) for c in item["candidates"]]
         choice = item["candidates"][scores.index(max(scores))]
         reply = results[0].text if method == "instructed" else ""
-        return {"choice": choice, "correct": int(choice == item["label"]), "scores": scores, "reply": reply}
+        parsed = method != "instructed" or any(c in reply for c in item["candidates"])
+        return {
+            "choice": choice,
+            "correct": int(choice == item["label"]),
+            "scores": scores,
+            "reply": reply,
+            "parsed": parsed,
+        }
 
 
 TASKS = [ToyTask(SPEC)]
