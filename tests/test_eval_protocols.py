@@ -64,6 +64,7 @@ def test_each_model_kind_gets_the_passes_of_the_published_rows(models: dict[str,
     assert "QueerGen src/lib.py:158-163 index 1" in load_prompts()["prompts"][qg_prompt]["source"]
     masked = _plan(EvalSettings(model=str(models["bert"])))
     assert masked == [
+        ("misgendered-mlm", "mlm", None, None, False),  # a request task: no k
         ("default-mlm", "mlm", 5, None, False),
         ("paper-mlm-k1", "mlm", 1, None, False),
         ("paper-mlm", "mlm", 5, None, False),  # k = 5 is --top-k: the folder every earlier eval gave it
@@ -73,6 +74,8 @@ def test_each_model_kind_gets_the_passes_of_the_published_rows(models: dict[str,
     ]
     chat = _plan(EvalSettings(model=str(models["llama"])))
     assert chat == [
+        ("misgendered-scored", "scored", None, None, False),
+        ("misgendered-instructed", "instructed", None, None, False),
         ("default-scored", "scored", 5, None, False),
         ("default-instructed", "instructed", 5, None, False),
         ("paper", None, None, None, True),  # no published row of a causal model: not run
@@ -84,7 +87,7 @@ def test_each_model_kind_gets_the_passes_of_the_published_rows(models: dict[str,
     assert ("queergen-instructed-k1", "instructed", 1, qg_prompt, False) in endpoint
     assert ("paper", None, None, None, True) in endpoint and ("scm", None, None, None, False) in endpoint
     plain = _plan(EvalSettings(model=str(models["plain"])))  # no chat template: no instructed pass
-    assert [f for f, *_ in plain if not _[-1]] == ["default-scored", "queergen-scored"]
+    assert [f for f, *_ in plain if not _[-1]] == ["misgendered-scored", "default-scored", "queergen-scored"]
     # a pass at --top-k keeps the plain folder name; the others name their k
     assert ("queergen-mlm", "mlm", 1, None, False) in _plan(EvalSettings(model=str(models["bert"]), top_k=1))
     assert ("queergen-mlm-k5", "mlm", 5, None, False) in _plan(EvalSettings(model=str(models["bert"]), top_k=1))

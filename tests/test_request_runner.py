@@ -194,7 +194,9 @@ def test_a_request_type_the_model_cannot_answer_is_one_line_before_any_folder(to
     ("kwargs", "message"),
     [
         ({"limit": 0}, "--limit must be at least 1"),
-        ({"batch_size": 0}, "--batch-size must be a positive integer"),
+        ({"batch_size": 0}, "--batch-size must be at least 1"),
+        ({"concurrency": 0}, r"--concurrency must be at least 1 \(requests in flight\), got 0"),
+        ({"n_resamples": -1}, "--bootstrap must be a non-negative integer"),
         ({"seed": -1}, "--seed must be a non-negative integer"),
         ({"dtype": "int3"}, "--dtype must be one of"),
     ],

@@ -86,10 +86,13 @@ def test_eval_runs_every_task_with_every_method_and_writes_a_card_huggingface_hu
     document = json.loads((out / "results.json").read_text())
     folders = [p["folder"] for p in document["parts"] if p["status"] == "done"]
     # QueerGen's instructed pass is its published protocol (k = 1, its own prompt); `paper` has no causal rows
-    assert folders == ["default-scored", "default-instructed", "queergen-scored", "queergen-instructed-k1", "scm"]
+    assert folders == [
+        "misgendered-scored", "misgendered-instructed",
+        "default-scored", "default-instructed", "queergen-scored", "queergen-instructed-k1", "scm",
+    ]  # fmt: skip
     assert [p["folder"] for p in document["parts"] if p["status"] != "done"] == ["paper"]
     assert [(r["task"], r["method"]) for r in document["rows"]] == [
-        ("default", "scored"), ("default", "instructed"), ("queergen", "scored"), ("queergen", "instructed"),
+        ("misgendered", "scored"), ("misgendered", "instructed"), ("default", "scored"), ("default", "instructed"), ("queergen", "scored"), ("queergen", "instructed"),
         ("scm", "instructed"), ("scm", "scored"),
     ]  # fmt: skip
     free, constrained = document["rows"][-2:]  # a local model's SCM rating options are scored from its probabilities
@@ -122,6 +125,7 @@ def test_eval_runs_every_task_with_every_method_and_writes_a_card_huggingface_hu
         raise AssertionError("a finished part ran again")
 
     monkeypatch.setattr(eval_module, "run_benchmark", refuse)
+    monkeypatch.setattr(eval_module, "run_requests", refuse)
     assert main(args) == 0 and "default-scored: finished earlier, reused" in capsys.readouterr().out
     # another eval in the same folder is refused in one line
     assert main([*args[: -len(FAST) - 2], "--limit", "2", "--out", str(out), *FAST]) == 2

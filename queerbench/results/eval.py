@@ -411,11 +411,12 @@ def check_settings(settings: EvalSettings, parts: list[EvalPart]) -> None:
     ``--bootstrap -1``) is the one line ``queerbench run`` gives for it. A local model's ``--device`` is checked
     here too (``run`` checks it when it loads the model, before its folder; an endpoint has no device)."""
     running = [part for part in parts if not part.skipped]
-    for part in running:
-        if get_task(part.task).runs_requests:
-            _request_run(part, settings)
-        else:
+    requests = [part for part in running if get_task(part.task).runs_requests]
+    for part in running:  # the run parts first: a bad value is the line `queerbench run` gives for it
+        if part not in requests:
             _part_options(part, settings, Path("."))
+    for part in requests:
+        _request_run(part, settings)
     if running and settings.endpoint is None:
         resolve_device(settings.device)
 

@@ -157,11 +157,14 @@ def resolve_request_run(
         raise ValueError(f"--config {config} is not run on the request runner ({task.spec.title})")
     if limit is not None and (not isinstance(limit, int) or limit < 1):
         raise ValueError(f"--limit must be at least 1 template (or omitted for all), got {limit}")
-    for flag, value in (("--batch-size", batch_size), ("--concurrency", concurrency), ("--bootstrap", n_resamples)):
-        if not isinstance(value, int) or value < (0 if flag == "--bootstrap" else 1):
-            raise ValueError(f"{flag} must be a {'non-negative' if flag == '--bootstrap' else 'positive'} integer")
+    if not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"--batch-size must be at least 1, got {batch_size!r}")
+    if not isinstance(concurrency, int) or concurrency < 1:
+        raise ValueError(f"--concurrency must be at least 1 (requests in flight), got {concurrency!r}")
+    if not isinstance(n_resamples, int) or n_resamples < 0:
+        raise ValueError(f"--bootstrap must be a non-negative integer (resamples for the CIs), got {n_resamples!r}")
     if not isinstance(seed, int) or seed < 0:
-        raise ValueError(f"--seed must be a non-negative integer, got {seed!r}")
+        raise ValueError(f"--seed must be a non-negative integer (it seeds the resamples), got {seed!r}")
     if dtype not in _DTYPES:
         raise ValueError(f"--dtype must be one of {', '.join(_DTYPES)}, got {dtype!r}")
     if model is None and not endpoint:
