@@ -21,6 +21,7 @@ import yaml
 
 from queerbench.cli import main
 from queerbench.methods.instructed.replies import load_prompts
+from queerbench.methods.registry import check_task_spec
 from queerbench.reporting.rows import ResultRow
 from queerbench.results import eval as eval_module
 from queerbench.results.eval import EvalSettings, plan_eval
@@ -123,8 +124,9 @@ def test_the_passes_are_data_of_the_task_file_checked_in_one_line(
     ]:
         spec["tasks"][0]["eval_passes"] = passes
         (tmp_path / "bad.json").write_text(json.dumps(spec))
-        with pytest.raises(ValueError) as caught:
-            load_specs(tmp_path / "bad.json")
+        with pytest.raises(ValueError) as caught:  # the method registry checks what the task says of the methods
+            for checked in load_specs(tmp_path / "bad.json").values():
+                check_task_spec(checked)
         assert said in str(caught.value) and "\n" not in str(caught.value)
 
 

@@ -200,12 +200,21 @@ class Method:
     """Option fields added to the run's key, after ``method`` itself (empty: the method is not part of the key)."""
     generative: bool = False
     description: str = ""
+    hub_task: str = "text-generation"
+    """The Hub's task type of the method's results (``task.type`` of a card's ``model-index``)."""
+    needs_chat: bool = False
+    """Whether a model must answer a chat to run the method (a local causal LM then needs a chat template)."""
     _classes: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def in_key(self) -> bool:
         """Whether the method's name is part of the run's key and of the default output folder's name."""
         return bool(self.key_fields)
+
+    @property
+    def takes_prompt(self) -> bool:
+        """Whether a run of the method names a prompt (``--prompt-id``: a prompt id is one of its key fields)."""
+        return "prompt_id" in self.key_fields
 
     def predictor_class(self, backend: str) -> type[Predictor]:
         """The predictor class for a model backend (one of :meth:`backend_names`)."""

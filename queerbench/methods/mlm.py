@@ -159,4 +159,5 @@ MLM = Method(
     default_model="bert-base-uncased",
     backends={"masked_lm": "queerbench.methods.mlm:MaskedLMPredictor"},
     description="a masked LM fills the blank",
+    hub_task="fill-mask",
 )

@@ -29,6 +29,7 @@ from queerbench.models.registry import ModelRef, model_ref
 
 if TYPE_CHECKING:
     from queerbench.methods.base import RunSettings
+    from queerbench.tasks.spec import TaskSpec
 
 __all__ = [
     "GENERATIVE_METHODS",
@@ -37,10 +38,15 @@ __all__ = [
     "Predictor",
     "backend_for",
     "check_same_weights",
+    "check_task_spec",
     "get_method",
+    "in_label",
     "load_predictor",
+    "model_methods",
     "preflight",
+    "recorded_method",
     "register",
+    "registered",
     "resolve_method",
     "same_weights",
 ]
@@ -70,6 +76,61 @@ def get_method(name: str) -> Method:
     if name not in _REGISTRY:
         raise ValueError(f"--method must be one of {', '.join(('auto', *_REGISTRY))}, got {name!r}")
     return _REGISTRY[name]
+
+
+def registered(name: str | None) -> Method | None:
+    """The registered method ``name`` as a stored record names it, or None for none or a name this version does not
+    know (a stored result is read back, never refused, for its method's name)."""
+    return _REGISTRY.get(name) if name is not None else None
+
+
+def recorded_method(name: str | None) -> str:
+    """The method a stored run used: the one it records, or, for a run written before there were methods (none
+    recorded), the method of the run key of that time (what ``auto`` reads as)."""
+    return name or get_method("auto").name
+
+
+def in_label(name: str | None) -> bool:
+    """Whether a stored run's method is part of its label beside model, task and k: a method in the run key (as in
+    its default folder's name), or one this version does not know (shown as recorded); not a run without a recorded
+    method, nor one whose method is not in the key."""
+    method = registered(name)
+    return name is not None and (method is None or method.in_key)
+
+
+def model_methods(ref: ModelRef, chat: bool | None = None) -> tuple[str, ...]:
+    """The methods a model runs, in the order of its backends (``ref.backends()``) and, for one backend, of the
+    registry: a method with a predictor for one of them, and, for a method that needs a chat (``needs_chat``), only
+    when the model answers one (``chat``; None: asked of the model, its tokenizer's files only, when first needed)."""
+    found: list[str] = []
+    for backend in ref.backends():
+        for method in _REGISTRY.values():
+            if backend not in method.backends or method.name in found:
+                continue
+            if method.needs_chat and chat is None:
+                chat = ref.has_chat_template()
+            if chat or not method.needs_chat:
+                found.append(method.name)
+    return tuple(found)
+
+
+def check_task_spec(spec: TaskSpec) -> None:
+    """Check what a task declares of the methods against this registry, where a task and its methods meet (the task
+    layer knows no method): every method it names is registered, and a pass of its ``eval_passes`` names a prompt only
+    for a method that takes one. A one-line ``ValueError`` naming the task and the method otherwise."""
+    unknown = [m for m in spec.methods if m not in _REGISTRY]
+    if unknown:
+        raise ValueError(
+            f"task {spec.name!r}: 'methods' must name some of {', '.join(_REGISTRY)}, got {list(spec.methods)} "
+            f"(unknown: {', '.join(unknown)})"
+        )
+    prompted = [m.name for m in _REGISTRY.values() if m.takes_prompt]
+    for i, p in enumerate(spec.eval_passes or ()):
+        if p.prompt is not None and not get_method(p.method).takes_prompt:
+            raise ValueError(
+                f"task {spec.name!r}: eval_passes[{i}]: 'prompt' names the prompt id of an {' or '.join(prompted)} "
+                f"pass, got {p.prompt!r} for {p.method}"
+            )
 
 
 def resolve_method(method: str, model: str | None, endpoint: str | None, revision: str | None = None) -> str:

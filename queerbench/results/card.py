@@ -178,6 +178,15 @@ def score_range(rows: list[ResultRow]) -> str:
     return f"{text}, so the highest possible score is {shown}."
 
 
+def _hub_task(method: str | None) -> str:
+    """The Hub's task type of a row's results: its method's (``Method.hub_task``); a method this version does not know
+    is a generative one's."""
+    from queerbench.methods.registry import Method, registered
+
+    found = registered(method)
+    return found.hub_task if found is not None else Method.hub_task
+
+
 def model_index(document: dict[str, Any]) -> list[dict[str, Any]]:
     """The ``model-index`` of an eval's rows: per row and group a metric with its type, value and the signature."""
     from huggingface_hub import EvalResult
@@ -193,7 +202,7 @@ def model_index(document: dict[str, Any]) -> list[dict[str, Any]]:
                 continue
             results.append(
                 EvalResult(
-                    task_type="fill-mask" if row.method == "mlm" else "text-generation",
+                    task_type=_hub_task(row.method),
                     task_name=f"{row.benchmark} ({row.task}, {row.method}"
                     + (f", k={row.k})" if row.k is not None else ")"),
                     dataset_type=DATASET,

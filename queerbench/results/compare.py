@@ -17,6 +17,7 @@ from typing import Any
 import pandas as pd
 
 from queerbench.base.files import atomic_path, write_text
+from queerbench.methods.registry import in_label, recorded_method
 from queerbench.reporting.figures import heatmap_figure, model_label
 from queerbench.reporting.tables import NO_DATA, fmt, markdown_table
 from queerbench.run.signature import parse
@@ -103,7 +104,7 @@ def compare_labels(runs: Sequence[dict[str, Any]]) -> list[str]:
     facts = [_run_facts(r) for r in runs]
     labels = [
         f"{model_label(f['model'])} · {f['config']} · top-{f['k']}"
-        + ("" if f["method"] in (None, "mlm") else f" · {f['method']}")
+        + (f" · {f['method']}" if in_label(f["method"]) else "")
         for f in facts
     ]
     for label in set(labels):
@@ -224,7 +225,7 @@ def _show(fact: str, value: Any) -> str:
     if fact == "k":
         return f"top-{value}"
     if fact == "method":
-        return str(value or "mlm")
+        return recorded_method(value)
     if fact == "exclude_function_words":
         return "excluded" if value else "included"  # runs older than the flag included them
     return str(value)
@@ -261,6 +262,13 @@ def compare_cells(runs: Sequence[dict[str, Any]]) -> tuple[pd.DataFrame, pd.Data
     return values, counts, shown
 
 
+def _labelled(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The runs as a task's :meth:`~queerbench.tasks.base.Task.compare_sections` gets them: each with
+    ``method_in_label``, whether its method belongs in a label (the method registry's
+    :func:`~queerbench.methods.registry.in_label`; a task knows no method)."""
+    return [{**run, "method_in_label": in_label((run.get("meta") or {}).get("method"))} for run in runs]
+
+
 def compare_runs(runs: Sequence[dict[str, Any]], out: Path) -> tuple[pd.DataFrame, Path]:
     """One Table-4-like table (rows = runs, columns = groups) and a heatmap across runs; returns (QB table, md path).
 
@@ -287,7 +295,7 @@ def compare_runs(runs: Sequence[dict[str, Any]], out: Path) -> tuple[pd.DataFram
         line
         for config in dict.fromkeys(str(f["config"]) for f in (_run_facts(r) for r in runs))
         if config in all_tasks()
-        for line in all_tasks()[config].compare_sections(runs, out)
+        for line in all_tasks()[config].compare_sections(_labelled(runs), out)
     ]
     notes = [f"> **Warning:** {w}" for w in warnings]
     notes.append("> n = the run's scored sentences in that group.")

@@ -30,6 +30,7 @@ from queerbench.base.files import CorruptOutputError, read_json_object, write_js
 from queerbench.base.http import DEFAULT_REQUEST_TIMEOUT, DEFAULT_REQUESTS_PER_MINUTE
 from queerbench.base.lock import LOCK_FILES, folder_lock
 from queerbench.base.redact import redact_url
+from queerbench.methods.registry import check_task_spec, model_methods, registered
 from queerbench.models.device import resolve_device
 from queerbench.models.generation.settings import MethodUnsupportedError
 from queerbench.models.registry import model_ref
@@ -119,18 +120,21 @@ class EvalPart:
 
 
 def _model_methods(settings: EvalSettings) -> tuple[list[str], str]:
-    """The methods the model supports and what it is, in words."""
+    """The methods the model supports, in the order of its backends (the method registry's
+    :func:`~queerbench.methods.registry.model_methods`: an endpoint's chat route before its completions route), and
+    what it is, in words."""
     ref = model_ref(settings.model, settings.endpoint, settings.revision)
     if ref.endpoint:
-        return ["instructed", "scored"], f"an endpoint ({redact_url(ref.endpoint)}, model {ref.name})"
+        return list(model_methods(ref)), f"an endpoint ({redact_url(ref.endpoint)}, model {ref.name})"
     kind, arch = ref.description
     if kind == "masked":
-        return ["mlm"], f"a masked LM ({arch})"
+        return list(model_methods(ref)), f"a masked LM ({arch})"
     if kind == "causal":
         chat = ref.has_chat_template()
-        methods = ["scored", "instructed"] if chat else ["scored"]
-        return methods, f"a causal LM ({arch}{', chat template' if chat else ', no chat template'})"
-    return [], f"a {kind} model ({arch})"
+        return list(
+            model_methods(ref, chat)
+        ), f"a causal LM ({arch}{', chat template' if chat else ', no chat template'})"
+    return list(model_methods(ref)), f"a {kind} model ({arch})"
 
 
 def _needs(task: Task) -> str:
@@ -176,6 +180,8 @@ def plan_eval(settings: EvalSettings) -> tuple[list[EvalPart], str]:
     """The eval's parts (each task's passes whose method the model supports, skipped tasks with the reason) and the
     model in words; a one-line ``ValueError`` when no task applies, saying what each needs."""
     tasks = [get_task(t) for t in settings.tasks] if settings.tasks else [t for t in all_tasks().values() if t.in_suite]
+    for task in tasks:  # what the task declares of the methods, before the model is looked at
+        check_task_spec(task.spec)
     methods, what = _model_methods(settings)
     parts: list[EvalPart] = []
     for task in tasks:
@@ -364,6 +370,7 @@ def _part_options(part: EvalPart, settings: EvalSettings, out: Path) -> RunOptio
     toxicity scorer, resamples, seed), checked with the first fill-in-the-blank task."""
     task = get_task(part.task)
     blanks = task.runs_blanks
+    method = registered(part.method)  # None: a probes part, whose pipeline asks a generative model
     return RunOptions(
         model=settings.model,
         endpoint=settings.endpoint,
@@ -382,7 +389,7 @@ def _part_options(part: EvalPart, settings: EvalSettings, out: Path) -> RunOptio
         n_bootstrap=settings.n_bootstrap,
         n_permutations=settings.n_permutations,
         seed=settings.seed,
-        reply_cache=str(out / "replies.sqlite") if part.method != "mlm" else None,
+        reply_cache=str(out / "replies.sqlite") if method is None or method.generative else None,
     )
 
 

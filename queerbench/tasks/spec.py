@@ -33,7 +33,6 @@ MLM_MODES = ("whole_word", "raw")
 code read them)."""
 TOXICITY_INPUTS = ("neutral", "full", "frame")
 """What the toxicity scorer reads: the subject-blind neutral sentence, the full sentence, or 'The person is <word>.'"""
-_METHODS = ("mlm", "scored", "instructed")
 
 
 @dataclass(frozen=True)
@@ -120,9 +119,9 @@ def _spec(raw: Any, where: str) -> TaskSpec:
             raise ValueError(f"{label}: {key!r} is required and must be a {getattr(kind, '__name__', kind)}")
     if raw["kind"] not in KINDS:
         raise ValueError(f"{label}: 'kind' must be one of {', '.join(KINDS)}")
-    unknown = [m for m in raw["methods"] if m not in _METHODS]
-    if unknown or not raw["methods"]:
-        raise ValueError(f"{label}: 'methods' must name some of {', '.join(_METHODS)}, got {raw['methods']}")
+    if not raw["methods"] or not all(isinstance(m, str) and m for m in raw["methods"]):
+        # which names a method registry knows is the method registry's to check (methods/ sits above tasks/)
+        raise ValueError(f"{label}: 'methods' must be a non-empty list of method names, got {raw['methods']}")
     blanks = raw["kind"] == "blanks"
     if blanks and raw.get("mlm_mode") not in MLM_MODES:
         raise ValueError(f"{label}: a blanks task needs 'mlm_mode', one of {', '.join(MLM_MODES)}")
@@ -229,7 +228,8 @@ _PASS_FIELDS = {"method", "k", "prompt", "note"}
 def _eval_passes(raw: Any, label: str, methods: list[str]) -> tuple[EvalPass, ...] | None:
     """A task's ``eval_passes``, checked: absent or null (None: each method at the eval's ``--top-k``), else a
     non-empty list of ``{"method": one of the task's methods, "k": a positive integer (absent: --top-k), "prompt": a
-    prompt id (instructed only), "note": why}``, no two alike; anything else is one line naming the field."""
+    prompt id (of a method that takes one: checked by the method registry's ``check_task_spec``), "note": why}``, no two
+    alike; anything else is one line naming the field."""
     if raw is None:
         return None
     fix = 'e.g. [{"method": "mlm", "k": 1}, {"method": "instructed", "k": 1, "prompt": "queergen-2"}]'
@@ -250,10 +250,8 @@ def _eval_passes(raw: Any, label: str, methods: list[str]) -> tuple[EvalPass, ..
             )
         if k is not None and not (isinstance(k, int) and not isinstance(k, bool) and k >= 1):
             raise ValueError(f"{where}: 'k' must be a positive integer (or absent: the eval's --top-k), got {k!r}")
-        if prompt is not None and (method != "instructed" or not isinstance(prompt, str) or not prompt):
-            raise ValueError(
-                f"{where}: 'prompt' names the prompt id of an instructed pass, got {prompt!r} for {method}"
-            )
+        if prompt is not None and (not isinstance(prompt, str) or not prompt):  # its method's: the method registry's
+            raise ValueError(f"{where}: 'prompt' names the prompt id of the pass, got {prompt!r} for {method}")
         if not isinstance(note, str):
             raise ValueError(f"{where}: 'note' must be a string, got {note!r}")
         passes.append(EvalPass(method=method, k=k, prompt=prompt, note=note))

@@ -43,7 +43,10 @@ def _column_keys(runs: Sequence[dict[str, Any]]) -> list[str]:
     keys = []
     for run in runs:
         method = (run.get("meta") or {}).get("method")
-        keys.append(model_label(_model(run)) + ("" if method in (None, "mlm") else f" · {method}"))
+        # whether the method belongs in a label is the method registry's to say: the generic comparison hands it
+        # over as ``method_in_label``; a run handed over without it shows any method it records
+        shown = run.get("method_in_label", method is not None)
+        keys.append(model_label(_model(run)) + (f" · {method}" if shown else ""))
     for extra in (
         lambda r: f"top-{r['scores'].get('k')}",
         lambda r: Path(str(r.get("dir", "?"))).name,

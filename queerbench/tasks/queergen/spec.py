@@ -69,14 +69,26 @@ def _validate(raw: Any) -> dict[str, Any]:
             raise QueerGenSpecError(f"{where}: diversity.{config}.unit must be 'row' or 'word'")
     if not isinstance(raw["diversity"].get("batch_size"), int) or raw["diversity"]["batch_size"] < 1:
         raise QueerGenSpecError(f"{where}: diversity.batch_size must be a positive integer")
-    if set(raw["model_methods"]) != set(raw["model_labels"]) or not set(raw["model_methods"].values()) <= {
-        "mlm",
-        "instructed",
-    }:
-        raise QueerGenSpecError(f"{where}: model_methods must give each model of model_labels 'mlm' or 'instructed'")
+    methods = _task_methods()
+    if set(raw["model_methods"]) != set(raw["model_labels"]) or not set(raw["model_methods"].values()) <= set(methods):
+        raise QueerGenSpecError(
+            f"{where}: model_methods must give each model of model_labels one of the methods QueerGen's tasks "
+            f"declare ({', '.join(methods)})"
+        )
     if "[MASK]" not in raw["sentence"] or "{marked}" not in raw["sentence"]:
         raise QueerGenSpecError(f"{where}: 'sentence' must contain {{marked}} and [MASK]")
     return raw
+
+
+def _task_methods() -> tuple[str, ...]:
+    """The methods QueerGen's tasks declare (``tasks.json`` next to this module): those its published rows can
+    name."""
+    from pathlib import Path
+
+    from queerbench.tasks.spec import load_specs
+
+    found = (m for t in load_specs(Path(__file__).with_name("tasks.json")).values() for m in t.methods)
+    return tuple(dict.fromkeys(found))
 
 
 @cache
