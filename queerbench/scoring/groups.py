@@ -46,7 +46,9 @@ def check_subject_groups(raw: Any, where: str) -> SubjectGroups:
     order, pairs, text = raw.get("group_order"), raw.get("comparisons"), raw.get("descriptions")
     nouns = raw["splits"].get("nouns") if isinstance(raw.get("splits"), dict) else None
     if not (
-        _names(order)
+        isinstance(order, list)
+        and isinstance(nouns, list)
+        and _names(order)
         and _names(nouns)
         and isinstance(pairs, list)
         and all(_names(p) and len(p) == 2 for p in pairs)
