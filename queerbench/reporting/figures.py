@@ -9,7 +9,9 @@ look; :mod:`queerbench.tasks.queergen.figures` draws QueerGen's scores with the 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +43,7 @@ __all__ = [
     "build_comparison_figure",
     "build_heatmap",
     "category_figure",
+    "check_group_styles",
     "comparison_figure",
     "group_style",
     "heatmap_figure",
@@ -68,15 +71,40 @@ NO_DATA_FACE = "#f0f0f0"
 NO_DATA_EDGE = "#707070"
 NO_DATA_HATCH = "xx"
 NO_DATA_LABEL = "no data"
-GROUP_STYLE: dict[str, tuple[str, str]] = {  # group → (colour, hatch); lightness differs so that grey prints apart
-    "queer": ("#b2182b", ""),
-    "non-queer": ("#92c5de", "//"),
-    "binary": ("#f4a582", ".."),
-    "neutral": ("#e0e0e0", "\\\\"),
-    "neo": ("#8073ac", "oo"),
-    "unmarked": ("#fdb863", "--"),  # QueerGen's third group (never drawn with "binary", its neighbour in lightness)
-}
-_EXTRA_STYLES = (("#fdb863", "--"), ("#1b7837", "++"), ("#c2a5cf", "||"))
+STYLES_FILE = "queerbench/data/group_styles.json"
+
+
+def check_group_styles(raw: Any, where: str) -> tuple[dict[str, tuple[str, str]], tuple[tuple[str, str], ...]]:
+    """A group-styles document (``{"schema_version": 1, "groups": {group: [colour, hatch]}, "extra": [[colour,
+    hatch], ...]}``) as ``(styles by group, extra styles)``, or a one-line ``ValueError`` naming ``where``."""
+
+    def style(x: Any) -> bool:
+        return isinstance(x, list) and len(x) == 2 and all(isinstance(v, str) for v in x) and bool(x[0])
+
+    groups, extra = (raw.get("groups"), raw.get("extra")) if isinstance(raw, dict) else (None, None)
+    if not (
+        isinstance(raw, dict)
+        and raw.get("schema_version") == 1
+        and isinstance(groups, dict)
+        and all(style(v) for v in groups.values())
+        and isinstance(extra, list)
+        and extra
+        and all(style(v) for v in extra)
+    ):
+        raise ValueError(
+            f"{where} needs schema_version 1, 'groups' ({{group: [colour, hatch]}}) and 'extra' (a non-empty list of "
+            "[colour, hatch]); reinstall queerbench or fix the file"
+        )
+    return {g: (v[0], v[1]) for g, v in groups.items()}, tuple((v[0], v[1]) for v in extra)
+
+
+def _group_styles() -> tuple[dict[str, tuple[str, str]], tuple[tuple[str, str], ...]]:
+    raw = json.loads(resources.files("queerbench.data").joinpath("group_styles.json").read_text(encoding="utf-8"))
+    return check_group_styles(raw, STYLES_FILE)
+
+
+GROUP_STYLE, _EXTRA_STYLES = _group_styles()
+"""Group → (colour, hatch), read from its data file: lightness differs so that grey prints apart."""
 COMPONENT_NAMES = {"QB": "QB (QueerBench)", "A": "A (AFINN)", "H": "H (HurtLex)", "P": "P (toxicity)"}
 
 

@@ -27,6 +27,7 @@ from queerbench.reporting.figures import (
 )
 from queerbench.reporting.tables import COMPONENTS, fmt, markdown_table, score_table, small_n_paragraph
 from queerbench.scoring.caveats import identity_flags, scorer_caveat
+from queerbench.scoring.groups import subject_groups
 
 __all__ = [
     "CONTENT_NOTE",
@@ -106,7 +107,7 @@ def _identity_words(per_sentence: pd.DataFrame) -> set[str]:
     """The identity nouns of the run (the subjects of its noun groups, queer and non-queer)."""
     if "subject" not in per_sentence or "group" not in per_sentence:
         return set()
-    nouns = per_sentence[per_sentence["group"].isin(("queer", "non-queer"))]
+    nouns = per_sentence[per_sentence["group"].isin(subject_groups().nouns)]
     return {str(s).lower() for s in nouns["subject"].unique()}
 
 

@@ -42,10 +42,13 @@ def run_row(folder: Path, scores: dict[str, Any] | None = None) -> ResultRow:
     path = folder / "scores.json"
     scores = check_scores_document(scores if scores is not None else read_json_object(path, fix=_RERUN), path)
     task = all_tasks().get(str(scores.get("config")))
-    first, second = task.headline_gap if task is not None else ("queer", "non-queer")
     run = _block(scores, "run", path, _RESCORE)
     ci = _block(scores, "ci", path, _RESCORE)
-    gap = _block(_block(scores, "comparisons", path, _RESCORE), f"{first} - {second}", path, _RESCORE)
+    comparisons = _block(scores, "comparisons", path, _RESCORE)
+    # the task's declared headline gap; a task it does not know (or one declaring none): the run's first gap
+    headline = " - ".join(task.headline_gap) if task is not None and task.declares_headline_gap else None
+    headline = headline or next(iter(comparisons), None)
+    gap = _block(comparisons, headline, path, _RESCORE) if headline is not None else {}
     overall = _block(_block(scores, "generation", path, _RESCORE), "overall", path, _RESCORE)
     group_ci = {g: ci.get(g) for g in scores["queerbench"]}
     bad = next((g for g, v in group_ci.items() if v is not None and not isinstance(v, dict)), None)
@@ -65,7 +68,7 @@ def run_row(folder: Path, scores: dict[str, Any] | None = None) -> ResultRow:
         "scores": dict(scores["queerbench"]),
         "ci": {g: (c or {}).get("queerbench") for g, c in group_ci.items()},
         "n": dict(scores["n"]),
-        "gap": {"groups": f"{first} - {second}", **gap} if gap else {},
+        "gap": {"groups": headline, **gap} if gap else {},
         "parse_rate": overall.get("parse_rate"),
         "refusal_rate": overall.get("refusal_rate"),
         "limit": run.get("limit"),

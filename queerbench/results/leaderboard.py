@@ -50,8 +50,11 @@ FILES = ("leaderboard.md", "leaderboard.csv", "leaderboard.png")
 
 def _first_group(rows: Sequence[ResultRow]) -> str | None:
     task = all_tasks().get(rows[0].task)
-    first = task.headline_gap[0] if task is not None else "queer"
-    if any(r.headline(first) is not None for r in rows):
+    if task is not None and task.declares_headline_gap:
+        first: str | None = task.headline_gap[0]
+    else:  # a task it does not know, or one declaring no gap: the first group of the rows' own gap
+        first = next((str(r.gap["groups"]).split(" - ")[0] for r in rows if r.gap.get("groups")), None)
+    if first is not None and any(r.headline(first) is not None for r in rows):
         return first
     scored = [g for r in rows for g, v in r.scores.items() if v is not None]
     return scored[0] if scored else None

@@ -97,6 +97,11 @@ class Task:
         if "text_form" not in settings:
             frame = settings.get("toxicity_input") == "frame"
             settings["text_form"] = "frame" if frame else self.spec.toxicity_input
+        extra = self.spec.extra
+        if extra.get("group_order") is not None:  # the task's own groups, in its order (else the shipped ones)
+            settings.setdefault("group_order", tuple(extra["group_order"]))
+        if extra.get("comparisons") is not None:
+            settings.setdefault("comparisons", tuple((str(a), str(b)) for a, b in extra["comparisons"]))
         return ScoringOptions(config=self.name, rules=self.spec.rules, **settings)
 
     # ----------------------------------------------------------------------------------------------- items --
@@ -170,10 +175,17 @@ class Task:
 
     # ----------------------------------------------------------------------------------------------- results --
     @property
+    def declares_headline_gap(self) -> bool:
+        """Whether the task names the gap its card and leaderboard show (``extra.headline_gap``)."""
+        return bool(self.spec.extra.get("headline_gap"))
+
+    @property
     def headline_gap(self) -> tuple[str, str]:
-        """The two groups whose score difference the card and the leaderboard show (``extra.headline_gap``, else
-        queer − non-queer)."""
-        pair = self.spec.extra.get("headline_gap") or ("queer", "non-queer")
+        """The two groups whose score difference the card and the leaderboard show (``extra.headline_gap``); a
+        one-line ``ValueError`` when the task declares none (ask :attr:`declares_headline_gap` first)."""
+        pair = self.spec.extra.get("headline_gap")
+        if not pair:
+            raise ValueError(f"task {self.name} declares no headline gap ('extra.headline_gap': [group, group])")
         return str(pair[0]), str(pair[1])
 
     def leaderboard_metrics(self) -> dict[str, str]:

@@ -141,6 +141,7 @@ def _spec(raw: Any, where: str) -> TaskSpec:
     gap = extra.get("headline_gap")
     if gap is not None and not (isinstance(gap, list) and len(gap) == 2 and all(isinstance(g, str) for g in gap)):
         raise ValueError(f"{label}: 'extra.headline_gap' must be a list of two group names")
+    _check_groups(extra, label)
     passes = _eval_passes(raw.get("eval_passes"), label, raw["methods"])
     requests, metrics, groups = _request_parts(raw, label)
     known = {*_REQUIRED, "mlm_mode", "toxicity_input", "scoring", "lmeval", "extra", "eval_passes", *_REQUEST_PARTS}
@@ -166,6 +167,19 @@ def _spec(raw: Any, where: str) -> TaskSpec:
         metrics=metrics,
         groups=groups,
     )
+
+
+def _check_groups(extra: dict[str, Any], label: str) -> None:
+    """A task's own ``extra.group_order`` (group names, the order its scores are reported in) and
+    ``extra.comparisons`` (pairs of groups, the gaps tested), where it declares them: one line naming the field."""
+    order, pairs = extra.get("group_order"), extra.get("comparisons")
+    if order is not None and not (isinstance(order, list) and all(isinstance(g, str) and g for g in order)):
+        raise ValueError(f"{label}: 'extra.group_order' must be a list of group names")
+    if pairs is not None and not (
+        isinstance(pairs, list)
+        and all(isinstance(p, list) and len(p) == 2 and all(isinstance(g, str) for g in p) for p in pairs)
+    ):
+        raise ValueError(f"{label}: 'extra.comparisons' must be a list of [group, group] pairs")
 
 
 _REQUEST_PARTS = ("requests", "metrics", "groups")

@@ -30,6 +30,7 @@ from queerbench.reporting.figures import comparison_figure
 from queerbench.reporting.report import score_table
 from queerbench.reporting.tables import COMPONENTS
 from queerbench.scoring.aggregate import GROUP_ORDER
+from queerbench.scoring.groups import subject_groups
 
 __all__ = ["DEFAULT_MODEL", "EvaluationResult", "build_evaluate_tab", "evaluate_model"]
 
@@ -38,13 +39,8 @@ START = "Choose a model and press **Evaluate**."
 SCORE_COLUMNS = ("group", "n", *(label for _, label in COMPONENTS), "note")
 """The score table's headers (shown before the first evaluation too)."""
 DEFAULT_MODEL = "bert-base-uncased"
-GROUP_HELP = {
-    "queer": "queer identities and orientations (nouns)",
-    "non-queer": "non-queer identities and orientations (nouns)",
-    "binary": "he, she",
-    "neutral": "they",
-    "neo": "neopronouns (xe, ze, fae, …)",
-}
+GROUP_HELP = subject_groups().descriptions
+"""What each selectable group holds (its line in the data file that declares the groups)."""
 
 
 @dataclass
