@@ -16,8 +16,9 @@ from queerbench.tasks import get_task, task_names
 
 SCM_CONFIG = "scm"
 QUEERGEN_CONFIG = "queergen"
-CONFIGS = task_names()
-"""Every config this module accepts, one per task (the docstring has a runnable example for each: the tests check it)."""
+CONFIGS = tuple(name for name in task_names() if not get_task(name).runs_requests)
+"""Every config this module accepts, one per task whose outputs it scores (the docstring has a runnable example for
+each: the tests check it); a request task (MISGENDERED) is scored per item by its own task on the request runner."""
 _SCM_INPUTS = ("prompt_types", "terms", "prompts")
 _QB_INPUTS = ("sentences", "toxicity_counts", "template_ids")
 _QG_INPUTS = ("unmarked_sentences", "templates", "perspective_scores", "regard_scores")

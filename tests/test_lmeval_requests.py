@@ -1,4 +1,4 @@
-"""The lm-evaluation-harness export of a ``requests`` task (:mod:`queerbench.lmeval.requests_task`), on MISGENDERED.
+"""The lm-evaluation-harness export of a ``requests`` task (:mod:`queerbench.lmeval.request_task`), on MISGENDERED.
 
 The task YAML, the hooks lm_eval calls (on the exported Parquet file, read back as lm_eval's datasets reads it:
 list columns as lists) and the overwrite of an earlier export need no lm_eval; the last tests load the exported task
@@ -21,7 +21,7 @@ import pytest
 
 from queerbench.cli import main
 from queerbench.lmeval.export import _TaskLoader, export_tasks
-from queerbench.lmeval.requests_task import RequestHooks
+from queerbench.lmeval.request_task import RequestHooks
 from queerbench.models.requests import Generate, GenerateResult
 from queerbench.tasks import get_task
 from tests.engines import need_engine
@@ -157,7 +157,7 @@ def test_overwrite_replaces_only_the_exports_own_files(tmp_path: Path) -> None:
     assert sorted(p.name for p in (out / "misgendered").iterdir()) == ["mine.txt"]
 
 
-def test_a_requests_task_without_a_generate_method_is_one_line(
+def test_a_request_task_without_a_generate_method_is_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from dataclasses import replace
@@ -175,7 +175,7 @@ def test_a_requests_task_without_a_generate_method_is_one_line(
         export_tasks(out, ["misgendered"])
 
 
-def test_lm_eval_import_refuses_a_requests_tasks_samples(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_lm_eval_import_refuses_a_request_tasks_samples(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     samples = tmp_path / "lm-out" / "model"
     samples.mkdir(parents=True)
     (samples / "samples_misgendered_2025-01-01T00-00-00.000001.jsonl").write_text("{}\n")

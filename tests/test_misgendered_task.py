@@ -79,7 +79,7 @@ def upstream_get_eval_instance(codebook: pd.DataFrame, sent_piece: str, gender: 
 
 
 # ------------------------------------------------------------------------------------------------------- the spec
-def test_the_task_data_loads_and_declares_a_requests_task() -> None:
+def test_the_task_data_loads_and_declares_a_request_task() -> None:
     specs = load_specs(PACKAGE / "tasks.json")
     assert list(specs) == ["misgendered", "misgendered-full"]
     for spec in specs.values():

@@ -218,7 +218,7 @@ def test_a_record_of_another_version_is_refused_in_one_line(toy, tmp_path):
         read_record(path)
 
 
-def test_eval_runs_a_requests_task_per_method_and_lists_its_rows_in_results_and_the_card(toy, tmp_path):
+def test_eval_runs_a_request_task_per_method_and_lists_its_rows_in_results_and_the_card(toy, tmp_path):
     from queerbench.results.eval import EvalSettings, run_eval
     from queerbench.results.folders import folder_rows
 

@@ -1,6 +1,6 @@
 """``queerbench lm-eval export DIR``: task folders lm-evaluation-harness 0.4 loads with ``--include_path DIR``.
 
-A ``requests`` task (its ``runs_requests``) is exported by :mod:`queerbench.lmeval.requests_task`: one folder
+A ``requests`` task (its ``runs_requests``) is exported by :mod:`queerbench.lmeval.request_task`: one folder
 ``DIR/<task>/`` (YAML, ``utils.py``, ``items.parquet``), no ``_chat`` twin (a chat model: ``--apply_chat_template``).
 A fill-in-the-blank task: per task and prompt format, one folder ``DIR/<task>/`` with the task YAML (from the
 template ``queerbench/data/lmeval_task.yaml``), a ``utils.py`` that binds :class:`queerbench.lmeval.task.TaskHooks`, and
@@ -26,7 +26,7 @@ import yaml
 
 from queerbench import __version__
 from queerbench.base.files import replace_own_files
-from queerbench.lmeval import requests_task
+from queerbench.lmeval import request_task
 from queerbench.lmeval.task import METRIC_KINDS, PROMPT_FORMATS, metric_name
 
 __all__ = ["export_configs", "export_tasks", "lmeval_tasks", "task_name"]
@@ -82,7 +82,7 @@ def _data_file(config: str) -> str:
     """The data file in each of ``config``'s task folders."""
     from queerbench.tasks import get_task
 
-    return requests_task.DATA_FILE if get_task(config).runs_requests else "sentences.parquet"
+    return request_task.DATA_FILE if get_task(config).runs_requests else "sentences.parquet"
 
 
 def _own_files(folder: Path) -> list[str] | None:
@@ -171,7 +171,7 @@ def export_tasks(
         )
     for config in configs:  # a requests task without a generate method is refused before anything is written
         if get_task(config).runs_requests:
-            requests_task.generate_method(get_task(config))
+            request_task.generate_method(get_task(config))
     prompts = load_prompts()
     prompt_id = prompt_id or prompts["default_prompt"]
     if prompt_id not in prompts["prompts"]:
@@ -192,7 +192,7 @@ def export_tasks(
             if get_task(config).runs_requests:
                 task = task_name(config, "raw")
                 (tmp / task).mkdir()
-                requests_task.write_task(get_task(config), task, tmp / task, out / task)
+                request_task.write_task(get_task(config), task, tmp / task, out / task)
                 written.append(task)
                 continue
             frame = get_task(config).items().drop(columns=["split"])

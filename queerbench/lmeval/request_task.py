@@ -38,7 +38,7 @@ __all__ = ["DATA_FILE", "RequestHooks", "generate_method", "metric_names", "writ
 DATA_FILE = "items.parquet"
 _UTILS = '''"""lm-evaluation-harness hooks of the task {lm_task} (written by `queerbench lm-eval export`; re-export, do not edit)."""
 
-from queerbench.lmeval.requests_task import RequestHooks
+from queerbench.lmeval.request_task import RequestHooks
 
 _hooks = RequestHooks(config={config!r}, method={method!r}, columns={columns!r})
 doc_to_text = _hooks.doc_to_text
