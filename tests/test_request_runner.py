@@ -112,12 +112,15 @@ def test_a_run_writes_items_with_their_scores_and_the_declared_metric_per_group(
     lo, hi = accuracy["groups"]["b"]["ci"]
     assert lo < 0.625 < hi
     assert accuracy["headline"]["gap"] == 0.375 and accuracy["headline"]["groups"] == ["a", "b"]
+    # per template a − b is 0, 1/4, 1/8, 0 (of 0.375): half of the 16 sign patterns are as far from 0; 4 templates,
+    # fewer than 6: no interval
+    assert accuracy["headline"]["p_value"] == 0.5 and accuracy["headline"]["ci"] is None
     assert set(accuracy["by"]["label"]) == {"yes", "no"}
     assert record.method == method and record.task == "toy-requests"
     assert record.parse_rate == (1.0 if method == "instructed" else None)  # generated replies only
     assert f"method:{method}" in record.signature and "task:toy-requests" in record.signature
     report = (tmp_path / "run" / "report.md").read_text()
-    assert "## Accuracy (higher is better)" in report and "a − b: **0.375**" in report
+    assert "## Accuracy (higher is better)" in report and "a − b: **0.375** — (paired by template), p = 0.500 (sign-flip test over templates)." in report
     assert (tmp_path / "run" / "metrics.png").stat().st_size > 0
     assert not (tmp_path / "run" / ".chunks").exists()
 

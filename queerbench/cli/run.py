@@ -114,6 +114,7 @@ def _run_requests(args: argparse.Namespace) -> int:
         concurrency=args.concurrency,
         request_timeout=args.request_timeout,
         n_resamples=args.bootstrap,
+        n_permutations=args.permutations,
         seed=args.seed,
     )
     try:

@@ -78,7 +78,9 @@ def render_metrics_report(record: RunRecord, figure: str | None = FIGURE) -> str
         head = block.get("headline")
         if head:
             a, b = head["groups"]
-            lines += ["", f"{a} − {b}: **{_fmt(head['gap'], d)}** {_ci(head['ci'], d)} (paired by template)."]
+            pv = head.get("p_value")
+            test = f", p = {pv:.3f} (sign-flip test over templates)" if pv is not None else ""
+            lines += ["", f"{a} − {b}: **{_fmt(head['gap'], d)}** {_ci(head['ci'], d)} (paired by template){test}."]
         for column, stats in block["by"].items():
             lines += ["", f"### by {column}", "", *_rows(stats, d, column)]
     if figure:

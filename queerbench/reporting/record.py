@@ -95,7 +95,12 @@ def record_rows(record: RunRecord, source: str = "") -> list[ResultRow]:
         head = block.get("headline")
         gap = {}
         if head:
-            gap = {"groups": " - ".join(head["groups"]), "diff": head["gap"], "ci": head["ci"], "p_value": None}
+            gap = {
+                "groups": " - ".join(head["groups"]),
+                "diff": head["gap"],
+                "ci": head["ci"],
+                "p_value": head.get("p_value"),
+            }
         rows.append(
             ResultRow(
                 task=record.task,

@@ -408,6 +408,7 @@ def _request_run(part: EvalPart, settings: EvalSettings) -> RequestRun:
         concurrency=settings.concurrency,
         request_timeout=settings.request_timeout,
         n_resamples=settings.n_bootstrap,
+        n_permutations=settings.n_permutations,
         seed=settings.seed,
     )
 

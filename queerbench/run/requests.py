@@ -63,6 +63,7 @@ class RequestRun:
     concurrency: int = 8
     request_timeout: float | None = None
     n_resamples: int = 1000
+    n_permutations: int = 1000
     seed: int = 0
 
     def key(self) -> dict[str, Any]:
@@ -107,7 +108,7 @@ class RequestRun:
             ("limit", "all" if self.limit is None else self.limit),
             ("dtype", self.dtype),
             ("metrics", "+".join(m.name for m in self.task.spec.metrics)),
-            ("ci", f"bootstrap{self.n_resamples}"),
+            ("ci", f"bootstrap{self.n_resamples}/signflip{self.n_permutations}/seed{self.seed}"),
             ("qb", _version()),
         ]
         return format_signature(pairs)
@@ -147,6 +148,7 @@ def resolve_request_run(
     concurrency: int = 8,
     request_timeout: float | None = None,
     n_resamples: int = 1000,
+    n_permutations: int = 1000,
     seed: int = 0,
 ) -> RequestRun:
     """Resolve a run of a ``requests`` task once, every check first, in one line each: the task, the method (``auto``
@@ -163,6 +165,10 @@ def resolve_request_run(
         raise ValueError(f"--concurrency must be at least 1 (requests in flight), got {concurrency!r}")
     if not isinstance(n_resamples, int) or n_resamples < 0:
         raise ValueError(f"--bootstrap must be a non-negative integer (resamples for the CIs), got {n_resamples!r}")
+    if not isinstance(n_permutations, int) or n_permutations < 0:
+        raise ValueError(
+            f"--permutations must be a non-negative integer (draws of the gap's test), got {n_permutations!r}"
+        )
     if not isinstance(seed, int) or seed < 0:
         raise ValueError(f"--seed must be a non-negative integer (it seeds the resamples), got {seed!r}")
     if dtype not in _DTYPES:
@@ -187,6 +193,7 @@ def resolve_request_run(
         concurrency=concurrency,
         request_timeout=request_timeout,
         n_resamples=n_resamples,
+        n_permutations=n_permutations,
         seed=seed,
     )
 
@@ -347,6 +354,7 @@ def _record(
         breakdowns=groups.breakdowns,
         headline=headline,
         n_resamples=run.n_resamples,
+        n_permutations=run.n_permutations,
         seed=run.seed,
     )
     timings = {**timings, "score_s": time.perf_counter() - t0}
@@ -359,7 +367,7 @@ def _record(
         model=run.model.name,
         model_fingerprint=fingerprint,
         signature=run.signature(fingerprint),
-        settings={**run.key(), "n_resamples": run.n_resamples, "seed": run.seed},
+        settings={**run.key(), "n_resamples": run.n_resamples, "n_permutations": run.n_permutations, "seed": run.seed},
         declared_metrics=[
             {
                 "name": m.name,

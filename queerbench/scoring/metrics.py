@@ -8,11 +8,13 @@ and every breakdown value this module gives the mean over items, a 95% percentil
 of items and clusters. The task's headline comparison (two groups) gets the difference of their means with a
 bootstrap interval paired by template: both groups of one replicate use the same resampled templates; over fewer than
 :data:`~queerbench.scoring.uncertainty.MIN_PAIRED_TEMPLATES` templates holding both groups it has no interval, as a
-fill-in-the-blank task's gap.
+fill-in-the-blank task's gap. Its p-value is the same sign-flip test over templates (:func:`sign_flip_p`), so the
+interval and the test ask one question.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -22,7 +24,7 @@ import pandas as pd
 
 from queerbench.scoring.uncertainty import MIN_PAIRED_TEMPLATES, percentile_ci
 
-__all__ = ["GroupStat", "group_metrics"]
+__all__ = ["GroupStat", "group_metrics", "sign_flip_p"]
 
 MIN_CLUSTERS_FOR_CI = 2
 """Fewer clusters than this give no interval (one template resampled is always itself)."""
@@ -56,6 +58,44 @@ def _stat(values: np.ndarray, mask: np.ndarray, cl: np.ndarray, weights: np.ndar
     return GroupStat(value=float(values[mask].mean()), ci=ci, n=n, n_clusters=n_clusters)
 
 
+def sign_flip_p(
+    values: np.ndarray,
+    labels: np.ndarray,
+    cl: np.ndarray,
+    t: int,
+    pair: tuple[str, str],
+    n_permutations: int,
+    rng: np.random.Generator,
+) -> float | None:
+    """Two-sided sign-flip p-value of the gap mean(a) − mean(b) over templates, the test a fill-in-the-blank task's
+    gap gets (:func:`queerbench.scoring.uncertainty.permutation_p`): each group's mean is the sum of its templates'
+    shares (the group's values summed there, over the group's size); under the null hypothesis a template's two
+    shares are exchangeable, so each template holding both groups swaps them with probability 1/2. Every swap
+    pattern is enumerated when there are at most ``n_permutations`` (exact), else that many are drawn and p is
+    (as extreme + 1) / (draws + 1). ``None`` when no template holds both groups."""
+    shares = []
+    for g in pair:
+        mask = labels == g
+        counts = np.bincount(cl[mask], minlength=t)
+        shares.append((counts, np.bincount(cl[mask], weights=values[mask], minlength=t) / max(int(mask.sum()), 1)))
+    both = np.flatnonzero((shares[0][0] > 0) & (shares[1][0] > 0))
+    if len(both) == 0 or n_permutations < 1:
+        return None
+    if 2 ** len(both) <= n_permutations:
+        pattern = np.array(list(itertools.product((0.0, 1.0), repeat=len(both))))
+        draws = None
+    else:
+        pattern = rng.integers(0, 2, size=(n_permutations, len(both))).astype(float)
+        draws = n_permutations
+    swap = np.zeros((len(pattern), t))
+    swap[:, both] = pattern
+    sa, sb = shares[0][1], shares[1][1]
+    diffs = (1.0 - swap) @ sa + swap @ sb - ((1.0 - swap) @ sb + swap @ sa)
+    observed = float(sa.sum() - sb.sum())
+    extreme = int(np.sum(np.abs(diffs) >= abs(observed) - 1e-9 * max(1.0, abs(observed))))
+    return extreme / len(pattern) if draws is None else (extreme + 1) / (draws + 1)
+
+
 def group_metrics(
     frame: pd.DataFrame,
     *,
@@ -66,17 +106,19 @@ def group_metrics(
     breakdowns: Sequence[str] = (),
     headline: tuple[str, str] | None = None,
     n_resamples: int = 1000,
+    n_permutations: int = 1000,
     seed: int = 0,
 ) -> dict[str, Any]:
     """The statistics of each ``(name, column)`` in ``metrics`` over ``frame``'s items.
 
     Returns ``{name: {"groups": {group: GroupStat-as-dict}, "by": {column: {value: ...}}, "overall": ...,
-    "headline": {"groups": [a, b], "gap": a − b, "ci": [lo, hi] | None} | None}}``; groups in ``order`` (a group
+    "headline": {"groups": [a, b], "gap": a − b, "ci": [lo, hi] | None, "p_value": p | None} | None}}``; groups in ``order`` (a group
     without items has ``value`` None), breakdown values in order of first appearance. One set of cluster resamples
     (``n_resamples``, ``seed``) serves every metric and group, so intervals of one run are paired."""
     _, cl = np.unique(frame[cluster_column].to_numpy(), return_inverse=True)
     t = int(cl.max()) + 1 if len(cl) else 0
     rng = np.random.default_rng(seed)
+    perm_rng = np.random.default_rng([seed, 1])  # the test's own draws: the CIs do not move with --permutations
     weights = rng.multinomial(t, np.full(t, 1.0 / t), size=n_resamples).astype(float) if t else np.zeros((0, 0))
     labels = frame[group_column].astype(str).to_numpy()
     everything = np.ones(len(frame), dtype=bool)
@@ -110,6 +152,7 @@ def group_metrics(
                     "groups": [a, b],
                     "gap": ga["value"] - gb["value"],
                     "ci": percentile_ci(diff) if enough else None,
+                    "p_value": sign_flip_p(values, labels, cl, t, (a, b), n_permutations, perm_rng),
                 }
         out[name] = block
     return out
