@@ -120,7 +120,10 @@ def test_a_run_writes_items_with_their_scores_and_the_declared_metric_per_group(
     assert record.parse_rate == (1.0 if method == "instructed" else None)  # generated replies only
     assert f"method:{method}" in record.signature and "task:toy-requests" in record.signature
     report = (tmp_path / "run" / "report.md").read_text()
-    assert "## Accuracy (higher is better)" in report and "a − b: **0.375** — (paired by template), p = 0.500 (sign-flip test over templates)." in report
+    assert (
+        "## Accuracy (higher is better)" in report
+        and "a − b: **0.375** — (paired by template), p = 0.500 (sign-flip test over templates)." in report
+    )
     assert (tmp_path / "run" / "metrics.png").stat().st_size > 0
     assert not (tmp_path / "run" / ".chunks").exists()
 

@@ -14,7 +14,6 @@ interval and the test ask one question.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -22,7 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from queerbench.scoring.uncertainty import MIN_PAIRED_TEMPLATES, percentile_ci
+from queerbench.scoring.uncertainty import MIN_PAIRED_TEMPLATES, percentile_ci, sign_flip_share, swap_patterns
 
 __all__ = ["GroupStat", "group_metrics", "sign_flip_p"]
 
@@ -81,19 +80,10 @@ def sign_flip_p(
     both = np.flatnonzero((shares[0][0] > 0) & (shares[1][0] > 0))
     if len(both) == 0 or n_permutations < 1:
         return None
-    if 2 ** len(both) <= n_permutations:
-        pattern = np.array(list(itertools.product((0.0, 1.0), repeat=len(both))))
-        draws = None
-    else:
-        pattern = rng.integers(0, 2, size=(n_permutations, len(both))).astype(float)
-        draws = n_permutations
-    swap = np.zeros((len(pattern), t))
-    swap[:, both] = pattern
+    swap, draws = swap_patterns(both, t, n_permutations, rng)
     sa, sb = shares[0][1], shares[1][1]
     diffs = (1.0 - swap) @ sa + swap @ sb - ((1.0 - swap) @ sb + swap @ sa)
-    observed = float(sa.sum() - sb.sum())
-    extreme = int(np.sum(np.abs(diffs) >= abs(observed) - 1e-9 * max(1.0, abs(observed))))
-    return extreme / len(pattern) if draws is None else (extreme + 1) / (draws + 1)
+    return sign_flip_share(diffs, float(sa.sum() - sb.sum()), draws)
 
 
 def group_metrics(

@@ -39,6 +39,8 @@ __all__ = [
     "percentile_ci",
     "permutation_p",
     "qb_from_masks",
+    "sign_flip_share",
+    "swap_patterns",
     "weighted_components",
 ]
 
@@ -136,6 +138,28 @@ def _global_permutation_p(
     return float((np.sum(_two_sided(diffs, observed)) + 1) / (n_perm + 1))
 
 
+def swap_patterns(both: np.ndarray, t: int, n_perm: int, rng: np.random.Generator) -> tuple[np.ndarray, int | None]:
+    """The sign-flip test's swap patterns over ``t`` templates, one row each (1: the template's two groups swap):
+    every pattern of the templates in ``both`` when there are at most ``n_perm`` of them (the observed one, no swap,
+    among them; draws ``None``: exact), else ``n_perm`` random ones (draws ``n_perm``)."""
+    if 2 ** len(both) <= n_perm:
+        pattern = np.array(list(itertools.product((0.0, 1.0), repeat=len(both))))
+        n_draws = None
+    else:
+        pattern = rng.integers(0, 2, size=(n_perm, len(both))).astype(float)
+        n_draws = n_perm
+    swap = np.zeros((len(pattern), t))
+    swap[:, both] = pattern
+    return swap, n_draws
+
+
+def sign_flip_share(diffs: np.ndarray, observed: float, n_draws: int | None) -> float:
+    """The two-sided p-value from the gaps of :func:`swap_patterns`' patterns: the share as far from 0 as
+    ``observed`` (exact), or (as extreme + 1) / (draws + 1)."""
+    extreme = int(np.sum(_two_sided(diffs, observed)))
+    return extreme / len(diffs) if n_draws is None else (extreme + 1) / (n_draws + 1)
+
+
 def permutation_p(
     labels: np.ndarray,
     clusters: np.ndarray | None,
@@ -172,24 +196,16 @@ def permutation_p(
     both = np.flatnonzero((shares[0][0] > 0) & (shares[1][0] > 0))
     if len(both) == 0:
         return None
-    if 2 ** len(both) <= n_perm:  # every swap pattern, the observed one (no swap) among them
-        pattern = np.array(list(itertools.product((0.0, 1.0), repeat=len(both))))
-        n_draws = None
-    else:
-        pattern = rng.integers(0, 2, size=(n_perm, len(both))).astype(float)
-        n_draws = n_perm
-    swap = np.zeros((len(pattern), t))
-    swap[:, both] = pattern
+    swap, n_draws = swap_patterns(both, t, n_perm, rng)
     stacked = {k: np.concatenate([shares[0][1][k], shares[1][1][k]]) for k in ("a", "h", "p")}
-    one = np.ones(len(pattern))
+    one = np.ones(len(swap))
     w1 = np.hstack([1.0 - swap, swap])  # g1 takes g2's share where a template swaps, its own elsewhere
     w2 = np.hstack([swap, 1.0 - swap])
     diffs = (
         weighted_components(w1, one, stacked["a"], stacked["h"], stacked["p"])["queerbench"]
         - weighted_components(w2, one, stacked["a"], stacked["h"], stacked["p"])["queerbench"]
     )
-    extreme = int(np.sum(_two_sided(diffs, observed)))
-    return extreme / len(pattern) if n_draws is None else (extreme + 1) / (n_draws + 1)
+    return sign_flip_share(diffs, observed, n_draws)
 
 
 def percentile_ci(values: np.ndarray) -> list[float] | None:
