@@ -11,8 +11,13 @@ the timing; the modes alternate ``--repeats`` times and the best time counts (th
 Printed: per mode the seconds and sentences/s, the speed-up, and the largest absolute difference between the two
 modes' log-probabilities (it should be float rounding, below 1e-3 on a sentence's sum).
 
+Then, unless ``--limit 0``, the whole command a user runs, ``queerbench run --config misgendered --model
+embedded:smollm2-135m-instruct --method scored --limit N`` (model load, items, runner, record, report and figure
+included), each in a fresh process into a fresh folder: as it ships (sharing on), and with sharing switched off by
+wrapping ``open_backend`` before the same CLI entry point runs. Printed: both wall times and their ratio.
+
 Run: ``QUEERBENCH_DATA_DIR=<data folder> HF_HUB_OFFLINE=1 python benchmarks/causal_prefix_speed.py [--items 30]
-[--batch-size 64] [--repeats 1] [--threads N]``
+[--batch-size 64] [--repeats 1] [--threads N] [--limit 2]``
 """
 
 from __future__ import annotations
@@ -27,7 +32,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import tempfile
+
 import torch
+from timed_command import timed_command
 
 from queerbench.models.backends import open_backend
 from queerbench.models.registry import model_ref
@@ -46,12 +54,35 @@ def misgendered_requests(n_items: int) -> list[Loglikelihood]:
     return requests  # type: ignore[return-value]
 
 
+_SHARING_OFF = """
+import sys
+import queerbench.models.backends as backends
+import queerbench.run.requests as runner
+opened = backends.open_backend
+runner.open_backend = lambda *a, **k: opened(*a, **{**k, "share_prefixes": False})
+from queerbench.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def whole_commands(limit: int) -> None:
+    """The whole ``queerbench run`` with sharing on (as shipped) and off, each a fresh process and folder."""
+    args = ["run", "--config", "misgendered", "--model", MODEL, "--method", "scored", "--limit", str(limit)]
+    with tempfile.TemporaryDirectory() as tmp:
+        on = timed_command([sys.executable, "-m", "queerbench", *args, "--out", f"{tmp}/on"], env=os.environ)
+        off = timed_command([sys.executable, "-c", _SHARING_OFF, *args, "--out", f"{tmp}/off"], env=os.environ)
+    n = limit * 11
+    print(f"whole command, `queerbench {' '.join(args)}` ({n} items, {n * 11} sentences), a fresh process each:")
+    print(f"  sharing off: {off:6.1f} s   sharing on (as shipped): {on:6.1f} s   speed-up {off / on:.2f}x")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--items", type=int, default=30, help="MISGENDERED items, 11 sentences each (default 30)")
     parser.add_argument("--batch-size", type=int, default=64, help="rows per forward pass (default 64)")
     parser.add_argument("--repeats", type=int, default=1, help="timed calls per mode, the best counts (default 1)")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's own)")
+    parser.add_argument("--limit", type=int, default=2, help="templates of the whole-command run (0: skip it)")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -81,6 +112,8 @@ def main() -> None:
         print(f"  share_prefixes={share!s:<5}: {seconds:7.2f} s  ({n / seconds:6.1f} sentences/s)")
     diff = max(abs(a - b) for a, b in zip(values[False], values[True], strict=True))
     print(f"  speed-up {best[False] / best[True]:.2f}x; max |logprob off - on| = {diff:.2e}")
+    if args.limit:
+        whole_commands(args.limit)
 
 
 if __name__ == "__main__":
