@@ -260,6 +260,34 @@ def test_causal_generate_is_greedy_with_the_chat_template(backends: dict[str, ob
         assert result.truncated == (len(new) == request.max_new_tokens)
 
 
+def test_sampled_generate_follows_each_requests_seed(backends: dict[str, object]) -> None:
+    backend = backends["llama"]
+    seeds = list(range(8))
+    sampled = [Generate("The person is", 8, temperature=1.5, seed=s) for s in seeds]
+    first = [r.text for r in backend.generate(sampled)]
+    again = [r.text for r in backend.generate(list(reversed(sampled)))]
+    assert first == list(reversed(again))  # a reply depends on its request alone, not on its batch or order
+    assert len(set(first)) > 1  # the seeds draw different replies from a random model at temperature 1.5
+    greedy = backend.generate([Generate("The person is", 8)])[0].text
+    assert greedy == backend.generate([Generate("The person is", 8, seed=5)])[0].text  # greedy ignores the seed
+
+
+@pytest.mark.parametrize("bad", [{"temperature": -0.1}, {"top_p": 0.0}, {"top_p": 1.5}, {"max_new_tokens": 0}])
+def test_a_generate_request_with_impossible_decoding_is_refused(bad: dict[str, float]) -> None:
+    with pytest.raises(ValueError, match="generate request needs"):
+        Generate("hi", **{"max_new_tokens": 4, **bad})
+
+
+def test_endpoint_generate_sends_each_requests_decoding_settings() -> None:
+    with FakeOpenAI() as server:
+        backend = open_backend(model_ref("served", server.url), "generate", log=quiet)
+        backend.generate([Generate("a", 5, temperature=0.7, top_p=0.9, seed=11), Generate("b", 5)])
+        backend.close()
+    sent = sorted((b["temperature"], b.get("top_p"), b.get("seed")) for b in server.bodies)
+    assert sent[0][:2] == (0.0, None) and sent[1][:2] == (0.7, 0.9)
+    assert sent[1][2] != sent[0][2]  # each request's own seed travels with it
+
+
 # --------------------------------------------------------------------------------------------------- endpoint --
 def test_endpoint_generate_goes_through_the_chat_runner() -> None:
     prompts = [f"prompt number {i}" + "!" * i for i in range(6)]

@@ -70,11 +70,24 @@ class Loglikelihood:
 
 @dataclass(frozen=True)
 class Generate:
-    """The text a model writes for ``prompt`` (a user turn for a chat model), at most ``max_new_tokens`` tokens,
-    greedy unless the backend was opened with other decoding settings."""
+    """The text a model writes for ``prompt`` (a user turn for a chat model), at most ``max_new_tokens`` tokens.
+
+    Greedy by default (``temperature`` 0). A sampled request (``temperature`` > 0, ``top_p`` None for no nucleus
+    filtering) draws with the per-call ``seed`` (:func:`queerbench.models.generation.settings.item_seed` derives one
+    from a run seed, an item id and a sample index), so asking the same request again gives the same reply wherever
+    the backend can seed its sampler (a local model; an endpoint that honours ``seed``)."""
 
     prompt: str
     max_new_tokens: int = 32
+    temperature: float = 0.0
+    top_p: float | None = None
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.max_new_tokens < 1:
+            raise ValueError(f"a generate request needs max_new_tokens >= 1, got {self.max_new_tokens}")
+        if self.temperature < 0 or (self.top_p is not None and not 0 < self.top_p <= 1):
+            raise ValueError(f"a generate request needs temperature >= 0 and top_p in (0, 1], got {self!r}")
 
 
 Request = FillMask | Loglikelihood | Generate

@@ -215,24 +215,26 @@ class CausalBackend:
         return out
 
     def generate(self, requests: Sequence[Generate], tick: Callable[[int], None] | None = None) -> list[GenerateResult]:
-        """Greedy replies, ``batch_size`` prompts at a time (requests with equal ``max_new_tokens`` together)."""
+        """Replies, ``batch_size`` prompts at a time (requests with equal decoding settings together), each sampled
+        with its own seed when its ``temperature`` is above 0."""
         return generate_with(self.runner, self.name, requests, self.batch_size, ticker(tick))
 
 
 def generate_with(
     runner: Any, name: str, requests: Sequence[Generate], batch_size: int, done: Callable[[int], None]
 ) -> list[GenerateResult]:
-    """Greedy replies from a generation-layer runner (local or chat endpoint), in order; a request that got no reply
-    raises :class:`RequestFailedError` in one line."""
+    """Replies from a generation-layer runner (local or chat endpoint), in order, each with its request's decoding
+    settings and seed (requests with equal settings go together); a request that got no reply raises
+    :class:`RequestFailedError` in one line."""
     results: list[GenerateResult | None] = [None] * len(requests)
-    by_cap: dict[int, list[int]] = {}
+    by_settings: dict[tuple[int, float, float | None], list[int]] = {}
     for i, request in enumerate(requests):
-        by_cap.setdefault(request.max_new_tokens, []).append(i)
-    for cap, idx in by_cap.items():
+        by_settings.setdefault((request.max_new_tokens, request.temperature, request.top_p), []).append(i)
+    for (cap, temperature, top_p), idx in by_settings.items():
         settings = GenerationSettings(
-            temperature=0.0, top_p=None, max_new_tokens=cap, seed=0, samples=1, batch_size=batch_size
+            temperature=temperature, top_p=top_p, max_new_tokens=cap, seed=0, samples=1, batch_size=batch_size
         )
-        replies = runner.generate([requests[i].prompt for i in idx], [0] * len(idx), settings)
+        replies = runner.generate([requests[i].prompt for i in idx], [requests[i].seed for i in idx], settings)
         try:
             for k, reply in replies:
                 if reply.error is not None or reply.text is None:

@@ -2,7 +2,8 @@
 
 **generate** goes through the generation layer's chat runner
 (:class:`~queerbench.models.generation.endpoint.OpenAIChatRunner`: ``concurrency`` requests in flight, its rate
-limit, retries with backoff, timeouts and fatal-error rules), greedy (``temperature`` 0), one user turn per prompt.
+limit, retries with backoff, timeouts and fatal-error rules), with each request's decoding settings and seed (greedy
+by default), one user turn per prompt.
 
 **loglikelihood** goes through ``POST {url}/completions``
 (:class:`~queerbench.models.generation.completions.CompletionsRunner`, the same machinery, ``batch_size`` prompts
@@ -156,7 +157,7 @@ class EndpointBackend:
         return []
 
     def generate(self, requests: Sequence[Generate], tick: Callable[[int], None] | None = None) -> list[GenerateResult]:
-        """Greedy chat replies, ``concurrency`` requests in flight, in order."""
+        """Chat replies (each with its request's decoding settings), ``concurrency`` requests in flight, in order."""
         return generate_with(self.chat_runner(), self.name, requests, 1, ticker(tick))
 
     def loglikelihood(
