@@ -12,9 +12,9 @@ import pytest
 
 from queerbench.reporting.figures import GROUP_STYLE, check_group_styles, group_style
 from queerbench.results.folders import run_row
-from queerbench.scoring.aggregate import GROUP_ORDER, ScoringOptions, compute
+from queerbench.scoring.aggregate import GROUP_ORDER, SCORE_BLOCKS, ScoringOptions, compute
 from queerbench.scoring.groups import check_subject_groups, subject_groups
-from queerbench.tasks import all_tasks
+from queerbench.tasks import all_tasks, get_task
 from queerbench.tasks.base import Task, load_specs
 
 
@@ -22,17 +22,20 @@ def _shipped(name: str) -> dict:
     return json.loads(resources.files("queerbench.data").joinpath(name).read_text(encoding="utf-8"))
 
 
-def _task_file(tmp_path: Path, extra: dict) -> Path:
-    entry = {
+def _task_file(tmp_path: Path, extra: dict, **fields: object) -> Path:
+    entry: dict[str, object] = {
         "name": "toy",
         "benchmark": "Toy",
         "title": "a toy blanks task",
         "kind": "blanks",
         "methods": ["mlm"],
+        "requests": {"mlm": "fill_mask"},
+        "metrics": [{"name": "score", "column": "queerbench", "title": "QueerBench score", "higher_is_better": False}],
         "mlm_mode": "raw",
         "toxicity_input": "neutral",
         "dataset": {"config": "toy", "description": "toy"},
         "extra": extra,
+        **fields,
     }
     path = tmp_path / "tasks.json"
     path.write_text(json.dumps({"schema_version": 1, "tasks": [entry]}), encoding="utf-8")
@@ -123,6 +126,43 @@ def test_a_malformed_group_declaration_is_refused_in_one_line(tmp_path: Path, ex
     with pytest.raises(ValueError, match=rf"task 'toy'.*'{field}' must be a list") as info:
         load_specs(_task_file(tmp_path, extra))
     assert "\n" not in str(info.value)
+
+
+# ------------------------------------------------------------------------------------- declared metrics --
+def test_each_blanks_task_declares_its_request_types_and_the_blocks_of_its_scores_as_metrics() -> None:
+    blanks = [task for task in all_tasks().values() if task.runs_blanks]
+    assert {task.name for task in blanks} >= {"default", "paper", "queergen"}
+    for task in blanks:
+        assert set(task.spec.requests) == set(task.spec.methods), task.name
+        assert {m.column for m in task.spec.metrics} <= set(SCORE_BLOCKS), task.name
+        # the leaderboard row reports the first declared metric: the QueerBench score, under the id Hub rows use
+        assert task.leaderboard_metrics() == {"QueerBench score": "score"}, task.name
+        assert task.headline_metric.column == "queerbench" and not task.headline_metric.higher_is_better
+    assert get_task("default").request_type("mlm") == "fill_mask"
+    assert get_task("default").request_type("scored") == "loglikelihood"
+    assert get_task("paper").request_type("instructed") == "generate"
+
+
+def test_a_blanks_tasks_own_metric_title_is_what_its_row_reports(tmp_path: Path) -> None:
+    metrics = [{"name": "h", "column": "hurtlex", "title": "HurtLex share"}]
+    task = Task(load_specs(_task_file(tmp_path, {}, metrics=metrics))["toy"])
+    assert task.leaderboard_metrics() == {"HurtLex share": "h"} and task.headline_metric.column == "hurtlex"
+
+
+@pytest.mark.parametrize(
+    ("fields", "says"),
+    [
+        ({"metrics": [{"name": "x", "column": "vader", "title": "X"}]}, "'vader'] is none of queerbench, afinn"),
+        ({"groups": {"column": "group", "order": ["a"]}}, "a 'blanks' task's groups are the subject groups"),
+        ({"requests": {"scored": "loglikelihood"}}, "'requests' must map each of its methods to a request type"),
+        ({"requests": {"mlm": "masked"}}, "'requests' names unknown request types {'mlm': 'masked'}"),
+        ({"metrics": []}, "'metrics' must be a non-empty list"),
+    ],
+)
+def test_a_blanks_tasks_bad_requests_or_metrics_are_one_line(tmp_path: Path, fields: dict, says: str) -> None:
+    with pytest.raises(ValueError) as info:
+        load_specs(_task_file(tmp_path, {}, **fields))
+    assert says in str(info.value) and "\n" not in str(info.value)
 
 
 # ------------------------------------------------------------------------------------------- headline gap --

@@ -17,7 +17,7 @@ import pandas as pd
 
 from queerbench.methods.base import Method
 from queerbench.methods.registry import METHODS, get_method
-from queerbench.scoring.aggregate import GROUP_ORDER, ScoringOptions, compute
+from queerbench.scoring.aggregate import GROUP_ORDER, SCORE_BLOCKS, ScoringOptions, compute
 from queerbench.tasks import Task
 
 __all__ = [
@@ -174,11 +174,10 @@ def with_every_group(result: dict[str, Any], groups: list[str]) -> dict[str, Any
     """``result`` with a row for every group of the run's sentences, in the paper's order: a group none of whose
     sentences was scored (an instructed run's group that never got a one-word answer) gets ``n`` 0 and no scores,
     so that tables and figures show it as "no data" instead of leaving it out."""
-    keys = ("queerbench", "afinn", "hurtlex", "toxicity")
     present = list(dict.fromkeys([*groups, *result["n"]]))
     order = [g for g in GROUP_ORDER if g in present] + [g for g in present if g not in GROUP_ORDER]
     result["n"] = {g: result["n"].get(g, 0) for g in order}
-    for key in keys:
+    for key in SCORE_BLOCKS:
         result[key] = {g: result[key].get(g) for g in order}
     return result
 

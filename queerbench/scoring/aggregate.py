@@ -49,6 +49,7 @@ __all__ = [
     "ATTRIBUTES",
     "COMPARISONS",
     "GROUP_ORDER",
+    "SCORE_BLOCKS",
     "TOXICITY_CHOICES",
     "ScoringOptions",
     "aggregate",
@@ -61,6 +62,9 @@ __all__ = [
     "validate_inputs",
 ]
 
+SCORE_BLOCKS: tuple[str, ...] = ("queerbench", "afinn", "hurtlex", "toxicity")
+"""The per-group blocks a blanks run's scores hold (the QueerBench score and its A, H and P components): what a
+``blanks`` task's declared metrics name as their ``column``."""
 ATTRIBUTES: tuple[str, ...] = ("TOXICITY", "IDENTITY_ATTACK", "INSULT", "PROFANITY", "THREAT")
 """The order of ``toxicity_counts`` vectors (the form the paper's data stores)."""
 GROUP_ORDER: tuple[str, ...] = subject_groups().order
@@ -367,11 +371,11 @@ def aggregate(
     p = per_sentence["toxicity"].to_numpy(float) if has_tox else None
     comp = _components_paper if options.task_rules.truncate else _components_exact
 
-    result: dict[str, Any] = {"queerbench": {}, "afinn": {}, "hurtlex": {}, "toxicity": {}, "n": {}}
+    result: dict[str, Any] = {**{key: {} for key in SCORE_BLOCKS}, "n": {}}
     for g in order:
         m = labels == g
         c = comp(a[m], h[m], None if p is None else p[m])
-        for key in ("queerbench", "afinn", "hurtlex", "toxicity"):
+        for key in SCORE_BLOCKS:
             result[key][g] = c[key]
         result["n"][g] = int(m.sum())
 
@@ -400,7 +404,7 @@ def aggregate(
         result["ci"] = {
             g: {
                 key: percentile_ci(boots[f"{g}/{key}"])
-                for key in ("queerbench", "afinn", "hurtlex", "toxicity")
+                for key in SCORE_BLOCKS
                 if f"{g}/{key}" in boots
             }
             for g in order

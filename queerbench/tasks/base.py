@@ -190,12 +190,22 @@ class Task:
 
     def leaderboard_metrics(self) -> dict[str, str]:
         """The metrics this task's result rows report (their ``metric``), each with the short id that names it in a
-        Hub task id (an eval's ``.eval_results`` entries and the benchmark's ``eval.yaml``): a ``blanks`` task's rows
-        hold the QueerBench score; a ``requests`` task's rows its declared metrics (by title, with their names); a
-        ``probes`` task names its own."""
+        Hub task id (an eval's ``.eval_results`` entries and the benchmark's ``eval.yaml``): a ``requests`` task's
+        rows hold its declared metrics (by title, with their names); a ``blanks`` task's row its first declared
+        metric (the QueerBench score; the others are that row's components); a ``probes`` task names its own."""
         if self.runs_requests:
             return {m.title: m.name for m in self.spec.metrics}
-        return {"QueerBench score": "score"} if self.runs_blanks else {}
+        if self.runs_blanks:
+            return {self.headline_metric.title: self.headline_metric.name}
+        return {}
+
+    @property
+    def headline_metric(self) -> MetricSpec:
+        """The metric a ``blanks`` or ``requests`` task's headline gap and leaderboard rank by: its first declared
+        one (a one-line ``ValueError`` for a task that declares none)."""
+        if not self.spec.metrics:
+            raise ValueError(f"task {self.name} declares no metrics ('metrics': [{{name, column, title}}, ...])")
+        return self.spec.metrics[0]
 
     @property
     def summary_decimals(self) -> int:

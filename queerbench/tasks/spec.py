@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from queerbench.scoring.aggregate import SCORE_BLOCKS
 from queerbench.scoring.rules import ScoringRules
 
 __all__ = [
@@ -49,8 +50,9 @@ class EvalPass:
 
 @dataclass(frozen=True)
 class MetricSpec:
-    """One metric a ``requests`` task declares: the per-item column it averages (``column``, numeric, e.g. 0/1
-    ``correct``), its display ``title``, whether higher is better, and how many decimals reports print."""
+    """One metric a task declares: for a ``requests`` task the per-item column it averages (``column``, numeric,
+    e.g. 0/1 ``correct``), for a ``blanks`` task the per-group block of scores its scoring rules compute; its display
+    ``title``, whether higher is better, and how many decimals reports print."""
 
     name: str
     column: str
@@ -92,9 +94,10 @@ class TaskSpec:
     eval_passes: tuple[EvalPass, ...] | None = None
     """The passes ``queerbench eval`` makes over the task (None: each of its methods at the eval's ``--top-k``)."""
     requests: dict[str, str] = field(default_factory=dict)
-    """A ``requests`` task's request type per method (``{"mlm": "fill_mask", "scored": "loglikelihood", ...}``)."""
+    """The request type each method asks the model (``{"mlm": "fill_mask", "scored": "loglikelihood", ...}``)."""
     metrics: tuple[MetricSpec, ...] = ()
-    """A ``requests`` task's declared metrics (shared code computes each per group, with CIs)."""
+    """The declared metrics (a ``requests`` task's: shared code computes each per group, with CIs; a ``blanks``
+    task's: its scoring rules compute them)."""
     groups: GroupSpec | None = None
     """A ``requests`` task's groups."""
 
@@ -187,13 +190,20 @@ _REQUEST_TYPES = ("fill_mask", "loglikelihood", "generate")
 
 
 def _request_parts(raw: dict[str, Any], label: str) -> tuple[dict[str, str], tuple[MetricSpec, ...], GroupSpec | None]:
-    """A ``requests`` task's ``requests`` (method → request type), ``metrics`` and ``groups``, checked; other kinds
-    must not have them."""
-    if raw["kind"] != "requests":
+    """A task's ``requests`` (method → request type) and ``metrics``, checked, and a ``requests`` task's ``groups``.
+
+    A ``requests`` task and a ``blanks`` task declare both: a ``blanks`` task's methods turn its sentences into
+    requests of those types too, and its metrics name the per-group blocks its scoring rules compute (``column``:
+    the block of its scores, e.g. the QueerBench score and its components), which its result record carries. A
+    ``blanks`` task's groups are the subject groups (:mod:`queerbench.scoring.groups`); a ``probes`` task has none of
+    these parts."""
+    if raw["kind"] == "probes":
         stray = [k for k in _REQUEST_PARTS if k in raw]
         if stray:
-            raise ValueError(f"{label}: {stray} belong to a 'requests' task only")
+            raise ValueError(f"{label}: {stray} belong to a 'requests' or 'blanks' task only")
         return {}, (), None
+    if raw["kind"] == "blanks" and "groups" in raw:
+        raise ValueError(f"{label}: a 'blanks' task's groups are the subject groups; drop 'groups'")
     requests = raw.get("requests")
     if not isinstance(requests, dict) or set(requests) != set(raw["methods"]):
         raise ValueError(f"{label}: 'requests' must map each of its methods to a request type")
@@ -217,6 +227,14 @@ def _request_parts(raw: dict[str, Any], label: str) -> tuple[dict[str, str], tup
         metrics.append(MetricSpec(**m))
     if len({m.name for m in metrics}) != len(metrics):
         raise ValueError(f"{label}: 'metrics' names one metric twice")
+    if raw["kind"] == "blanks":
+        unknown = sorted({m.column for m in metrics} - set(SCORE_BLOCKS))
+        if unknown:
+            raise ValueError(
+                f"{label}: a 'blanks' task's metrics name blocks of its scores as their 'column'; {unknown} is none "
+                f"of {', '.join(SCORE_BLOCKS)}"
+            )
+        return dict(requests), tuple(metrics), None
     groups = raw.get("groups")
     fields_ok = isinstance(groups, dict) and isinstance(groups.get("column"), str)
     order = groups.get("order") if isinstance(groups, dict) else None
