@@ -402,12 +402,7 @@ def aggregate(
         rng = np.random.default_rng(options.seed)
         boots = bootstrap(labels, clusters, a, h, p, order, options.n_bootstrap, rng) if options.n_bootstrap else {}
         result["ci"] = {
-            g: {
-                key: percentile_ci(boots[f"{g}/{key}"])
-                for key in SCORE_BLOCKS
-                if f"{g}/{key}" in boots
-            }
-            for g in order
+            g: {key: percentile_ci(boots[f"{g}/{key}"]) for key in SCORE_BLOCKS if f"{g}/{key}" in boots} for g in order
         }
         result["comparisons"] = {}
         metric = "queerbench"
