@@ -150,6 +150,10 @@ def test_an_eval_part_keeps_a_reply_cache_only_for_a_generative_method(models: d
 
 
 # ------------------------------------------------------------------------- a task's methods, checked by the registry
+VIBES = {"methods": ["mlm", "vibes"], "requests": {"mlm": "fill_mask", "vibes": "generate"}}
+"""A task naming a method no registry knows (with the request type it would ask, as every method declares)."""
+
+
 def _tiny(folder: Path, change: dict) -> Path:
     shutil.copytree(TINY, folder)
     spec = json.loads((folder / "tiny_tasks.json").read_text())
@@ -159,7 +163,7 @@ def _tiny(folder: Path, change: dict) -> Path:
 
 
 def test_a_task_naming_an_unknown_method_is_one_line_naming_the_task_and_the_method(tmp_path: Path) -> None:
-    spec = next(iter(load_specs(_tiny(tmp_path / "t", {"methods": ["mlm", "vibes"]}) / "tiny_tasks.json").values()))
+    spec = next(iter(load_specs(_tiny(tmp_path / "t", VIBES) / "tiny_tasks.json").values()))
     assert spec.methods == ("mlm", "vibes")  # the task layer knows no method: it takes any name
     with pytest.raises(ValueError) as caught:
         check_task_spec(spec)
@@ -182,7 +186,7 @@ def test_a_prompt_on_a_pass_whose_method_takes_none_is_refused(tmp_path: Path) -
 def test_the_eval_checks_its_tasks_methods_before_it_looks_at_the_model(
     fresh_registry: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    folder = _tiny(tmp_path / "tiny", {"methods": ["mlm", "vibes"]})
+    folder = _tiny(tmp_path / "tiny", VIBES)
     fresh_registry.setenv("QUEERBENCH_TASK_PATH", str(folder))
     with pytest.raises(ValueError, match=r"^task 'tiny': 'methods' must name some of .*unknown: vibes\)$"):
         plan_eval(EvalSettings(model=str(tmp_path / "no-such-model"), tasks=("tiny",)))

@@ -163,6 +163,45 @@ def test_fill_mask_sums_each_piece_with_all_pieces_masked(
 
 
 @pytest.mark.parametrize("name", ["bert", "roberta"])
+@pytest.mark.parametrize("mode", ["whole_word", "raw"])
+def test_a_top_k_fill_mask_is_the_engines_top_k_and_keeps_its_place_among_candidates(
+    name: str, mode: str, backends: dict[str, object]
+) -> None:
+    """The ``mlm`` method's open prediction through the request seam: the masked-LM engine's top-k, whatever the
+    batch's mix of top-k and candidate requests (each result stays at its request's place)."""
+    from queerbench.models.masked.predict import predict
+
+    backend = backends[name]
+    texts = [t.replace("person", "[MASK]", 1) for t in TEXTS if "person" in t]
+    engine = predict(backend.lm, texts, 4, mode=mode, batch_size=3)
+    scored = FillMask("The person is a [MASK].", ("doctor", "teacher"))
+    requests = [FillMask(t, top_k=4, mode=mode) for t in texts]
+    mixed = [requests[0], scored, *requests[1:]]
+    ticks: list[int] = []
+    results = backend.fill_mask(mixed, ticks.append)
+    assert results[1] == backend.fill_mask([scored])[0] and not results[1].words
+    for at, result in enumerate([results[0], *results[2:]]):
+        assert list(result.words) == engine.tokens[at] and list(result.token_ids) == engine.ids[at]
+        assert list(result.probs) == engine.probs[at] and not result.logprobs
+    assert sum(ticks) == len(mixed)
+
+
+@pytest.mark.parametrize(
+    ("fields", "says"),
+    [
+        ({"candidates": ("a",), "top_k": 3}, "a top-k fill_mask request needs top_k >= 1 and no candidates"),
+        ({"top_k": -1}, "a top-k fill_mask request needs top_k >= 1"),
+        ({"top_k": 2, "mode": "pieces"}, "a fill_mask request's mode is one of whole_word, raw, got 'pieces'"),
+        ({}, "a fill_mask request needs non-empty candidate words (or a top_k)"),
+    ],
+)
+def test_a_fill_mask_request_asks_for_candidates_or_a_top_k(fields: dict, says: str) -> None:
+    with pytest.raises(ValueError) as info:
+        FillMask("The person is [MASK].", **fields)
+    assert says in one_line(info)
+
+
+@pytest.mark.parametrize("name", ["bert", "roberta"])
 def test_masked_results_do_not_depend_on_the_batch_size(name: str, models: dict[str, Path]) -> None:
     fills = [FillMask(t.replace("person", "[MASK]", 1), ("person", "doctors", "xe")) for t in TEXTS if "person" in t]
     scores = [Loglikelihood("", t) for t in TEXTS] + [Loglikelihood("The person is ", "kind.")]

@@ -1,4 +1,6 @@
-"""``mlm``: a masked LM fills the ``[MASK]`` of each sentence (the engine: :mod:`queerbench.models.masked.predict`).
+"""``mlm``: a masked LM fills the ``[MASK]`` of each sentence: top-k ``fill_mask`` requests
+(:mod:`queerbench.models.requests`) that the masked-LM backend answers (:class:`~queerbench.models.backends.masked.
+MaskedBackend`, by the engine :mod:`queerbench.models.masked.predict`), the seam every task asks a model through.
 
 :data:`MLM` is the method's registry entry; :class:`MaskedLMPredictor` has the interface every method's predictor has
 (:class:`queerbench.methods.base.Predictor`): built from a run's options with :meth:`MaskedLMPredictor.from_options`,
@@ -47,17 +49,15 @@ class MaskedLMPredictor:
         safetensors_only: bool = False,
         lm: Any = None,
     ) -> None:
+        from queerbench.models.backends.masked import MaskedBackend
         from queerbench.models.registry import load_model, model_ref
 
         self.config, self.top_k, self.batch_size = config, top_k, batch_size
+        ref = model_ref(model, revision=revision, check_paths=lm is None)
         self.lm = lm or load_model(
-            model_ref(model, revision=revision),
-            "masked_lm",
-            device=device,
-            dtype=dtype,
-            device_map=device_map,
-            safetensors_only=safetensors_only,
+            ref, "masked_lm", device=device, dtype=dtype, device_map=device_map, safetensors_only=safetensors_only
         )
+        self.backend = MaskedBackend(self.lm, ref, batch_size=batch_size)
         self.fingerprint = fingerprint
 
     @classmethod
@@ -131,18 +131,16 @@ class MaskedLMPredictor:
         return {**self.lm.metadata(), "fingerprint": self.fingerprint}
 
     def predict(self, ids: Sequence[str], sentences: Sequence[str], tick: Callable[[int], None]) -> dict[str, list]:
-        """tokens, token_ids and probs of the top-k words per sentence."""
-        from queerbench.models.masked.predict import predict
+        """tokens, token_ids and probs of the top-k words per sentence: one top-k ``fill_mask`` request each."""
+        from queerbench.models.requests import FillMask
 
-        result = predict(
-            self.lm,
-            list(sentences),
-            self.top_k,
-            mode=_mode(self.config),
-            batch_size=self.batch_size,
-            progress=tick,
-        )
-        return {"tokens": result.tokens, "token_ids": result.ids, "probs": result.probs}
+        mode = _mode(self.config)
+        found = self.backend.fill_mask([FillMask(s, top_k=self.top_k, mode=mode) for s in sentences], tick)
+        return {
+            "tokens": [list(r.words) for r in found],
+            "token_ids": [list(r.token_ids) for r in found],
+            "probs": [list(r.probs) for r in found],
+        }
 
     def stream(
         self, ids: Sequence[str], sentences: Sequence[str], tick: Callable[[int], None], pacing: Pacing

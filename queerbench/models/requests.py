@@ -4,7 +4,8 @@ A task turns each of its items into requests of three types and never asks what 
 (:mod:`queerbench.models.backends`: a masked LM, a local causal LM, a chat endpoint, a completions endpoint)
 answers the types it can:
 
-- :class:`FillMask` — how likely each candidate word is in the ``[MASK]`` of a text (a masked LM's probabilities);
+- :class:`FillMask` — how likely each candidate word is in the ``[MASK]`` of a text (a masked LM's probabilities),
+  or, asked for its ``top_k``, the words the model itself puts there;
 - :class:`Loglikelihood` — the log-probability of a continuation after a context, or of a whole text when the
   context is empty (for a masked LM, a pseudo-log-likelihood);
 - :class:`Generate` — the text a model writes for a prompt (a chat turn, or a completion).
@@ -21,6 +22,7 @@ from typing import Any, Protocol
 
 __all__ = [
     "FILL_MASK",
+    "FILL_MASK_MODES",
     "GENERATE",
     "LOGLIKELIHOOD",
     "REQUEST_TYPES",
@@ -43,20 +45,36 @@ LOGLIKELIHOOD = "loglikelihood"
 GENERATE = "generate"
 REQUEST_TYPES = (FILL_MASK, LOGLIKELIHOOD, GENERATE)
 MASK = "[MASK]"
+FILL_MASK_MODES: tuple[str, ...] = ("whole_word", "raw")
+"""How a top-k fill is read: whole words only (word-piece markers stripped), or the raw top-k tokens as the papers'
+code read them (a task's ``mlm_mode``)."""
 
 
 @dataclass(frozen=True)
 class FillMask:
-    """Score ``candidates`` at the one ``[MASK]`` of ``text``: each candidate's log-probability there."""
+    """At the one ``[MASK]`` of ``text``: each of ``candidates``' log-probability there; or, with ``top_k`` and no
+    candidates, the model's own ``top_k`` fills there with their probabilities, read as ``mode`` says
+    (:data:`FILL_MASK_MODES`): the open prediction a fill-in-the-blank benchmark scores."""
 
     text: str
-    candidates: tuple[str, ...]
+    candidates: tuple[str, ...] = ()
+    top_k: int = 0
+    mode: str = FILL_MASK_MODES[0]
 
     def __post_init__(self) -> None:
         if self.text.count(MASK) != 1:
             raise ValueError(f"a fill_mask request needs one {MASK} in its text, got {self.text!r}")
-        if not self.candidates or not all(isinstance(c, str) and c.strip() for c in self.candidates):
-            raise ValueError(f"a fill_mask request needs non-empty candidate words, got {self.candidates!r}")
+        if self.top_k:
+            if self.candidates or not isinstance(self.top_k, int) or self.top_k < 1:
+                raise ValueError(f"a top-k fill_mask request needs top_k >= 1 and no candidates, got {self!r}")
+            if self.mode not in FILL_MASK_MODES:
+                raise ValueError(
+                    f"a fill_mask request's mode is one of {', '.join(FILL_MASK_MODES)}, got {self.mode!r}"
+                )
+        elif not self.candidates or not all(isinstance(c, str) and c.strip() for c in self.candidates):
+            raise ValueError(
+                f"a fill_mask request needs non-empty candidate words (or a top_k), got {self.candidates!r}"
+            )
 
 
 @dataclass(frozen=True)
@@ -95,9 +113,13 @@ Request = FillMask | Loglikelihood | Generate
 
 @dataclass(frozen=True)
 class FillMaskResult:
-    """One log-probability per candidate of a :class:`FillMask`, in the request's order."""
+    """One log-probability per candidate of a :class:`FillMask`, in the request's order; for a top-k request, its
+    fills (``words``, most probable first), their vocabulary ids and probabilities (``logprobs`` empty)."""
 
-    logprobs: tuple[float, ...]
+    logprobs: tuple[float, ...] = ()
+    words: tuple[str, ...] = ()
+    token_ids: tuple[int, ...] = ()
+    probs: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,15 @@
-"""The typed, versioned result record of a run on the request runner (``scores.json``), written by one writer.
+"""The typed, versioned result record of a run (``scores.json``), written by one writer.
 
 In the spirit of inspect_ai's ``EvalLog``: what produced the result (task, benchmark, method, request type, model
 and its fingerprint, the settings that change what is predicted, the signature), the declared metrics' per-group
 results with their CIs and counts (:mod:`queerbench.scoring.metrics`), how many items were scored, the timings and
 the version. :meth:`RunRecord.from_json` reads a record back and refuses, in one line, one of another version or
 shape. Per-item samples stay in ``predictions.parquet`` next to it.
+
+Both kinds of run write it: a run on the request runner (``kind`` ``requests``) and a fill-in-the-blank run
+(``kind`` ``blanks``), whose ``scores.json`` also keeps, at its top level, the blocks its readers have always read
+(the per-group QueerBench score and components, ``n``, ``ci``, ``comparisons``, ``top1``, ``scorers``, ``run``, ...):
+the record carries them as ``extra``.
 """
 
 from __future__ import annotations
@@ -17,10 +22,12 @@ from queerbench import __version__
 from queerbench.base.files import read_json_object, write_json
 from queerbench.reporting.rows import ResultRow
 
-__all__ = ["RECORD_VERSION", "RunRecord", "is_record", "read_record", "record_rows", "write_record"]
+__all__ = ["RECORD_KINDS", "RECORD_VERSION", "RunRecord", "is_record", "read_record", "record_rows", "write_record"]
 
 RECORD_VERSION = 1
 """The record's schema version (``record_version`` in ``scores.json``); a reader refuses others in one line."""
+RECORD_KINDS = ("requests", "blanks")
+"""The runs that write a record: the request runner's and a fill-in-the-blank run's (``kind``)."""
 
 
 @dataclass(frozen=True)
@@ -53,10 +60,16 @@ class RunRecord:
     queerbench_version: str = __version__
     record_version: int = RECORD_VERSION
     finished: str = ""
+    kind: str = RECORD_KINDS[0]
+    """Which run wrote it (:data:`RECORD_KINDS`); a record written before the field is a request run's."""
+    extra: dict[str, Any] = field(default_factory=dict)
+    """A ``blanks`` run's own blocks, kept at the top level of ``scores.json`` where its readers find them."""
 
     def to_json(self) -> dict[str, Any]:
-        """The record as the JSON object ``scores.json`` holds."""
-        return asdict(self)
+        """The record as the JSON object ``scores.json`` holds: its fields, then ``extra``'s blocks beside them."""
+        data = asdict(self)
+        extra = data.pop("extra")
+        return {**data, **{k: v for k, v in extra.items() if k not in data}}
 
     @classmethod
     def from_json(cls, data: dict[str, Any], where: str = "scores.json") -> RunRecord:
@@ -72,7 +85,11 @@ class RunRecord:
         missing = sorted(name for name in required if name not in data)
         if missing:
             raise ValueError(f"{where}: the result record lacks {missing}; rerun the same command to rewrite it")
-        return cls(**{k: v for k, v in data.items() if k in names})
+        kind = data.get("kind", RECORD_KINDS[0])
+        if kind not in RECORD_KINDS:
+            raise ValueError(f"{where}: a result record of kind {kind!r}, not one of {', '.join(RECORD_KINDS)}")
+        extra = {k: v for k, v in data.items() if k not in names}
+        return cls(**{k: v for k, v in data.items() if k in names and k != "extra"}, extra=extra)
 
 
 def write_record(out: Path, record: RunRecord) -> Path:
@@ -107,8 +124,8 @@ def record_rows(record: RunRecord, source: str = "") -> list[ResultRow]:
                 benchmark=record.benchmark,
                 model=record.model,
                 method=record.method,
-                k=None,
-                toxicity="none",
+                k=record.settings.get("k"),
+                toxicity=str(record.settings.get("toxicity_label") or "none"),
                 scores={g: s["value"] for g, s in groups.items()},
                 ci={g: s["ci"] for g, s in groups.items()},
                 n={g: s["n"] for g, s in groups.items()},
@@ -129,5 +146,11 @@ def record_rows(record: RunRecord, source: str = "") -> list[ResultRow]:
 
 
 def is_record(document: Any) -> bool:
-    """Whether a ``scores.json`` document is a result record (of any version) rather than a blanks run's scores."""
-    return isinstance(document, dict) and "record_version" in document
+    """Whether a ``scores.json`` document is a request run's result record (of any version), which its readers
+    read as a record; a blanks run's (``kind`` ``blanks``, or one written before it held a record) is read by the
+    blocks it has always held."""
+    return (
+        isinstance(document, dict)
+        and "record_version" in document
+        and document.get("kind", RECORD_KINDS[0]) == RECORD_KINDS[0]
+    )

@@ -37,7 +37,9 @@ from queerbench.methods.registry import get_method, resolve_method
 from queerbench.methods.registry import preflight as method_preflight
 from queerbench.models.registry import model_ref
 from queerbench.reporting.figures import run_label
+from queerbench.reporting.record import write_record
 from queerbench.reporting.report import render_report, write_run_figures
+from queerbench.run.blanks_record import blanks_record
 from queerbench.run.folder import check_same_model, check_writable, claim_out_dir, inspect_out_dir, unclaim_out_dir
 from queerbench.run.parts import RunInterrupted, interruption, predict_chunks, write_failure
 from queerbench.run.scores import check_predictions_table, score_predictions, task_scores, toxicity_column
@@ -278,6 +280,22 @@ def _write_sentence_scores(per_sentence: pd.DataFrame, path: Path) -> None:
         frame.to_parquet(tmp, index=False)
 
 
+def _write_record(
+    run: _Run,
+    document: dict[str, Any],
+    predictions: pd.DataFrame,
+    meta: dict[str, Any],
+    reused: bool,
+    timings: dict[str, float],
+) -> None:
+    """Write ``scores.json``: the run's typed record (its declared metrics per group), ``document``'s blocks beside
+    it (:mod:`queerbench.run.blanks_record`)."""
+    record = blanks_record(
+        run.task, run.options, document, predictions, meta, run.fingerprint, reused=reused, timings=timings
+    )
+    write_record(run.out, record)
+
+
 def _write_unscored_run(
     run: _Run,
     predictions: pd.DataFrame,
@@ -324,7 +342,7 @@ def _write_unscored_run(
         "signature": signature,
         "run": _run_record(run_meta, options, meta, reused, timings),
     }
-    write_json(run.out / "scores.json", document)
+    _write_record(run, document, predictions, meta, reused, timings)
     return RunResult(out=run.out, scores=document, reused_predictions=reused, n_predicted=n_predicted)
 
 
@@ -405,5 +423,5 @@ def _score_run(
         "signature": signature,
         "run": _run_record(run_meta, options, meta, reused, timings),
     }
-    write_json(run.out / "scores.json", document)
+    _write_record(run, document, predictions, meta, reused, timings)
     return RunResult(out=run.out, scores=document, reused_predictions=reused, n_predicted=n_predicted)

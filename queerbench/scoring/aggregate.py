@@ -48,6 +48,7 @@ from queerbench.scoring.uncertainty import (
 __all__ = [
     "ATTRIBUTES",
     "COMPARISONS",
+    "GAP_BLOCK",
     "GROUP_ORDER",
     "SCORE_BLOCKS",
     "TOXICITY_CHOICES",
@@ -65,6 +66,8 @@ __all__ = [
 SCORE_BLOCKS: tuple[str, ...] = ("queerbench", "afinn", "hurtlex", "toxicity")
 """The per-group blocks a blanks run's scores hold (the QueerBench score and its A, H and P components): what a
 ``blanks`` task's declared metrics name as their ``column``."""
+GAP_BLOCK = SCORE_BLOCKS[0]
+"""The block whose group gaps (``comparisons``) get a CI and a sign-flip test: the QueerBench score."""
 ATTRIBUTES: tuple[str, ...] = ("TOXICITY", "IDENTITY_ATTACK", "INSULT", "PROFANITY", "THREAT")
 """The order of ``toxicity_counts`` vectors (the form the paper's data stores)."""
 GROUP_ORDER: tuple[str, ...] = subject_groups().order
@@ -405,11 +408,11 @@ def aggregate(
             g: {key: percentile_ci(boots[f"{g}/{key}"]) for key in SCORE_BLOCKS if f"{g}/{key}" in boots} for g in order
         }
         result["comparisons"] = {}
-        metric = "queerbench"
+        metric = GAP_BLOCK
         for g1, g2 in options.comparisons:
             if g1 not in order or g2 not in order or p is None:  # no toxicity: no QueerBench score to compare
                 continue
-            diff = result["queerbench"][g1] - result["queerbench"][g2]
+            diff = result[metric][g1] - result[metric][g2]
             entry: dict[str, Any] = {"diff": diff}
             # the CI and the test are of the unrounded gap (the paper's rules truncate the reported one)
             # with toxicity (p) the score is a float

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from queerbench.models.requests import FILL_MASK_MODES
 from queerbench.scoring.aggregate import SCORE_BLOCKS
 from queerbench.scoring.rules import ScoringRules
 
@@ -29,7 +30,7 @@ KINDS = ("blanks", "probes", "requests")
 """``blanks``: sentences with one ``[MASK]`` that a method fills (``queerbench run``); ``probes``: prompts that a task
 runs through a pipeline of its own (the SCM probes); ``requests``: items the task turns into model requests
 (:mod:`queerbench.models.requests`) and scores one by one, by declared metrics, on the shared request runner."""
-MLM_MODES = ("whole_word", "raw")
+MLM_MODES = FILL_MASK_MODES
 """How a masked LM's top-k is read: whole words only (``whole_word``) or the raw top-k tokens (``raw``, as the papers'
 code read them)."""
 TOXICITY_INPUTS = ("neutral", "full", "frame")

@@ -1,5 +1,9 @@
 """A masked LM as a request backend (:class:`MaskedBackend`): ``fill_mask`` and a pseudo-log-likelihood.
 
+**fill_mask, top-k.** A request with ``top_k`` (no candidates) asks for the model's own fills: the masked-LM engine's
+top-k at the mask (:func:`queerbench.models.masked.predict.predict`, read whole-word or raw as the request's
+``mode`` says), requests of one ``top_k`` and mode in one call at the backend's batch size.
+
 **fill_mask.** A candidate's score is its log-probability at the text's ``[MASK]``. The ``[MASK]`` becomes the
 model's mask token and the text is encoded as the masked-LM engine encodes it (:mod:`queerbench.models.masked.predict`:
 the tokenizer's special tokens added). A candidate of several word pieces is scored in one forward pass with as many
@@ -33,6 +37,7 @@ from typing import Any
 import torch
 
 from queerbench.models.backends.common import batches, by_length, check_batch_size, split_context, ticker
+from queerbench.models.masked import predict as engine
 from queerbench.models.masked.predict import MaskedLM
 from queerbench.models.registry import ModelRef
 from queerbench.models.requests import (
@@ -113,7 +118,10 @@ class MaskedBackend:
     def fill_mask(
         self, requests: Sequence[FillMask], tick: Callable[[int], None] | None = None
     ) -> list[FillMaskResult]:
-        """Each candidate's log-probability at the ``[MASK]`` of its request's text, in order."""
+        """Each candidate's log-probability at the ``[MASK]`` of its request's text, in order; a top-k request's
+        fills (see the module doc)."""
+        if any(r.top_k for r in requests):
+            return self._top_k(requests, tick)
         done = ticker(tick)
         results: list[FillMaskResult] = []
         for group in batches(range(len(requests)), self.batch_size):
@@ -125,6 +133,26 @@ class MaskedBackend:
             results += [FillMaskResult(tuple(scores[row][k] for row, k in want)) for want in wanted]
             done(len(group))
         return results
+
+    def _top_k(self, requests: Sequence[FillMask], tick: Callable[[int], None] | None) -> list[FillMaskResult]:
+        """Top-k requests by the engine, candidate ones as scores; each kind in one call, results in order."""
+        results: list[FillMaskResult | None] = [None] * len(requests)
+        groups: dict[tuple[int, str], list[int]] = {}
+        for i, r in enumerate(requests):
+            groups.setdefault((r.top_k, r.mode), []).append(i)
+        for (k, mode), rows in groups.items():
+            if not k:  # candidates to score
+                for i, result in zip(rows, self.fill_mask([requests[i] for i in rows], tick), strict=True):
+                    results[i] = result
+                continue
+            found = engine.predict(
+                self.lm, [requests[i].text for i in rows], k, mode=mode, batch_size=self.batch_size, progress=tick
+            )
+            for at, i in enumerate(rows):
+                results[i] = FillMaskResult(
+                    words=tuple(found.tokens[at]), token_ids=tuple(found.ids[at]), probs=tuple(found.probs[at])
+                )
+        return [r for r in results if r is not None]
 
     def loglikelihood(
         self, requests: Sequence[Loglikelihood], tick: Callable[[int], None] | None = None

@@ -29,6 +29,7 @@ from queerbench.base import env
 from queerbench.models import fingerprint
 from queerbench.models.device import PICKLE_ERRORS, ModelLoadError, refused_pickle, resolve_device
 from queerbench.models.masked.vocab_filter import detect_family, paper_token, sentence_start_table, whole_word_table
+from queerbench.models.requests import FILL_MASK_MODES
 
 __all__ = [
     "MASK",
@@ -49,7 +50,7 @@ __all__ = [
 
 MASK = "[MASK]"
 """The literal placeholder in the dataset's ``masked_sentence``; each model's own mask token replaces it."""
-MODES: tuple[str, ...] = ("whole_word", "raw")
+MODES: tuple[str, ...] = FILL_MASK_MODES
 """How the top-k is read: whole words only, or the raw top-k tokens as the papers' code read them."""
 
 
