@@ -307,3 +307,29 @@ def test_a_newly_registered_method_is_read_and_keyed_by_what_it_declares(
     assert key.folder_name() == "org_m-default-k5-vibes"
     hushed = Signature.from_key({**record, "method": "hush"})
     assert hushed.settings == () and hushed.folder_name() == "org_m-default-k5"
+
+
+def test_a_figures_label_shows_a_method_as_the_registry_says_handed_down_by_the_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Reporting sits below the methods: the run hands it ``method_in_label`` (the registry's :func:`in_label`), so a
+    new method's label follows its declarations (in the run key: shown) with no edit in reporting; a caller that
+    hands no flag shows any method the metadata records."""
+    from queerbench.reporting.figures import run_label
+
+    _registry_with(monkeypatch, _method("vibes", key_fields=("endpoint",), generative=True), _method("hush"))
+    scores = {"config": "default", "k": 5}
+
+    def label(method: str) -> str:  # as the run hands a run's metadata to the figures and the report
+        return run_label({"model": "org/m", "method": method, "method_in_label": in_label(method)}, scores)
+
+    assert [label(m) for m in ("vibes", "hush", "mlm", "scored", "instructed")] == [
+        "org/m · default config · top-5 · vibes",
+        "org/m · default config · top-5",
+        "org/m · default config · top-5",
+        "org/m · default config · top-5 · scored",
+        "org/m · default config · top-5 · instructed",
+    ]
+    assert run_label({"model": "org/m", "method": "hush"}, scores) == "org/m · default config · top-5 · hush"
+    assert run_label({"model": "org/m"}, scores) == "org/m · default config · top-5"
+    assert run_label(None, scores) == "default config · top-5"
