@@ -9,7 +9,9 @@ import copy
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
+import pandas as pd
 import pytest
 
 from queerbench.methods.base import Method
@@ -200,3 +202,138 @@ def test_queergens_published_methods_are_among_its_tasks_methods() -> None:
     raw["model_methods"][next(iter(raw["model_methods"]))] = "vibes"
     with pytest.raises(QueerGenSpecError, match="model_methods must give each model of model_labels one of the"):
         _validate(raw)
+
+
+# ----------------------------------------------------------- a new method, handled by the generic code unedited
+def _registry_with(monkeypatch: pytest.MonkeyPatch, *methods: Method) -> None:
+    """The method registry with ``methods`` registered too (the module's registry is restored after the test)."""
+    from queerbench.methods import registry
+
+    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
+    for method in methods:
+        registry.register(method)
+
+
+def _method(name: str, **declared: Any) -> Method:
+    return Method(
+        name, default_model="org/m", backends={"causal_lm": "queerbench.methods.mlm:MaskedLMPredictor"}, **declared
+    )
+
+
+def _predictions(method: str | None) -> pd.DataFrame:
+    row = {
+        "id": "s1",
+        "tokens": ["hero"],
+        "group": "queer",
+        "category": "c",
+        "subject": "s",
+        "template_id": 1,
+        "masked_sentence": "The person is [MASK].",
+        "neutral_sentence": "The person is [MASK].",
+    }
+    return pd.DataFrame([row | ({"method": method} if method is not None else {})])
+
+
+def _scores_document(method: str | None) -> dict:
+    run = {"model": "org/m", "limit": None, "signature": "task:default"} | ({"method": method} if method else {})
+    return {
+        "config": "default",
+        "k": 5,
+        "queerbench": {"queer": 1.0},
+        "n": {"queer": 4},
+        "scorers": {"toxicity": {"name": "precomputed"}},
+        "signature": "task:default",
+        "run": run,
+    }
+
+
+def test_the_method_of_runs_that_name_none_is_the_one_that_declares_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A stored run, run key or predictions table that names no method was made by the method declaring
+    ``predates_methods`` (today mlm); the generic readers follow the declaration, not a name they write."""
+    from queerbench.methods.registry import unrecorded_method
+    from queerbench.results.folders import run_row
+    from queerbench.run.scores import method_of
+    from queerbench.run.signature import Signature
+
+    assert unrecorded_method() is get_method("mlm") is get_method("auto")
+    assert run_row(tmp_path, _scores_document(None)).method == "mlm"
+    assert Signature.from_key({"config": "default", "model": "org/m", "top_k": 5}).method == "mlm"
+    assert method_of(_predictions(None)) is get_method("mlm")
+    # another method declared as the one of the old runs: every reader follows, none is edited
+    old = _method("fill", predates_methods=True)
+    _registry_with(
+        monkeypatch, Method("mlm", default_model="bert-base-uncased", backends=dict(get_method("mlm").backends)), old
+    )
+    assert unrecorded_method() is old and get_method("auto") is old and recorded_method(None) == "fill"
+    assert run_row(tmp_path, _scores_document(None)).method == "fill"
+    assert Signature.from_key({"config": "default", "model": "org/m", "top_k": 5}).method == "fill"
+    assert method_of(_predictions(None)) is old
+
+
+def test_only_one_method_can_be_the_method_of_runs_that_name_none(monkeypatch: pytest.MonkeyPatch) -> None:
+    from queerbench.methods.registry import register
+
+    _registry_with(monkeypatch)
+    with pytest.raises(ValueError) as caught:
+        register(_method("fill", predates_methods=True))
+    said = str(caught.value)
+    assert said.startswith("method 'fill': predates_methods=True, but 'mlm' already is") and "\n" not in said
+    register(get_method("mlm"))  # the same method again replaces itself
+
+
+def test_a_newly_registered_method_is_read_and_keyed_by_what_it_declares(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A method registered with one ``register`` call goes through the readers of the generic code with no edit
+    there: its predictions table is checked and read as its, its run key carries its key fields and names it in the
+    folder as its declarations say, and a stored run's row shows it."""
+    from queerbench.results.folders import run_row
+    from queerbench.run.scores import check_predictions_table, method_of
+    from queerbench.run.signature import Signature
+
+    keyed = _method("vibes", key_fields=("endpoint",), generative=True)
+    quiet = _method("hush")  # no key fields: outside the run key, like the masked-LM method
+    _registry_with(monkeypatch, keyed, quiet)
+    for method in (keyed, quiet):
+        check_predictions_table(_predictions(method.name), "p.parquet", "fix it")
+        assert method_of(_predictions(method.name)) is method
+        assert run_row(tmp_path, _scores_document(method.name)).method == method.name
+    with pytest.raises(
+        ValueError, match=r"column method is 'auto'; expected one of mlm, scored, instructed, vibes, hush;"
+    ):
+        check_predictions_table(_predictions("auto"), "p.parquet", "fix it")
+
+    record = {"config": "default", "model": "org/m", "top_k": 5, "method": "vibes", "endpoint": "http://h/v1"}
+    key = Signature.from_key(record)
+    assert key.method == "vibes" and dict(key.settings) == {"endpoint": "http://h/v1"}
+    assert key.folder_name() == "org_m-default-k5-vibes"
+    hushed = Signature.from_key({**record, "method": "hush"})
+    assert hushed.settings == () and hushed.folder_name() == "org_m-default-k5"
+
+
+def test_a_figures_label_shows_a_method_as_the_registry_says_handed_down_by_the_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Reporting sits below the methods: the run hands it ``method_in_label`` (the registry's :func:`in_label`), so a
+    new method's label follows its declarations (in the run key: shown) with no edit in reporting; a caller that
+    hands no flag shows any method the metadata records."""
+    from queerbench.reporting.figures import run_label
+
+    _registry_with(monkeypatch, _method("vibes", key_fields=("endpoint",), generative=True), _method("hush"))
+    scores = {"config": "default", "k": 5}
+
+    def label(method: str) -> str:  # as the run hands a run's metadata to the figures and the report
+        return run_label({"model": "org/m", "method": method, "method_in_label": in_label(method)}, scores)
+
+    assert [label(m) for m in ("vibes", "hush", "mlm", "scored", "instructed")] == [
+        "org/m · default config · top-5 · vibes",
+        "org/m · default config · top-5",
+        "org/m · default config · top-5",
+        "org/m · default config · top-5 · scored",
+        "org/m · default config · top-5 · instructed",
+    ]
+    assert run_label({"model": "org/m", "method": "hush"}, scores) == "org/m · default config · top-5 · hush"
+    assert run_label({"model": "org/m"}, scores) == "org/m · default config · top-5"
+    assert run_label(None, scores) == "default config · top-5"

@@ -70,6 +70,10 @@ def test_scored_run_end_to_end(models: dict[str, str], tmp_path: Path):
     assert run["model_metadata"]["architecture"] == "GPT2LMHeadModel"
     report = (out / "report.md").read_text()
     assert "## Generative method: `scored`" in report and report.index("Generative method") < report.index("## Scores")
+    # the method is in the run key, so the registry puts it in the figures' label; the flag that says so is handed to
+    # the report, not stored
+    assert f"*Heatmap: {Path(models['gpt2']).name} · default config · top-{scores['k']} · scored.*" in report
+    assert "method_in_label" not in run
     # rerun: reused, nothing predicted (the model is not even loaded)
     again = _cli("--model", models["gpt2"], "--limit", "2", "--top-k", "3", "--out", str(out), *FAST)
     assert again.returncode == 0 and "reusing the finished predictions" in again.stdout

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from queerbench.base.arguments import endpoint_arguments
 from queerbench.cli.common import config_argument
-from queerbench.methods.registry import METHODS
+from queerbench.methods.registry import METHODS, recorded_method
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -186,7 +186,7 @@ def _run(args: argparse.Namespace) -> int:
     except RunAbortedError as exc:  # the endpoint/model failed again and again: one line, replies so far are kept
         raise UserError(str(exc)) from exc
     scores = result.scores
-    method = scores["run"].get("method", "mlm")
+    method = recorded_method(scores["run"].get("method"))
     print(f"\nQueerBench ({scores['config']}, top-{scores['k']}, method {method}) for {options.model}:")
     if scores.get("scored") is False:
         print("  no sentence could be scored: no reply was parsed to one word (parse rates below, replies saved)")

@@ -47,15 +47,25 @@ __all__ = [
     "recorded_method",
     "register",
     "registered",
+    "registered_names",
     "resolve_method",
     "same_weights",
+    "unrecorded_method",
 ]
 
 _REGISTRY: dict[str, Method] = {}
 
 
 def register(method: Method) -> Method:
-    """Add (or replace) a method in the registry; returns it."""
+    """Add (or replace) a method in the registry; returns it. A one-line ``ValueError`` for a second method that says
+    it :attr:`~queerbench.methods.base.Method.predates_methods` (a run that names no method was made by one)."""
+    if method.predates_methods:
+        other = next((m.name for m in _REGISTRY.values() if m.predates_methods and m.name != method.name), None)
+        if other is not None:
+            raise ValueError(
+                f"method {method.name!r}: predates_methods=True, but {other!r} already is the method of runs that "
+                "name none; leave predates_methods False for a new method"
+            )
     _REGISTRY[method.name] = method
     return method
 
@@ -68,14 +78,28 @@ METHODS: tuple[str, ...] = ("auto", *_REGISTRY)
 GENERATIVE_METHODS: tuple[str, ...] = tuple(name for name, m in _REGISTRY.items() if m.generative)
 
 
+def unrecorded_method() -> Method:
+    """The method of a stored run, predictions table or run key that names none (written before runs recorded their
+    method): the registered method that declares it :attr:`~queerbench.methods.base.Method.predates_methods`."""
+    found = next((m for m in _REGISTRY.values() if m.predates_methods), None)
+    if found is None:
+        raise ValueError("no registered method predates_methods; register one so that runs naming none can be read")
+    return found
+
+
 def get_method(name: str) -> Method:
-    """The registered method ``name`` (``auto`` reads as ``mlm``, the method of the run key before there were
-    methods); a one-line ``ValueError`` for an unknown name."""
+    """The registered method ``name`` (``auto`` reads as :func:`unrecorded_method`, the method of the run key before
+    there were methods); a one-line ``ValueError`` for an unknown name."""
     if name == "auto":
-        name = "mlm"
+        return unrecorded_method()
     if name not in _REGISTRY:
         raise ValueError(f"--method must be one of {', '.join(('auto', *_REGISTRY))}, got {name!r}")
     return _REGISTRY[name]
+
+
+def registered_names() -> tuple[str, ...]:
+    """The names of the registered methods, in the order they were registered (``auto`` is none of them)."""
+    return tuple(_REGISTRY)
 
 
 def registered(name: str | None) -> Method | None:
@@ -86,8 +110,8 @@ def registered(name: str | None) -> Method | None:
 
 def recorded_method(name: str | None) -> str:
     """The method a stored run used: the one it records, or, for a run written before there were methods (none
-    recorded), the method of the run key of that time (what ``auto`` reads as)."""
-    return name or get_method("auto").name
+    recorded), the method of the run key of that time (:func:`unrecorded_method`, what ``auto`` reads as)."""
+    return name or unrecorded_method().name
 
 
 def in_label(name: str | None) -> bool:

@@ -136,11 +136,17 @@ def model_label(model: str | None) -> str:
 
 def run_label(meta: dict[str, Any] | None, scores: dict[str, Any]) -> str:
     """``<model> · <config> config · top-<k>``: what tells two runs' figures apart (without the model when the
-    caller does not say which it was)."""
+    caller does not say which it was), and `` · <method>`` where the method belongs in the label.
+
+    Whether it does is the method registry's word (:func:`~queerbench.methods.registry.in_label`: a method in the run
+    key), which the caller hands down as ``meta["method_in_label"]``, since reporting sits below the methods and knows
+    none; a ``meta`` without that flag shows any method it records."""
+    meta = meta or {}
     settings = f"{scores['config']} config · top-{scores['k']}"
-    if (meta or {}).get("method") not in (None, "mlm"):  # a generative method (scored, instructed) is part of it
-        settings += f" · {(meta or {})['method']}"
-    model = (meta or {}).get("model")
+    method = meta.get("method")
+    if method is not None and meta.get("method_in_label", True):
+        settings += f" · {method}"
+    model = meta.get("model")
     return f"{model_label(model)} · {settings}" if model else settings
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from queerbench.base.files import read_json, read_json_object
+from queerbench.methods.registry import recorded_method
 from queerbench.reporting.record import is_record, read_record, record_rows
 from queerbench.reporting.rows import ResultRow, row_problem, toxicity_label
 from queerbench.results.compare import check_scores_document
@@ -62,7 +63,7 @@ def run_row(folder: Path, scores: dict[str, Any] | None = None) -> ResultRow:
         "task": str(scores.get("config")),
         "benchmark": task.benchmark if task is not None else str(scores.get("config")),
         "model": str(run.get("model")),
-        "method": str(run.get("method") or "mlm"),
+        "method": str(recorded_method(run.get("method"))),
         "k": scores.get("k"),
         "toxicity": toxicity_label(scores.get("scorers")),
         "scores": dict(scores["queerbench"]),

@@ -33,7 +33,7 @@ from queerbench.base.lock import folder_lock
 from queerbench.base.redact import redact_url
 from queerbench.methods.base import Method
 from queerbench.methods.options import TOXICITY_INPUTS, RunOptions
-from queerbench.methods.registry import get_method, resolve_method
+from queerbench.methods.registry import get_method, in_label, resolve_method
 from queerbench.methods.registry import preflight as method_preflight
 from queerbench.models.registry import model_ref
 from queerbench.reporting.figures import run_label
@@ -401,13 +401,14 @@ def _score_run(
         "signature": signature,
     }
     generation = method.summarize(predictions)
-    figures = write_run_figures(scores, run.out, run_meta)
-    figures.update(task.figures(scores, run.out, run_label(run_meta, scores)))
+    labelled = {**run_meta, "method_in_label": in_label(options.method)}  # reporting knows no method: told here
+    figures = write_run_figures(scores, run.out, labelled)
+    figures.update(task.figures(scores, run.out, run_label(labelled, scores)))
     section = method.report_section(run_meta, generation)
     report = render_report(
         scores,
         per_sentence,
-        run_meta,
+        labelled,
         figures,
         top1=top1,
         title=task.spec.title,

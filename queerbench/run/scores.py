@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 
 from queerbench.methods.base import Method
-from queerbench.methods.registry import METHODS, get_method
+from queerbench.methods.registry import get_method, registered, registered_names, unrecorded_method
 from queerbench.scoring.aggregate import GROUP_ORDER, SCORE_BLOCKS, ScoringOptions, compute
 from queerbench.tasks import Task
 
@@ -105,10 +105,9 @@ def check_predictions_table(predictions: pd.DataFrame, path: str | Path, fix: st
                 )
     if "method" in predictions.columns:  # the method that made the rows (tables older than methods have none)
         for name in dict.fromkeys(predictions["method"]):
-            if name not in METHODS or name == "auto":
+            if not isinstance(name, str) or registered(name) is None:
                 raise ValueError(
-                    f"{path}: column method is {name!r}; expected one of {', '.join(m for m in METHODS if m != 'auto')}"
-                    f"; {fix}"
+                    f"{path}: column method is {name!r}; expected one of {', '.join(registered_names())}; {fix}"
                 )
     ids = predictions["id"]
     absent_ids = [i for i, value in enumerate(ids) if _missing(value)]
@@ -137,10 +136,11 @@ def answered(predictions: pd.DataFrame) -> pd.DataFrame:
 
 
 def method_of(predictions: pd.DataFrame) -> Method:
-    """The method that made a predictions table (its ``method`` column; tables of masked-LM runs from before there
-    were methods have none: ``mlm``)."""
-    methods = set(predictions["method"]) if "method" in predictions else {"mlm"}
-    return get_method(next(iter(methods))) if len(methods) == 1 else get_method("mlm")
+    """The method that made a predictions table (its ``method`` column; a table from before there were methods has
+    none: :func:`~queerbench.methods.registry.unrecorded_method`, which a table of several methods falls back to
+    too)."""
+    methods = set(predictions["method"]) if "method" in predictions else set()
+    return get_method(next(iter(methods))) if len(methods) == 1 else unrecorded_method()
 
 
 def score_predictions(

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from queerbench import __version__
 from queerbench.base.signature import format_signature, parse_signature, short_hash, show
 from queerbench.methods.options import RunOptions
-from queerbench.methods.registry import get_method
+from queerbench.methods.registry import get_method, recorded_method
 from queerbench.tasks import get_task
 
 if TYPE_CHECKING:
@@ -131,7 +131,7 @@ class Signature:
     @classmethod
     def from_key(cls, record: dict[str, Any], *, n_templates: int | None = None) -> Signature:
         """The prediction part of the signature a ``run.json`` (of this or an earlier version) records."""
-        method = str(record.get("method") or "mlm")
+        method = str(recorded_method(record.get("method")))
         settings = get_method(method).key_settings(record) if get_method(method).in_key else {}
         limit = record.get("limit")
         if limit is not None and n_templates is not None and int(limit) >= n_templates:
