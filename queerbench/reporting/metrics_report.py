@@ -22,7 +22,7 @@ from queerbench.base.files import write_text
 from queerbench.reporting.figures import group_style, model_label, save_figure
 from queerbench.reporting.record import RunRecord
 
-__all__ = ["FIGURE", "render_metrics_report", "write_metrics_report"]
+__all__ = ["FIGURE", "metric_table", "render_metrics_report", "write_metrics_report"]
 
 FIGURE = "metrics.png"
 
@@ -42,6 +42,24 @@ def _rows(stats: dict[str, dict[str, Any]], decimals: int, label: str) -> list[s
             f"| {name} | {_fmt(s['value'], decimals)} | {_ci(s['ci'], decimals)} | {s['n']} | {s['n_clusters']} |"
         )
     return lines
+
+
+def metric_table(record: RunRecord) -> pd.DataFrame:
+    """One row per group of the record (in its declared order), the group column named as the task names it: its
+    items (``n``) and templates, then one column per declared metric (headed by its title), its value with the 95% CI
+    at the metric's decimals (the value alone without a CI), ``no data`` for a group without items (what the Space's score table shows)."""
+    column, metrics = str(record.groups["column"]), record.declared_metrics
+    rows = []
+    for group in record.groups["order"]:
+        first = record.results[metrics[0]["name"]]["groups"].get(group) or {"n": 0, "n_clusters": 0}
+        row: dict[str, Any] = {column: group, "n": first["n"], "templates": first["n_clusters"]}
+        for metric in metrics:
+            s = record.results[metric["name"]]["groups"].get(group) or {"value": None, "ci": None}
+            d = int(metric["decimals"])
+            text = "no data" if s["value"] is None else _fmt(s["value"], d)
+            row[metric["title"]] = f"{text} {_ci(s['ci'], d)}" if s["value"] is not None and s["ci"] else text
+        rows.append(row)
+    return pd.DataFrame(rows, columns=[column, "n", "templates", *(m["title"] for m in metrics)])
 
 
 def _title(record: RunRecord) -> str:

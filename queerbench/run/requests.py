@@ -261,19 +261,21 @@ def _predict(run: RequestRun, backend: Backend, todo: pd.DataFrame, chunks: Path
 
 
 def run_requests(
-    run: RequestRun, out: str | Path | None = None, *, log: Callable[[str], None] = print
+    run: RequestRun, out: str | Path | None = None, *, log: Callable[[str], None] = print, loaded: Any = None
 ) -> RequestRunResult:
-    """Run ``run`` into ``out`` (default ``runs/<folder name>``), resuming or reusing what is there."""
+    """Run ``run`` into ``out`` (default ``runs/<folder name>``), resuming or reusing what is there. ``loaded``: the
+    run's model already loaded by :func:`~queerbench.models.registry.load_model` (the Space's cached models), answered
+    from instead of loading it again (:func:`~queerbench.models.backends.open_backend`)."""
     chosen = out is not None
     out = Path(out) if out is not None else Path("runs") / run.folder_name()
     check_writable(out, chosen)
     created = not out.exists()
     with folder_lock(out):
-        return _run_locked(run, out, chosen, created, log)
+        return _run_locked(run, out, chosen, created, log, loaded)
 
 
 def _run_locked(
-    run: RequestRun, out: Path, chosen: bool, created: bool, log: Callable[[str], None]
+    run: RequestRun, out: Path, chosen: bool, created: bool, log: Callable[[str], None], loaded: Any = None
 ) -> RequestRunResult:
     key = run.key()
     state, stored = _state(out, key)
@@ -306,6 +308,7 @@ def _run_locked(
                     concurrency=run.concurrency,
                     request_timeout=run.request_timeout,
                     log=log,
+                    loaded=loaded,
                 )
                 try:
                     meta = {**backend.metadata(), "fingerprint": fingerprint}

@@ -12,6 +12,9 @@ what a public demo needs on top:
   safetensors weights (pickle checkpoints can run code when loaded) and stays under a size cap;
   ``trust_remote_code`` is never used; the status line says which method ran;
 - local folders only when ``QUEERBENCH_SPACE_ALLOW_LOCAL=1`` (tests and self-hosting; never on a public Space);
+- the "Evaluate" tab runs the fill-in-the-blank tasks and the ``requests`` tasks of the default suite, the latter on
+  the request runner (:func:`~queerbench.run.requests.run_requests`) with the cached model, its table from the
+  task's declared metrics;
 - a bounded LRU cache of loaded models and a concurrency limit on the events that run models;
 - completions flagged as harmful (HurtLex categories or toxicity flags) hidden until the user asks to see them,
   under the content note the paper gives;

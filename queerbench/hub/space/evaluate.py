@@ -1,4 +1,12 @@
-"""The Space's "Evaluate" tab: the benchmark on one model (a quick sample of templates or all of them), its UI."""
+"""The Space's "Evaluate" tab: a task on one model (a quick sample of templates or all of them), its UI.
+
+A fill-in-the-blank task runs as the benchmark's own pipeline does (the model's top-k completions, scored for harm:
+the QueerBench table and figure). A ``requests`` task runs on the one request runner
+(:func:`~queerbench.run.requests.run_requests`, answered by the cached model) with the method whose request type the
+model answers (the task's ``requests`` per method); its table has one column per declared metric, per group with the
+CIs of the run's result record, its figure and per-item table are the run's own. Nothing here names a request task,
+a metric or a group.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +16,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -25,14 +33,20 @@ from queerbench.hub.space.ui import (
     ui_errors,
     ui_status,
 )
+from queerbench.hub.space.viewer import ViewPart, filter_table, load_parts
 from queerbench.models.registry import EMBEDDED_MODELS
 from queerbench.reporting.figures import comparison_figure
+from queerbench.reporting.metrics_report import FIGURE, metric_table
+from queerbench.reporting.record import RunRecord
 from queerbench.reporting.report import score_table
 from queerbench.reporting.tables import COMPONENTS
 from queerbench.scoring.aggregate import GROUP_ORDER
 from queerbench.scoring.groups import subject_groups
 
-__all__ = ["DEFAULT_MODEL", "EvaluationResult", "build_evaluate_tab", "evaluate_model"]
+if TYPE_CHECKING:
+    from queerbench.tasks import Task
+
+__all__ = ["DEFAULT_MODEL", "EvaluationResult", "build_evaluate_tab", "evaluate_model", "items_view"]
 
 RUN_SIZES = ("quick", "full")
 START = "Choose a model and press **Evaluate**."
@@ -45,14 +59,32 @@ GROUP_HELP = subject_groups().descriptions
 
 @dataclass
 class EvaluationResult:
-    """Everything one evaluation shows: scores, the score table, the figure, the per-sentence table and the CSV."""
+    """Everything one evaluation shows: scores, the score table, the figure, the per-item table and the CSV.
+
+    For a ``requests`` task ``scores`` is the run's result record (as ``scores.json`` holds it), ``record`` the
+    record itself and ``view`` its per-item table as the viewer shows it (harmful words of replies hidden until
+    asked for); ``sentences`` is that table with everything shown."""
 
     scores: dict[str, Any]
     table: pd.DataFrame
     plot: Path
-    sentences: pd.DataFrame  # full per-sentence table, harmful completions included
+    sentences: pd.DataFrame  # full per-sentence (per-item) table, harmful completions included
     csv: Path
     status: str
+    record: RunRecord | None = None
+    view: ViewPart | None = None
+
+    def items(self, show_harmful: bool = False) -> pd.DataFrame:
+        """The per-item table the tab shows: harmful completions (or words of replies) hidden unless asked for."""
+        return items_view(self.view if self.view is not None else self.sentences, show_harmful)
+
+
+def items_view(state: pd.DataFrame | ViewPart, show_harmful: bool) -> pd.DataFrame:
+    """The per-item table of an evaluation's kept state: a fill-in-the-blank run's per-sentence scores
+    (:func:`~queerbench.hub.space.ui.sentence_view`) or a request run's items (the viewer's table)."""
+    if isinstance(state, ViewPart):
+        return filter_table(state, {}, show_harmful)
+    return sentence_view(state, show_harmful)
 
 
 def _sample_templates(template_ids: Sequence[int], n: int) -> list[int]:
@@ -75,17 +107,23 @@ def _sentences(config: str, groups: Sequence[str], run_size: str, settings: Spac
 
 
 def space_configs() -> tuple[str, ...]:
-    """The tasks the Space evaluates: every fill-in-the-blank task (from the task registry)."""
-    from queerbench.tasks import task_names
+    """The tasks the Space evaluates (from the task registry): every fill-in-the-blank task, then every ``requests``
+    task of the default suite (those ``queerbench eval`` runs unless told otherwise; a selection outside it, such
+    as one of every published instance, is too large for a demo and stays on the command line)."""
+    from queerbench.tasks import all_tasks, task_names
 
-    return task_names(runs_blanks=True)
+    requests = tuple(name for name, task in all_tasks().items() if task.runs_requests and task.in_suite)
+    return (*task_names(runs_blanks=True), *requests)
 
 
 def _task_groups(config: str) -> list[str]:
-    """The subject groups of a task's sentences, in their order."""
+    """The subject groups of a task's sentences, in their order (a ``requests`` task's declared groups)."""
     from queerbench.tasks import get_task
 
-    return list(dict.fromkeys(get_task(config).items()["group"].astype(str)))
+    task = get_task(config)
+    if task.spec.groups is not None:
+        return list(task.spec.groups.order)
+    return list(dict.fromkeys(task.items()["group"].astype(str)))
 
 
 def _slug(text: str) -> str:
@@ -111,6 +149,105 @@ def _status(check: ModelCheck, scores: dict[str, Any], n: int, n_templates: int,
     return "\n".join(lines)
 
 
+def _request_method(check: ModelCheck, task: Task) -> str:
+    """The method a ``requests`` task runs with on this model: the model's own (``--method auto``'s pick) when the
+    task has it and the model answers its request type, else the task's first method whose request type the model's
+    kind answers (:data:`~queerbench.models.backends.REQUEST_TYPES_OF_KIND`); none is one message."""
+    from queerbench.models.backends import REQUEST_TYPES_OF_KIND
+
+    answers = REQUEST_TYPES_OF_KIND.get(check.kind, frozenset())
+    usable = [m for m in task.spec.methods if task.request_type(m) in answers]
+    if check.method in usable:
+        return check.method
+    if usable:
+        return usable[0]
+    asked = " or ".join(sorted({task.request_type(m) for m in task.spec.methods}))
+    raise SpaceError(
+        f"the {task.name} config ({task.spec.title}) asks {asked} requests, which a {check.kind} LM cannot answer; "
+        f"choose a model that answers them"
+    )
+
+
+def _fmt(value: float | None, decimals: int) -> str:
+    return "no data" if value is None else f"{value:.{decimals}f}"
+
+
+def _request_status(check: ModelCheck, record: RunRecord, n_templates: int, seconds: float) -> str:
+    """The status line of a request run: what ran on what, then per declared metric its overall value and the
+    headline gap the task declares, with their CIs (as the record holds them)."""
+    size = f", {human(check.n_params)} parameters" if check.n_params else ""
+    rev = f" @ `{check.revision[:10]}`" if check.revision else ""
+    first = record.results[record.declared_metrics[0]["name"]]["overall"]
+    limit = record.settings.get("limit")
+    scope = "all templates" if limit is None else f"the first {limit} of {n_templates} templates"
+    lines = [
+        f"**Done** in {seconds:.1f}s: `{check.model_id}`{rev}{size} · method `{record.method}` "
+        f"({record.request_type} requests) · config `{record.task}` · {record.n_items} items from "
+        f"{first['n_clusters']} templates ({scope}) · queerbench {__version__}.",
+        f"Every group of the task is reported; top-k, the toxicity scorer and the subject groups apply to "
+        f"fill-in-the-blank configs only. Signature: `{record.signature}`.",
+    ]
+    if record.parse_rate is not None:
+        lines.append(f"Replies read as an answer: {100 * record.parse_rate:.1f}%.")
+    for metric in record.declared_metrics:
+        block, d = record.results[metric["name"]], int(metric["decimals"])
+        overall = block["overall"]
+        ci = f" [{overall['ci'][0]:.{d}f}, {overall['ci'][1]:.{d}f}]" if overall.get("ci") else ""
+        better = "higher is better" if metric["higher_is_better"] else "lower is better"
+        line = f"- {metric['title']} ({better}): {_fmt(overall['value'], d)}{ci} over all items"
+        head = block.get("headline")
+        if head and head.get("gap") is not None:
+            gap_ci = f" [{head['ci'][0]:.{d}f}, {head['ci'][1]:.{d}f}]" if head.get("ci") else ""
+            p = f", sign-flip p = {head['p_value']:.3f}" if head.get("p_value") is not None else ""
+            line += f"; {' − '.join(head['groups'])}: {head['gap']:+.{d}f}{gap_ci}{p}"
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def _evaluate_requests(
+    task: Task,
+    model_id: str,
+    run_size: str,
+    cache: ModelCache,
+    settings: SpaceSettings,
+    say: Callable[[float, str], None],
+    out_dir: str | Path | None,
+) -> EvaluationResult:
+    """Run a ``requests`` task on the request runner with the cached model (a quick run: the task's first
+    ``quick_templates`` templates, as ``queerbench run --limit`` takes them); the table from its declared metrics."""
+    from queerbench.run.requests import resolve_request_run, run_requests
+
+    start = time.perf_counter()
+    say(0.02, "checking the model")
+    check = check_model(model_id, settings)
+    method = _request_method(check, task)
+    limit = settings.quick_templates if run_size == "quick" else None
+    try:
+        run = resolve_request_run(task.name, model=check.model_id, revision=check.revision, method=method, limit=limit)
+    except ValueError as exc:  # a method the model's kind cannot run, …
+        raise SpaceError(str(exc)) from exc
+    say(0.05, "loading the model")
+    lm = cache.get(check)
+    out = Path(out_dir) if out_dir is not None else Path(tempfile.mkdtemp(prefix="queerbench-space-"))
+    out.mkdir(parents=True, exist_ok=True)
+    folder = Path(tempfile.mkdtemp(prefix="run-", dir=out))  # a fresh folder: nothing to resume or reuse
+    say(0.1, f"asking {check.model_id} for {task.name} ({run.request_type} requests)")
+    try:
+        result = run_requests(run, folder, log=lambda line: say(0.1, line), loaded=lm)
+    except ValueError as exc:  # a sentence longer than the model's positions, …
+        raise SpaceError(str(exc)) from exc
+    say(0.95, "drawing")
+    record = result.record
+    (view,) = load_parts(result.out)  # the viewer's per-item table: scalar columns, harmful words of replies hidden
+    shown = filter_table(view, {}, True)
+    csv = out / f"queerbench-{_slug(check.model_id)}-{task.name}-{run.method}.csv"
+    shown.to_csv(csv, index=False)
+    status = _request_status(check, record, task.n_templates(), time.perf_counter() - start)
+    return EvaluationResult(
+        record.to_json(), metric_table(record), result.out / FIGURE, shown, csv, status, record=record, view=view
+    )
+
+
 def evaluate_model(
     model_id: str,
     config: str = "default",
@@ -124,9 +261,11 @@ def evaluate_model(
     progress: Callable[[float, str], None] | None = None,
     out_dir: str | Path | None = None,
 ) -> EvaluationResult:
-    """Run the benchmark for one model on the chosen groups (all templates, or a quick sample of them).
+    """Run task ``config`` for one model on the chosen groups (all templates, or a quick sample of them).
 
-    Reuses :class:`~queerbench.run.pipeline.RunOptions` (validation, scoring options) and
+    A ``requests`` task runs on the request runner with the cached model (:func:`_evaluate_requests`): every group
+    of the task, its declared metrics; ``top_k``, ``groups`` and ``toxicity`` are checked but apply to
+    fill-in-the-blank tasks only. For those, it reuses :class:`~queerbench.run.pipeline.RunOptions` (validation, scoring options) and
     :func:`~queerbench.run.scores.score_predictions`; predictions come from a cached model, and nothing is written except
     the figure and the CSV in ``out_dir`` (a fresh temporary folder by default).
     """
@@ -152,6 +291,11 @@ def evaluate_model(
         raise SpaceError(f"unknown run size {run_size!r}; choose one of: {', '.join(RUN_SIZES)}")
     if toxicity not in TOXICITY_CHOICES:
         raise SpaceError(f"unknown toxicity scorer {toxicity!r}; choose one of: {', '.join(TOXICITY_CHOICES)}")
+    from queerbench.tasks import get_task
+
+    task = get_task(config)
+    if task.runs_requests:
+        return _evaluate_requests(task, model_id, run_size, cache, settings, say, out_dir)
     try:
         top_k = int(top_k)
         options = RunOptions(model=model_id, config=config, top_k=top_k, toxicity=toxicity)
@@ -236,9 +380,9 @@ def build_evaluate_tab(cache: ModelCache, settings: SpaceSettings, limit: dict[s
             result.status,
             result.table,
             str(result.plot),
-            sentence_view(result.sentences, show_harmful),
+            result.items(show_harmful),
             str(result.csv),
-            result.sentences,
+            result.view if result.view is not None else result.sentences,
         )
 
     def failed(message: str, model_id: str = "", *_: Any, **__: Any) -> tuple[Any, ...]:
@@ -247,10 +391,10 @@ def build_evaluate_tab(cache: ModelCache, settings: SpaceSettings, limit: dict[s
         text = f"**Could not evaluate** {shown}: {message}"
         return text, _empty(SCORE_COLUMNS), None, _empty(SENTENCE_COLUMNS), None, None
 
-    def redraw(per_sentence: pd.DataFrame | None, show_harmful: bool) -> Any:
-        if per_sentence is None or len(per_sentence) == 0:
+    def redraw(state: pd.DataFrame | ViewPart | None, show_harmful: bool) -> Any:
+        if state is None or (isinstance(state, pd.DataFrame) and len(state) == 0):
             return gr.skip()
-        return sentence_view(per_sentence, show_harmful)
+        return items_view(state, show_harmful)
 
     with gr.Row():
         model_id = gr.Textbox(
@@ -274,7 +418,10 @@ def build_evaluate_tab(cache: ModelCache, settings: SpaceSettings, limit: dict[s
             list(RUN_SIZES),
             value="quick",
             label="Run",
-            info=f"quick: {settings.quick_templates} templates spread over the set; full: all of them",
+            info=(
+                f"quick: {settings.quick_templates} templates (spread over a fill-in-the-blank set; the first "
+                f"{settings.quick_templates} of a request task, as `queerbench run --limit` takes them); full: all"
+            ),
             scale=1,
         )
         toxicity = gr.Dropdown(
@@ -288,13 +435,16 @@ def build_evaluate_tab(cache: ModelCache, settings: SpaceSettings, limit: dict[s
     api = gr.Button(visible=False)  # the `evaluate` API endpoint: its failures are errors for API callers
     status = gr.Markdown(START, elem_id="status")
     table = gr.Dataframe(
-        _empty(SCORE_COLUMNS), label="QueerBench score per group (95% CI)", interactive=False, elem_id="scores"
+        _empty(SCORE_COLUMNS),
+        label="Scores per group (95% CI): the QueerBench score, or the task's declared metrics",
+        interactive=False,
+        elem_id="scores",
     )
-    plot = gr.Image(label="Queer vs non-queer and pronouns", type="filepath", elem_id="comparison-plot")
+    plot = gr.Image(label="Scores per group", type="filepath", elem_id="comparison-plot")
     show_harmful = gr.Checkbox(value=False, label="Show harmful completions (slurs and hate)")
     sentences = gr.Dataframe(
         _empty(SENTENCE_COLUMNS),
-        label="Completions per sentence",
+        label="Completions per sentence (the items with their answers, for a request task)",
         interactive=False,
         wrap=True,
         elem_id="sentences",

@@ -97,6 +97,7 @@ def open_backend(
     request_timeout: float | None = None,
     share_prefixes: bool = True,
     log: Callable[[str], None] = print,
+    loaded: Any = None,
     **endpoint_options: Any,
 ) -> Backend:
     """The backend of ``ref`` for a task that asks ``request_type`` requests (checked first, before anything loads:
@@ -108,11 +109,16 @@ def open_backend(
     ``batch_size`` is the prompts per completions request, ``concurrency`` the requests in flight,
     ``request_timeout`` the seconds each reply may take, and ``endpoint_options`` go to its runners
     (``api_key_env``, ``requests_per_minute``, ``max_retries``, ``system_prompt``, …).
+
+    ``loaded``: the model :func:`~queerbench.models.registry.load_model` already loaded for ``ref`` (a masked LM, or
+    a causal LM's ``(model, tokenizer)``; the Space's cached models), answered from instead of loading it again.
     """
     check_request_type(ref, request_type)
     kind = ref.kind()
     if kind != "endpoint" and endpoint_options:
         raise ValueError(f"{', '.join(sorted(endpoint_options))}: endpoint options need --endpoint")
+    if kind == "endpoint" and loaded is not None:
+        raise ValueError(f"{_shown(ref)} is served by its endpoint: there is no loaded model to answer from")
     if kind == "endpoint":
         from queerbench.models.backends.endpoint import EndpointBackend
 
@@ -126,15 +132,20 @@ def open_backend(
         from queerbench.models.backends.masked import MaskedBackend
         from queerbench.models.masked.predict import load_masked_lm
 
-        lm = load_masked_lm(ref.name, device=device, dtype=dtype, revision=ref.revision)
+        lm = loaded or load_masked_lm(ref.name, device=device, dtype=dtype, revision=ref.revision)
         backend = MaskedBackend(lm, ref, batch_size=batch_size, log=log)
     else:
         from queerbench.models.backends.causal import CausalBackend
         from queerbench.models.device import resolve_device
         from queerbench.models.generation.local import TransformersRunner
+        from queerbench.models.generation.settings import Runner
         from queerbench.models.registry import open_generator
 
-        runner = open_generator(ref, device=resolve_device(device), dtype=dtype)
+        runner: Runner = (
+            TransformersRunner(None if ref.is_embedded else ref.name, dtype=dtype, revision=ref.revision, loaded=loaded)
+            if loaded is not None
+            else open_generator(ref, device=resolve_device(device), dtype=dtype)
+        )
         if not isinstance(runner, TransformersRunner):  # a local reference opens a local runner
             raise TypeError(f"{ref.name}: expected a local causal LM runner, got {type(runner).__name__}")
         backend = CausalBackend(runner, ref, dtype=dtype, batch_size=batch_size, share_prefixes=share_prefixes, log=log)

@@ -54,7 +54,9 @@ class TransformersRunner:
     """A local ``AutoModelForCausalLM`` with its chat template (or a plain prompt when it has none).
 
     Without a chat template the prompt is fed as plain text; this is warned about once and recorded in every
-    reply's ``meta['prompt_format']`` (``chat`` or ``plain``) and in the run report.
+    reply's ``meta['prompt_format']`` (``chat`` or ``plain``) and in the run report. ``loaded``: a ``(model,
+    tokenizer)`` that :func:`load_causal_lm` already loaded for ``model`` (the Space's cached models), wrapped instead
+    of loading the weights again.
     """
 
     def __init__(
@@ -66,10 +68,11 @@ class TransformersRunner:
         system_prompt: str | None = None,
         revision: str | None = None,
         device_map: str | None = None,
+        loaded: tuple[Any, Any] | None = None,
     ) -> None:
         self.model_id = model or DEFAULT_MODEL
         self.name = self.model_id
-        self.model, self.tokenizer = load_causal_lm(
+        self.model, self.tokenizer = loaded or load_causal_lm(
             model, device=device, dtype=dtype, revision=revision, device_map=device_map
         )
         self.device = str(self.model.device)  # the first device of a device map: inputs go there
