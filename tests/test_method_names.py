@@ -337,3 +337,30 @@ def test_a_figures_label_shows_a_method_as_the_registry_says_handed_down_by_the_
     assert run_label({"model": "org/m", "method": "hush"}, scores) == "org/m · default config · top-5 · hush"
     assert run_label({"model": "org/m"}, scores) == "org/m · default config · top-5"
     assert run_label(None, scores) == "default config · top-5"
+
+
+def test_auto_picks_the_method_that_claims_the_models_first_backend(
+    monkeypatch: pytest.MonkeyPatch, models: dict[str, Path]
+) -> None:
+    """``--method auto`` (the CLI and the Space) reads which method claims a backend from the methods' declarations
+    (``auto_on``), not from names in the resolver: a masked LM gets mlm, a causal LM scored, an endpoint instructed
+    (its chat route comes first); a method registered for a backend nobody claims is picked there with no edit."""
+    from queerbench.hub.space.models import ModelCheck
+    from queerbench.methods.registry import auto_method, resolve_method
+
+    assert resolve_method("auto", str(models["bert"]), None) == "mlm"
+    assert resolve_method("auto", str(models["llama"]), None) == "scored"
+    assert resolve_method("auto", "gpt-4o-mini", "http://127.0.0.1:9/v1") == "instructed"
+    assert resolve_method("auto", None, None) == "scored"  # the embedded default is a causal LM
+    assert (
+        ModelCheck("m", "hub", None, None, None, "causal").method,
+        ModelCheck("m", "hub", None, None, None).method,
+    ) == (
+        "scored",
+        "mlm",
+    )
+    with pytest.raises(ValueError) as caught:
+        auto_method(("completions_endpoint",))
+    assert str(caught.value) == "no method runs on completions_endpoint by default; choose --method"
+    _registry_with(monkeypatch, _method("echo", auto_on=("completions_endpoint",)))
+    assert auto_method(("completions_endpoint",)) == "echo" and auto_method(("chat_endpoint",)) == "instructed"

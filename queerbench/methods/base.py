@@ -204,6 +204,9 @@ class Method:
     """The Hub's task type of the method's results (``task.type`` of a card's ``model-index``)."""
     needs_chat: bool = False
     """Whether a model must answer a chat to run the method (a local causal LM then needs a chat template)."""
+    auto_on: tuple[str, ...] = ()
+    """The model backends on which ``--method auto`` picks this method (:func:`~queerbench.methods.registry.
+    auto_method`: the first of a model's backends that a method claims)."""
     predates_methods: bool = False
     """Whether this is the method every run used before runs recorded their method: a stored run, predictions table
     or run key that names none was made by it (exactly one registered method says so)."""

@@ -158,5 +158,6 @@ MLM = Method(
     backends={"masked_lm": "queerbench.methods.mlm:MaskedLMPredictor"},
     description="a masked LM fills the blank",
     hub_task="fill-mask",
+    auto_on=("masked_lm",),
     predates_methods=True,  # runs and tables of the masked-LM benchmark from before there were methods name none
 )

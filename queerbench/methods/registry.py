@@ -17,7 +17,7 @@ same weights.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +36,7 @@ __all__ = [
     "METHODS",
     "Method",
     "Predictor",
+    "auto_method",
     "backend_for",
     "check_same_weights",
     "check_task_spec",
@@ -85,6 +86,17 @@ def unrecorded_method() -> Method:
     if found is None:
         raise ValueError("no registered method predates_methods; register one so that runs naming none can be read")
     return found
+
+
+def auto_method(backends: Sequence[str]) -> str:
+    """The method ``--method auto`` picks for a model that runs on ``backends`` (in the model's order of preference,
+    :meth:`~queerbench.models.registry.ModelRef.backends`): the method that declares the first of them in its
+    :attr:`~queerbench.methods.base.Method.auto_on`; a one-line ``ValueError`` when none does."""
+    for backend in backends:
+        found = next((m.name for m in _REGISTRY.values() if backend in m.auto_on), None)
+        if found is not None:
+            return found
+    raise ValueError(f"no method runs on {', '.join(backends) or 'no backend'} by default; choose --method")
 
 
 def get_method(name: str) -> Method:
@@ -171,7 +183,7 @@ def resolve_method(method: str, model: str | None, endpoint: str | None, revisio
             raise ValueError("--endpoint needs --model NAME (the model name the endpoint serves, e.g. gpt-4o-mini)")
         ref = model_ref(model, endpoint)
         if method == "auto":
-            return "instructed"
+            return auto_method(ref.backends())
         if not set(ref.backends()) & set(_REGISTRY[method].backends):
             raise ValueError(
                 "--endpoint runs --method instructed (replies) or scored (a completions endpoint's log-probabilities), "
@@ -179,11 +191,11 @@ def resolve_method(method: str, model: str | None, endpoint: str | None, revisio
             )
         return method
     if model is None:
-        return "scored" if method == "auto" else method
+        return auto_method(model_ref(None).backends()) if method == "auto" else method
     ref = model_ref(model, revision=revision)
     kind, arch = ref.description
     if method == "auto":
-        return "scored" if kind == "causal" else "mlm"
+        return auto_method(ref.backends())
     if kind == "causal" and "causal_lm" not in _REGISTRY[method].backends:
         raise ValueError(
             f"{model!r} is a causal LM ({arch}), not a masked LM: --method {method} needs a masked LM; "

@@ -26,6 +26,7 @@ import numpy as np
 
 from queerbench.base import env
 from queerbench.hub.space.ui import SpaceError
+from queerbench.methods.registry import auto_method
 from queerbench.models.fingerprint import looks_like_path
 from queerbench.models.registry import EMBEDDED_MODELS, model_ref
 
@@ -75,7 +76,7 @@ class ModelCheck:
     @property
     def method(self) -> str:
         """The QueerBench method this model runs with (as ``--method auto`` picks it)."""
-        return "scored" if self.kind == "causal" else "mlm"
+        return auto_method((self.backend,))
 
     @property
     def backend(self) -> str:

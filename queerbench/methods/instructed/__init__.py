@@ -100,5 +100,6 @@ INSTRUCTED = InstructedMethod(
     key_fields=("endpoint", "prompt_id", "max_new_tokens", "seed"),  # the seed: it seeds the sampled replies
     generative=True,
     description="a chat model is asked for the word",
+    auto_on=("chat_endpoint",),
     needs_chat=True,
 )

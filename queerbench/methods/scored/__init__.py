@@ -39,4 +39,5 @@ SCORED = ScoredMethod(
     key_fields=("endpoint",),
     generative=True,
     description="candidate words ranked by whole-sentence probability",
+    auto_on=("causal_lm",),
 )
