@@ -113,3 +113,24 @@ def test_a_record_of_an_unknown_kind_is_one_line_and_a_request_record_before_kin
     assert (
         is_record(fields) and RunRecord.from_json(fields).kind == "requests" and not RunRecord.from_json(fields).extra
     )
+
+
+def test_a_runs_row_reports_its_first_declared_metric_and_the_others_as_components(run: Path, tmp_path: Path) -> None:
+    """The row readers show (leaderboard, compare, card) reads the run's declared metrics, not a fixed score key: a
+    record declaring another metric first is reported by it, with its own CIs, the rest as its components, and no
+    gap (the gaps were tested on the QueerBench score)."""
+    document = json.loads((run / "scores.json").read_text(encoding="utf-8"))
+    hurtlex = {"name": "h", "column": "hurtlex", "title": "HurtLex share", "higher_is_better": False, "decimals": 1}
+    declared = [hurtlex, *(m for m in document["declared_metrics"] if m["column"] != "hurtlex")]
+    row = run_row(tmp_path, {**document, "declared_metrics": declared})
+    assert row.metric == "HurtLex share" and row.scores == document["hurtlex"] and row.gap == {}
+    assert row.ci == {g: document["ci"][g]["hurtlex"] for g in document["hurtlex"]}
+    assert list(row.extra) == [m["column"] for m in declared[1:]]
+    # the run as written: its first declared metric is the QueerBench score, whose gap the row carries
+    plain = run_row(run)
+    assert (
+        plain.metric == "QueerBench score"
+        and plain.scores == document["queerbench"]
+        and plain.gap["diff"] == (document["comparisons"][" - ".join(get_task("default").headline_gap)]["diff"])
+    )
+    assert list(plain.extra) == ["afinn", "hurtlex", "toxicity"]

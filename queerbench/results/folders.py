@@ -14,6 +14,7 @@ from queerbench.methods.registry import recorded_method
 from queerbench.reporting.record import is_record, read_record, record_rows
 from queerbench.reporting.rows import ResultRow, row_problem, toxicity_label
 from queerbench.results.compare import check_scores_document
+from queerbench.scoring.aggregate import GAP_BLOCK, SCORE_BLOCKS
 from queerbench.tasks import Task, all_tasks
 
 __all__ = ["RESULTS_FILE", "folder_kind", "folder_rows", "run_row"]
@@ -35,28 +36,44 @@ def _block(document: dict[str, Any], name: str, path: Path, fix: str) -> dict[st
     return value
 
 
+def _declared_metrics(scores: dict[str, Any], task: Task | None) -> list[dict[str, Any]]:
+    """The metrics a blanks run's row reports, the first its row's value and the others its components: those its
+    record declares (a run written with the record), else its task's declaration, else (a task this version does not
+    know, in a folder written before the record) the blocks every blanks run holds, untitled."""
+    declared = scores.get("declared_metrics")
+    if isinstance(declared, list) and declared and all(isinstance(m, dict) and "column" in m for m in declared):
+        return declared
+    if task is not None and task.spec.metrics:
+        return [{"column": m.column, "title": m.title} for m in task.spec.metrics]
+    return [{"column": block} for block in SCORE_BLOCKS]
+
+
 def run_row(folder: Path, scores: dict[str, Any] | None = None) -> ResultRow:
-    """The row of a ``queerbench run`` folder (its ``scores.json``, or ``scores`` when given). Every field is checked
-    (:func:`~queerbench.reporting.rows.row_problem`), so a malformed ``scores.json`` (``k: [5]``, a score ``"abc"``)
-    is one line naming the file."""
+    """The row of a ``queerbench run`` folder (its ``scores.json``, or ``scores`` when given): its first declared
+    metric per group (the QueerBench score) with CIs and the headline gap, the other declared metrics as its
+    components. Every field is checked (:func:`~queerbench.reporting.rows.row_problem`), so a malformed
+    ``scores.json`` (``k: [5]``, a score ``"abc"``) is one line naming the file."""
     folder = Path(folder)
     path = folder / "scores.json"
     scores = check_scores_document(scores if scores is not None else read_json_object(path, fix=_RERUN), path)
     task = all_tasks().get(str(scores.get("config")))
+    first, *components = _declared_metrics(scores, task)
+    column = str(first["column"])
+    values = _block(scores, column, path, _RESCORE)
     run = _block(scores, "run", path, _RESCORE)
     ci = _block(scores, "ci", path, _RESCORE)
-    comparisons = _block(scores, "comparisons", path, _RESCORE)
+    comparisons = _block(scores, "comparisons", path, _RESCORE) if column == GAP_BLOCK else {}
     # the task's declared headline gap; a task it does not know (or one declaring none): the run's first gap
     headline = " - ".join(task.headline_gap) if task is not None and task.declares_headline_gap else None
     headline = headline or next(iter(comparisons), None)
     gap = _block(comparisons, headline, path, _RESCORE) if headline is not None else {}
     overall = _block(_block(scores, "generation", path, _RESCORE), "overall", path, _RESCORE)
-    group_ci = {g: ci.get(g) for g in scores["queerbench"]}
+    group_ci = {g: ci.get(g) for g in values}
     bad = next((g for g, v in group_ci.items() if v is not None and not isinstance(v, dict)), None)
     if bad is not None:
         raise ValueError(f"{path}: ci[{bad!r}] must be an object of per-score CIs, got {group_ci[bad]!r}; {_RESCORE}")
     subset = run.get("sentences") or None
-    extra: dict[str, Any] = {part: scores.get(part) for part in ("afinn", "hurtlex", "toxicity") if part in scores}
+    extra: dict[str, Any] = {str(m["column"]): scores[str(m["column"])] for m in components if m["column"] in scores}
     if subset and run.get("coverage"):
         extra["coverage"] = run.get("coverage")
     data = {
@@ -66,8 +83,8 @@ def run_row(folder: Path, scores: dict[str, Any] | None = None) -> ResultRow:
         "method": str(recorded_method(run.get("method"))),
         "k": scores.get("k"),
         "toxicity": toxicity_label(scores.get("scorers")),
-        "scores": dict(scores["queerbench"]),
-        "ci": {g: (c or {}).get("queerbench") for g, c in group_ci.items()},
+        "scores": dict(values),
+        "ci": {g: (c or {}).get(column) for g, c in group_ci.items()},
         "n": dict(scores["n"]),
         "gap": {"groups": headline, **gap} if gap else {},
         "parse_rate": overall.get("parse_rate"),
@@ -78,6 +95,7 @@ def run_row(folder: Path, scores: dict[str, Any] | None = None) -> ResultRow:
         "signature": str(scores.get("signature") or run.get("signature") or ""),
         "source": str(folder),
         "caveats": [] if scores.get("scored", True) else ["no sentence got a word to score"],
+        **({"metric": str(first["title"])} if first.get("title") else {}),
     }
     row = ResultRow.from_dict(data, str(path), fix=_RESCORE)
     row.n = {g: int(v) for g, v in row.n.items()}
