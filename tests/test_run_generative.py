@@ -15,6 +15,7 @@ import pytest
 
 from queerbench.cli import main
 from queerbench.methods.instructed.replies import LABELS, parse_reply
+from queerbench.reporting.record import RunRecord
 from queerbench.run import pipeline as run_module
 from queerbench.run.pipeline import RunOptions, run_benchmark
 from tests.net import free_port
@@ -256,6 +257,10 @@ def test_instructed_run_with_no_one_word_reply_reports_rates_instead_of_failing(
     assert scores["scored"] is False and scores["n"] == {} and scores["queerbench"] == {}
     overall = scores["generation"]["overall"]
     assert overall["n"] == 77 and overall["n_scored"] == 0
+    # its record says the same: every declared metric has no group, the parse rate is the finding
+    record = RunRecord.from_json(scores)
+    assert record.kind == "blanks" and record.request_type == "generate" and record.parse_rate == 0.0
+    assert all(block["groups"] == {} and block["headline"] is None for block in record.results.values())
     preds = pd.read_parquet(out / "predictions.parquet")
     assert len(preds) == 77 and all(list(lab) == ["echo"] for lab in preds["label"])
     report = (out / "report.md").read_text()

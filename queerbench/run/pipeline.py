@@ -50,7 +50,7 @@ from queerbench.run.signature import (
     fingerprint_label,
     signature_of,
 )
-from queerbench.scoring.aggregate import prepare_toxicity_scorer
+from queerbench.scoring.aggregate import SCORE_BLOCKS, prepare_toxicity_scorer
 from queerbench.scoring.hurtlex import hurtlex_categories, load_hurtlex
 from queerbench.tasks import Task, get_task
 
@@ -332,10 +332,7 @@ def _write_unscored_run(
     document = {
         "config": options.config,
         "k": options.top_k,
-        "queerbench": {},
-        "afinn": {},
-        "hurtlex": {},
-        "toxicity": {},
+        **{block: {} for block in SCORE_BLOCKS},
         "n": {},
         "scored": False,
         "generation": generation,
