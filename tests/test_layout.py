@@ -329,12 +329,15 @@ KEY_ONLY = {PACKAGE_NAME, *NAMES["score key"]}
 ``--toxicity`` setting or the toxicity command."""
 
 
-def _allowed(kind: str, module: str) -> bool:
+def _allowed(kind: str, module: str, name: str) -> bool:
     """Where a kind of name may be written: a benchmark, a group or a score key in a task package; a method
-    compared in ``methods/``."""
+    compared in ``methods/``; a score key in its own scorer's module too (``scoring/hurtlex.py`` names ``hurtlex``,
+    ``scoring/toxicity_base.py`` ``toxicity``: the scorer signing its part of a signature)."""
     parts = module.split(".")
     if kind == "method":
         return parts[1:2] == ["methods"]
+    if kind == "score key" and parts[1:2] == ["scoring"] and len(parts) > 2 and parts[2].split("_")[0] == name:
+        return True
     return parts[1:2] == ["tasks"] and len(parts) > 2 and parts[2] in BENCHMARKS
 
 
@@ -407,7 +410,7 @@ def _named(source: str, module: str) -> dict[str, dict[str, int]]:
         if not isinstance(node, ast.Constant) or not isinstance(node.value, str) or id(node) in text:
             continue
         for kind, names in NAMES.items():
-            if node.value not in names or _allowed(kind, module):
+            if node.value not in names or _allowed(kind, module, node.value):
                 continue
             if kind == "method" and id(node) not in compared:
                 continue
@@ -449,6 +452,9 @@ def f(scores, options, config="default"):
     }
     assert _named(source, "queerbench.methods.x") == {k: v for k, v in _named(source, "x.y").items() if k != "method"}
     assert _named(source, "queerbench.tasks.queergen.x") == {"method": {"mlm": 1, "scored": 1}}
+    # a scorer's own module may name its own score key, no other
+    assert _named(source, "queerbench.scoring.hurtlex")["score key"] == {"afinn": 1}
+    assert _named(source, "queerbench.scoring.afinn_lexicon")["score key"] == {"hurtlex": 1}
 
 
 def test_the_names_are_read_from_the_task_data() -> None:

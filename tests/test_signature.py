@@ -99,3 +99,36 @@ def test_compare_reads_the_runs_signatures() -> None:
     assert any("cover different templates" in w and "--limit 2" in w and "--limit 3" in w for w in warnings)
     same = [run(RunOptions(model="org/m", limit=103), 7931), run(RunOptions(model="org/m"), 7931)]
     assert not any("different templates" in w for w in compare_warnings(same))  # --limit 103 is every template
+
+
+def test_each_scorer_signs_its_own_part_of_the_signature_in_order() -> None:
+    """sacrebleu's way: every scorer (toxicity, HurtLex, AFINN), the function-word rule and the uncertainty each say
+    what of theirs a signature records; a run's scoring part is theirs, in that order."""
+    from queerbench.run.signature import _scorer_part
+    from queerbench.scoring import afinn, function_words, hurtlex, toxicity_base, uncertainty
+
+    scorers = {
+        "toxicity": {"name": "surrogate", "weights_sha256": "ab" * 32, "input": "full"},
+        "hurtlex": {"version": "HurtLex EN 1.2", "level": "inclusive"},
+        "afinn": "afinn 0.1 (AFINN-en-165)",
+    }
+    assert toxicity_base.signature_fields(scorers, None) == (("tox", "surrogate@abababab"), ("input", "full"))
+    assert toxicity_base.signature_fields(scorers, "neutral")[1] == ("input", "neutral")  # the run's own setting
+    stored = {"perspective": {"name": "precomputed", "version": "v1", "input": "as stored"}}  # QueerGen's name
+    assert toxicity_base.signature_fields(stored, None) == (("tox", "precomputed@v1"), ("input", "none"))
+    assert toxicity_base.signature_fields({}, None) == (("tox", "none"), ("input", "none"))
+    assert hurtlex.signature_field(scorers) == ("hurtlex", "1.2/inclusive")
+    assert afinn.signature_field(scorers) == ("afinn", "0.1") and afinn.signature_field({}) == ("afinn", "none")
+    assert function_words.signature_field({"function_words": {"excluded": True}}) == ("fw", "excluded")
+    assert function_words.signature_field({}) == ("fw", "included")
+    unc = {"uncertainty": {"n_bootstrap": 200, "n_permutations": 100, "seed": 3}}
+    assert uncertainty.signature_field(unc) == ("ci", "200/100/3") and uncertainty.signature_field({}) == ("ci", "none")
+    document = {"scorers": scorers, "function_words": {"excluded": True}, **unc}
+    assert _scorer_part(document, {"options": {"toxicity_input": "frame"}}) == (
+        ("tox", "surrogate@abababab"),
+        ("input", "frame"),
+        ("hurtlex", "1.2/inclusive"),
+        ("afinn", "0.1"),
+        ("fw", "excluded"),
+        ("ci", "200/100/3"),
+    )

@@ -33,6 +33,11 @@ from queerbench import __version__
 from queerbench.base.signature import format_signature, parse_signature, short_hash, show
 from queerbench.methods.options import RunOptions
 from queerbench.methods.registry import get_method, recorded_method
+from queerbench.scoring.afinn import signature_field as afinn_signature
+from queerbench.scoring.function_words import signature_field as function_words_signature
+from queerbench.scoring.hurtlex import signature_field as hurtlex_signature
+from queerbench.scoring.toxicity_base import signature_fields as toxicity_signature
+from queerbench.scoring.uncertainty import signature_field as uncertainty_signature
 from queerbench.tasks import get_task
 
 if TYPE_CHECKING:
@@ -59,32 +64,16 @@ def fingerprint_label(fingerprint: dict[str, Any] | None) -> str | None:
 
 
 def _scorer_part(scores: dict[str, Any], run: dict[str, Any] | None = None) -> tuple[tuple[str, str], ...]:
-    """The scoring part of a signature from a scores document (its ``scorers`` and settings)."""
+    """The scoring part of a signature from a scores document: each scorer's own fields (toxicity, HurtLex, AFINN),
+    the function-word rule's and the uncertainty's, in that order (sacrebleu's way: each part signs for itself)."""
     scorers = scores.get("scorers") or {}
-    tox = scorers.get("toxicity") or scorers.get("perspective") or {}  # QueerGen calls its toxicity "perspective"
-    name = str(tox.get("name") or "none")
-    version = (  # a fitted scorer names its fit: sources/seed/weights
-        tox.get("fit") or _short(tox.get("weights_sha256"), 8) or _short(tox.get("revision"), 8) or tox.get("version")
-    )
-    hurtlex = scorers.get("hurtlex") or {}
-    afinn = re.search(r"afinn ([\d.]+)", str(scorers.get("afinn") or ""))
-    fw = (scores.get("function_words") or {}).get("excluded")
-    unc = scores.get("uncertainty") or {}
-    options = (run or {}).get("options") or {}
-    read = tox.get("input")
-    toxicity_input = options.get("toxicity_input") or (None if read in (None, "as stored") else read)
-    ci = (
-        f"{unc.get('n_bootstrap')}/{unc.get('n_permutations')}/{unc.get('seed')}"
-        if unc
-        else "none"  # the task's rules compute no uncertainty, or the run set both counts to 0
-    )
+    toxicity_input = ((run or {}).get("options") or {}).get("toxicity_input")
     return (
-        ("tox", f"{name}@{version}" if version else name),
-        ("input", _show(toxicity_input)),
-        ("hurtlex", f"{str(hurtlex.get('version', '')).removeprefix('HurtLex EN ')}/{hurtlex.get('level')}"),
-        ("afinn", afinn.group(1) if afinn else "none"),
-        ("fw", "excluded" if fw else "included"),
-        ("ci", ci),
+        *toxicity_signature(scorers, toxicity_input),
+        hurtlex_signature(scorers),
+        afinn_signature(scorers),
+        function_words_signature(scores),
+        uncertainty_signature(scores),
     )
 
 

@@ -7,12 +7,14 @@ Uses the ``afinn`` package (PyPI ``afinn`` 0.1, lexicon AFINN-en-165, 3,382 entr
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from functools import cache
+from typing import Any
 
 from afinn import Afinn
 
-__all__ = ["AFINN_VERSION", "afinn_sentence_mean", "afinn_word_score"]
+__all__ = ["AFINN_VERSION", "afinn_sentence_mean", "afinn_word_score", "signature_field"]
 
 AFINN_VERSION = "afinn 0.1 (AFINN-en-165)"
 
@@ -33,3 +35,9 @@ def afinn_sentence_mean(words: Sequence[str]) -> float:
     if not words:
         return 0.0
     return sum(afinn_word_score(w) for w in words) / len(words)
+
+
+def signature_field(scorers: dict[str, Any]) -> tuple[str, str]:
+    """AFINN's part of a run's signature: the package version its scorer block names (``afinn: 0.1``), else none."""
+    found = re.search(r"afinn ([\d.]+)", str(scorers.get("afinn") or ""))
+    return ("afinn", found.group(1) if found else "none")

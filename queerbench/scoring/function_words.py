@@ -32,6 +32,7 @@ __all__ = [
     "function_word_summary",
     "load_function_words",
     "schema_problems",
+    "signature_field",
 ]
 
 _FILE = "function_words.json"
@@ -182,3 +183,8 @@ def full_per_sentence(frame: Any, index: Sequence[int], n: int) -> Any:
     for i, rec in zip(index, frame.to_dict("records"), strict=True):
         rows[i] = rec
     return pd.DataFrame(rows, columns=frame.columns)
+
+
+def signature_field(scores: dict[str, Any]) -> tuple[str, str]:
+    """The function-word rule's part of a run's signature: whether they were excluded from the scored words."""
+    return ("fw", "excluded" if (scores.get("function_words") or {}).get("excluded") else "included")

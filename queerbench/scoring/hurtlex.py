@@ -18,13 +18,14 @@ import json
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
+from typing import Any
 
 import pandas as pd
 from unidecode import unidecode
 
 from queerbench.base.sources import fetch, get_source
 
-__all__ = ["LEVELS", "HurtLex", "check_level", "hurtlex_categories", "load_hurtlex", "normalise"]
+__all__ = ["LEVELS", "HurtLex", "check_level", "hurtlex_categories", "load_hurtlex", "normalise", "signature_field"]
 
 LEVELS = ("conservative", "inclusive")
 
@@ -127,3 +128,9 @@ def load_hurtlex(level: str = "conservative", path: str | None = None) -> HurtLe
         categories_by_word={k: frozenset(v) for k, v in by_word.items()},
         paper_first_code=first,
     )
+
+
+def signature_field(scorers: dict[str, Any]) -> tuple[str, str]:
+    """HurtLex's part of a run's signature: the lexicon's version and the level matched (``hurtlex: 1.2/conservative``)."""
+    block = scorers.get("hurtlex") or {}
+    return ("hurtlex", f"{str(block.get('version', '')).removeprefix('HurtLex EN ')}/{block.get('level')}")

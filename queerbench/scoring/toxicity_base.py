@@ -38,6 +38,7 @@ __all__ = [
     "ToxicityScorer",
     "attributes_of",
     "label_maps",
+    "signature_fields",
 ]
 
 logger = logging.getLogger(__name__)
@@ -238,3 +239,22 @@ def attributes_of(mapping: dict[str, str | None]) -> tuple[str, ...]:
     """The mapped attributes in canonical order (the five, then SEVERE_TOXICITY)."""
     used = {v for v in mapping.values() if v is not None}
     return tuple(a for a in ALL_ATTRIBUTES if a in used)
+
+
+def signature_fields(scorers: dict[str, Any], toxicity_input: str | None) -> tuple[tuple[str, str], ...]:
+    """The toxicity scorer's part of a run's signature (sacrebleu's way: each scorer signs for itself): the scorer
+    and its fit, weights or version (``tox``), and what it read (``input``: the run's toxicity input, else what the
+    scorer block says it read, none for stored values)."""
+    from queerbench.base.signature import short_hash, show
+
+    tox = scorers.get("toxicity") or scorers.get("perspective") or {}  # QueerGen calls its toxicity "perspective"
+    name = str(tox.get("name") or "none")
+    version = (  # a fitted scorer names its fit: sources/seed/weights
+        tox.get("fit")
+        or short_hash(tox.get("weights_sha256"), 8)
+        or short_hash(tox.get("revision"), 8)
+        or tox.get("version")
+    )
+    read = tox.get("input")
+    shown = toxicity_input or (None if read in (None, "as stored") else read)
+    return (("tox", f"{name}@{version}" if version else name), ("input", show(shown)))

@@ -26,7 +26,7 @@ import itertools
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Literal, overload
+from typing import Any, Literal, overload
 
 import numpy as np
 
@@ -40,6 +40,7 @@ __all__ = [
     "permutation_p",
     "qb_from_masks",
     "sign_flip_share",
+    "signature_field",
     "swap_patterns",
     "weighted_components",
 ]
@@ -276,3 +277,10 @@ def mean_ci(
     if clip is not None:
         lo, hi = max(lo, clip[0]), min(hi, clip[1])
     return MeanCI(mean=mean, n=n, std=std, half_width=half, lo=lo, hi=hi)
+
+
+def signature_field(scores: dict[str, Any]) -> tuple[str, str]:
+    """The uncertainty's part of a run's signature: resamples, permutations and seed (``ci: 1000/1000/0``), or none
+    when the task's rules compute no uncertainty or the run set both counts to 0."""
+    unc = scores.get("uncertainty") or {}
+    return ("ci", f"{unc.get('n_bootstrap')}/{unc.get('n_permutations')}/{unc.get('seed')}" if unc else "none")
