@@ -22,24 +22,26 @@ from queerbench.base.files import write_text
 from queerbench.reporting.figures import group_style, model_label, save_figure
 from queerbench.reporting.record import RunRecord
 
-__all__ = ["FIGURE", "metric_table", "render_metrics_report", "write_metrics_report"]
+__all__ = ["FIGURE", "fmt_ci", "fmt_value", "metric_table", "render_metrics_report", "write_metrics_report"]
 
 FIGURE = "metrics.png"
 
 
-def _fmt(value: float | None, decimals: int) -> str:
-    return "n/a" if value is None else f"{value:.{decimals}f}"
+def fmt_value(value: float | None, decimals: int, missing: str = "n/a") -> str:
+    """A declared metric's value at its decimals (``missing`` when there is none)."""
+    return missing if value is None else f"{value:.{decimals}f}"
 
 
-def _ci(ci: list[float] | None, decimals: int) -> str:
-    return "—" if not ci else f"[{ci[0]:.{decimals}f}, {ci[1]:.{decimals}f}]"
+def fmt_ci(ci: list[float] | None, decimals: int, missing: str = "—") -> str:
+    """A 95% CI as ``[lo, hi]`` at the metric's decimals (``missing`` when there is none)."""
+    return missing if not ci else f"[{ci[0]:.{decimals}f}, {ci[1]:.{decimals}f}]"
 
 
 def _rows(stats: dict[str, dict[str, Any]], decimals: int, label: str) -> list[str]:
     lines = [f"| {label} | value | 95% CI | items | templates |", "|---|---|---|---|---|"]
     for name, s in stats.items():
         lines.append(
-            f"| {name} | {_fmt(s['value'], decimals)} | {_ci(s['ci'], decimals)} | {s['n']} | {s['n_clusters']} |"
+            f"| {name} | {fmt_value(s['value'], decimals)} | {fmt_ci(s['ci'], decimals)} | {s['n']} | {s['n_clusters']} |"
         )
     return lines
 
@@ -56,8 +58,8 @@ def metric_table(record: RunRecord) -> pd.DataFrame:
         for metric in metrics:
             s = record.results[metric["name"]]["groups"].get(group) or {"value": None, "ci": None}
             d = int(metric["decimals"])
-            text = "no data" if s["value"] is None else _fmt(s["value"], d)
-            row[metric["title"]] = f"{text} {_ci(s['ci'], d)}" if s["value"] is not None and s["ci"] else text
+            text = fmt_value(s["value"], d, missing="no data")
+            row[metric["title"]] = f"{text} {fmt_ci(s['ci'], d)}" if s["value"] is not None and s["ci"] else text
         rows.append(row)
     return pd.DataFrame(rows, columns=[column, "n", "templates", *(m["title"] for m in metrics)])
 
@@ -90,7 +92,7 @@ def render_metrics_report(record: RunRecord, figure: str | None = FIGURE) -> str
         lines += ["", f"## {metric['title']} ({better})", ""]
         overall = block["overall"]
         lines.append(
-            f"Overall: **{_fmt(overall['value'], d)}** {_ci(overall['ci'], d)} over {overall['n']} items.",
+            f"Overall: **{fmt_value(overall['value'], d)}** {fmt_ci(overall['ci'], d)} over {overall['n']} items.",
         )
         lines += ["", *_rows(block["groups"], d, record.groups["column"])]
         head = block.get("headline")
@@ -98,7 +100,10 @@ def render_metrics_report(record: RunRecord, figure: str | None = FIGURE) -> str
             a, b = head["groups"]
             pv = head.get("p_value")
             test = f", p = {pv:.3f} (sign-flip test over templates)" if pv is not None else ""
-            lines += ["", f"{a} − {b}: **{_fmt(head['gap'], d)}** {_ci(head['ci'], d)} (paired by template){test}."]
+            lines += [
+                "",
+                f"{a} − {b}: **{fmt_value(head['gap'], d)}** {fmt_ci(head['ci'], d)} (paired by template){test}.",
+            ]
         for column, stats in block["by"].items():
             lines += ["", f"### by {column}", "", *_rows(stats, d, column)]
     if figure:

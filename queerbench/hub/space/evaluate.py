@@ -36,7 +36,7 @@ from queerbench.hub.space.ui import (
 from queerbench.hub.space.viewer import ViewPart, filter_table, load_parts
 from queerbench.models.registry import EMBEDDED_MODELS
 from queerbench.reporting.figures import comparison_figure
-from queerbench.reporting.metrics_report import FIGURE, metric_table
+from queerbench.reporting.metrics_report import FIGURE, fmt_ci, fmt_value, metric_table
 from queerbench.reporting.record import RunRecord
 from queerbench.reporting.report import score_table
 from queerbench.reporting.tables import COMPONENTS
@@ -168,10 +168,6 @@ def _request_method(check: ModelCheck, task: Task) -> str:
     )
 
 
-def _fmt(value: float | None, decimals: int) -> str:
-    return "no data" if value is None else f"{value:.{decimals}f}"
-
-
 def _request_status(check: ModelCheck, record: RunRecord, n_templates: int, seconds: float) -> str:
     """The status line of a request run: what ran on what, then per declared metric its overall value and the
     headline gap the task declares, with their CIs (as the record holds them)."""
@@ -192,12 +188,12 @@ def _request_status(check: ModelCheck, record: RunRecord, n_templates: int, seco
     for metric in record.declared_metrics:
         block, d = record.results[metric["name"]], int(metric["decimals"])
         overall = block["overall"]
-        ci = f" [{overall['ci'][0]:.{d}f}, {overall['ci'][1]:.{d}f}]" if overall.get("ci") else ""
+        ci = f" {fmt_ci(overall['ci'], d)}" if overall.get("ci") else ""
         better = "higher is better" if metric["higher_is_better"] else "lower is better"
-        line = f"- {metric['title']} ({better}): {_fmt(overall['value'], d)}{ci} over all items"
+        line = f"- {metric['title']} ({better}): {fmt_value(overall['value'], d, missing='no data')}{ci} over all items"
         head = block.get("headline")
         if head and head.get("gap") is not None:
-            gap_ci = f" [{head['ci'][0]:.{d}f}, {head['ci'][1]:.{d}f}]" if head.get("ci") else ""
+            gap_ci = f" {fmt_ci(head['ci'], d)}" if head.get("ci") else ""
             p = f", sign-flip p = {head['p_value']:.3f}" if head.get("p_value") is not None else ""
             line += f"; {' − '.join(head['groups'])}: {head['gap']:+.{d}f}{gap_ci}{p}"
         lines.append(line)
