@@ -28,7 +28,7 @@ def test_scm_run_help_and_parsed_default_are_auto(capsys) -> None:
 )
 def test_scm_run_resolves_auto_to_cpu_here(tmp_path, monkeypatch) -> None:
     import queerbench.models.generation.loading as loading
-    import queerbench.tasks.scm.pipeline as pipeline
+    import queerbench.run.probes as probes
 
     asked: list[tuple[str, str]] = []
     real = loading.resolve_device
@@ -39,12 +39,12 @@ def test_scm_run_resolves_auto_to_cpu_here(tmp_path, monkeypatch) -> None:
 
     seen: dict[str, Any] = {}
 
-    def fake_run_scm(out: Any, **kwargs: Any) -> dict[str, Any]:  # the model loaded; no replies needed here
+    def fake_run_probes(task: Any, out: Any, plan: Any, **kwargs: Any) -> dict[str, Any]:  # the model loaded
         seen.update(kwargs)
-        return {"n_responses": 0, "n_errors": 0}
+        return {"run": {"cached": 0, "calls": 0, "failed_prompts": []}}  # no replies needed here
 
     monkeypatch.setattr(loading, "resolve_device", spy)
-    monkeypatch.setattr(pipeline, "run_scm", fake_run_scm)
+    monkeypatch.setattr(probes, "run_probes", fake_run_probes)
     model = str(tiny_llama(tmp_path / "model"))
     assert main(["scm", "run", "--model", model, "--limit", "1", "--out", str(tmp_path / "out")]) == 0
     assert asked and all(pair == ("auto", "cpu") for pair in asked)

@@ -10,8 +10,9 @@ import pytest
 
 from queerbench.base.lock import folder_lock
 from queerbench.cli import main
-from queerbench.tasks.scm.pipeline import resolve_settings, run_scm
+from queerbench.tasks.scm.pipeline import resolve_settings
 from tests.openai_server import FakeOpenAI
+from tests.scm_runs import run_scm
 
 
 class _FakeMapper:

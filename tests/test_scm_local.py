@@ -11,7 +11,8 @@ import pytest
 from queerbench.models.generation import GenerationSettings, ResponseCache, TransformersRunner, collect
 from queerbench.tasks.scm.analysis import analyze, parse_frame
 from queerbench.tasks.scm.dataset import scm_splits, select_rows
-from queerbench.tasks.scm.pipeline import constrained_scores, run_scm
+from queerbench.tasks.scm.pipeline import constrained_scores
+from tests.scm_runs import run_scm
 from tests.tiny_models import tiny_gpt2, tiny_llama
 
 

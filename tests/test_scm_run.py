@@ -13,7 +13,9 @@ from queerbench.cli import main
 from queerbench.tasks.scm.constrained import _content_free_prompt, constrained_scores
 from queerbench.tasks.scm.data import load_groups, paper_decoding
 from queerbench.tasks.scm.dataset import scm_splits, select_rows, shuffled_selection_rows
-from queerbench.tasks.scm.pipeline import _truncated, resolve_settings, run_scm
+from queerbench.tasks.scm.pipeline import resolve_settings
+from queerbench.tasks.scm.pipeline import truncated as _truncated
+from tests.scm_runs import run_scm
 from tests.tiny_models import tiny_llama
 
 GROUPS = {g.id for g in load_groups()}
@@ -270,7 +272,7 @@ def test_report_reanalyses_a_run_without_model_calls(chat_model, tmp_path) -> No
     i = frame.index[frame["task"] == "generation"][0]
     frame.loc[i, "response"] = "Gay men, like all people, are individuals. Each person is unique in their own way."
     frame.to_parquet(out / "responses.parquet", index=False)
-    from queerbench.tasks.scm.pipeline import reanalyze
+    from tests.scm_runs import reanalyze
 
     wide = reanalyze(out, mapper_factory=_FakeMapper)
     narrow = reanalyze(out, refusal_rule="patterns", mapper_factory=_FakeMapper)

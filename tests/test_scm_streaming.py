@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from queerbench.models.generation import load_runner
-from queerbench.tasks.scm.pipeline import resolve_settings, run_scm
+from queerbench.tasks.scm.pipeline import resolve_settings
 from tests.openai_server import FakeOpenAI
+from tests.scm_runs import run_scm
 
 
 class _FakeMapper:

@@ -40,9 +40,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in _COMMAND_MODULES:
         importlib.import_module(name).register(sub)  # light imports only: heavy ones happen inside each command
-    from queerbench.tasks import register_commands
+    from queerbench.cli.declared import add_declared_commands
+    from queerbench.tasks import command_files
 
-    register_commands(sub)  # the tasks' own commands (scm …, check-predictions)
+    for package, path in command_files():  # the tasks' own commands (scm …, check-predictions), declared as data
+        add_declared_commands(sub, path, package)
     return parser
 
 

@@ -8,7 +8,7 @@ log-probability probe (a server that does not is listed with the probe's reason)
 runs each of its methods at ``--top-k``; one that does runs the settings of the papers' published rows (e.g. k = 1
 and 5), so that its rows rank beside theirs. A ``blanks`` pass is an ordinary ``queerbench run`` into
 ``OUT/<task>-<method>`` when it runs at ``--top-k`` with the default prompt (the name every eval has used), else
-``OUT/<task>-<method>-k<k>[-<prompt>]`` (resumable); a ``probes`` task runs its own pipeline into ``OUT/<task>``.
+``OUT/<task>-<method>-k<k>[-<prompt>]`` (resumable); a ``probes`` task runs on the probe runner into ``OUT/<task>``.
 Every generative part keeps its replies in one shared cache, ``OUT/replies.sqlite``. ``OUT/eval.json`` records the
 eval's settings and each part's state, so a rerun of an interrupted eval skips what finished (nothing is predicted or
 scored again; a finished run part whose ``scores.json`` was lost is scored again from its ``predictions.parquet``,
@@ -366,7 +366,7 @@ def _has_result(folder: Path) -> bool:
 
 def _part_options(part: EvalPart, settings: EvalSettings, out: Path) -> RunOptions:
     """The options a run part runs with (checked when made: one line per bad value, as ``queerbench run`` says it).
-    A probes task runs its own pipeline; its options stand for the eval's shared settings (concurrency, rate,
+    A probes task runs on the probe runner; its options stand for the eval's shared settings (concurrency, rate,
     toxicity scorer, resamples, seed), checked with the first fill-in-the-blank task."""
     task = get_task(part.task)
     blanks = task.runs_blanks
@@ -437,12 +437,20 @@ def _run_part(part: EvalPart, settings: EvalSettings, out: Path, log: Callable[[
         run_requests(_request_run(part, settings), folder, log=log)
         return
     if not task.runs_blanks:
-        task.run(
-            folder,
-            model=settings.model,
-            endpoint=settings.endpoint,
+        from queerbench.run.probes import model_label, run_probes
+
+        plan = task.probe_plan(
+            model_label(settings.model, settings.endpoint),
+            endpoint=settings.endpoint is not None,
             limit=task.eval_limit(settings.limit),
             quick=settings.limit is not None,
+        )
+        run_probes(
+            task,
+            folder,
+            plan,
+            model=settings.model,
+            endpoint=settings.endpoint,
             concurrency=settings.concurrency,
             requests_per_minute=settings.requests_per_minute,
             device=settings.device,

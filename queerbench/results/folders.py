@@ -1,5 +1,5 @@
 """Result rows read back from output folders: a run (``scores.json``), an eval (``results.json``), or a folder a
-task's own pipeline wrote (the task reads it: :meth:`queerbench.tasks.Task.folder_rows`).
+``probes`` task's run wrote (the task reads it: :meth:`queerbench.tasks.Task.folder_rows`).
 
 Anything else is one line naming what a result folder holds, so ``leaderboard show`` and ``view`` never guess.
 """
@@ -115,7 +115,7 @@ def _not_ours(path: Path) -> ValueError:
 
 
 def folder_kind(folder: Path) -> str:
-    """``eval``, ``run``, or the name of the task whose own pipeline wrote ``folder``; else a one-line error. A
+    """``eval``, ``run``, or the name of the ``probes`` task whose run wrote ``folder``; else a one-line error. A
     ``results.json`` another tool wrote beside a run's ``scores.json`` does not hide the run."""
     folder = Path(folder)
     if not folder.is_dir():

@@ -11,13 +11,12 @@ usually built from a task data file next to it (:func:`~queerbench.tasks.base.lo
    ``--include_path``).
 
 Generic code asks :func:`get_task` for a task by name and reads its fields and hooks; it never compares names. A task
-module may also define ``register_commands(subparsers)`` for commands of its own (``queerbench scm …``,
-``queerbench check-predictions``), which the CLI adds through :func:`register_commands`.
+module may also name a commands file (``COMMANDS``: a path) declaring commands of its own (``queerbench scm …``,
+``queerbench check-predictions``), which the CLI builds (:func:`command_files`, :mod:`queerbench.cli.declared`).
 """
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import importlib.util
 import pkgutil
@@ -36,9 +35,9 @@ __all__ = [
     "TaskSpec",
     "TemplateTask",
     "all_tasks",
+    "command_files",
     "get_task",
     "load_specs",
-    "register_commands",
     "task_names",
 ]
 
@@ -107,9 +106,11 @@ def get_task(name: str) -> Task:
     return tasks[name]
 
 
-def register_commands(sub: argparse._SubParsersAction) -> None:
-    """Add every task module's own commands (its ``register_commands``, when it has one) to the CLI's subparsers."""
+def command_files() -> list[tuple[str, Path]]:
+    """The commands files the task modules name (their ``COMMANDS``), each with the package its actions live in."""
+    found = []
     for _, module in _modules():
-        registrar = getattr(module, "register_commands", None)
-        if callable(registrar):
-            registrar(sub)
+        path = getattr(module, "COMMANDS", None)
+        if path is not None:
+            found.append((module.__name__.rpartition(".")[0], Path(path)))
+    return found

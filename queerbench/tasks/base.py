@@ -5,7 +5,7 @@ either a field of its :class:`TaskSpec` — read from a versioned JSON file with
 :class:`Task` that the benchmark's task module overrides:
 
 - data: the name (also the ``--config`` value), the benchmark it belongs to, a one-line title, its kind (``blanks``:
-  fill-in-the-blank sentences that ``queerbench run`` predicts; ``probes``: prompts with a pipeline of their own), the
+  fill-in-the-blank sentences that ``queerbench run`` predicts; ``probes``: prompts a generative model answers, run by the probe runner), the
   methods that apply, the masked-LM mode, what the toxicity scorer reads, the scoring rules, the dataset config and
   the lm-evaluation-harness task name;
 - hooks: the items (:meth:`Task.items`), the first ``--limit`` templates of them, the dataset splits and card text,
@@ -39,6 +39,7 @@ from queerbench.tasks.spec import (
 if TYPE_CHECKING:
     from queerbench.models.requests import Request, Result
     from queerbench.reporting.rows import ResultRow
+    from queerbench.tasks.probes import ProbePlan
 
 __all__ = [
     "KINDS",
@@ -255,17 +256,22 @@ class Task:
         the run's parse rate, which the record, the report and the result rows carry for ``generate`` requests."""
         raise NotImplementedError(f"task {self.name} scores no requests")
 
-    def run(self, out: Path, *, quick: bool = False, **settings: Any) -> dict[str, Any]:
-        """Run a ``probes`` task into ``out`` with ``settings`` (model, endpoint, limit, log, …): its own pipeline;
-        ``quick``: a quick pass (``eval --limit``), which the task may make cheaper."""
+    def probe_plan(
+        self, model_label: str, *, endpoint: bool = False, quick: bool = False, **settings: Any
+    ) -> ProbePlan:
+        """A ``probes`` task's run, resolved from ``settings`` (its own flags: decoding, limit, reply rules, …) for
+        the model ``model_label`` (a local model's id or path, ``embedded``, or the name an ``endpoint`` serves),
+        each value checked (a one-line ``ValueError``) before any model loads; ``quick``: a quick pass
+        (``queerbench eval --limit``), which the task may make cheaper. The shared runner
+        (:mod:`queerbench.run.probes`) runs it."""
         raise ValueError(f"task {self.name} is run by `queerbench run --config {self.name}`")
 
     def folder_rows(self, folder: Path) -> list[ResultRow]:
-        """The result rows of a folder this task's own pipeline wrote (none when ``folder`` is not one)."""
+        """The result rows of a folder this task's probe run wrote (none when ``folder`` is not one)."""
         return []
 
     def folder_table(self, folder: Path) -> pd.DataFrame | None:
-        """The per-item table of a folder this task's own pipeline wrote, for ``queerbench view`` (columns it can
+        """The per-item table of a folder this task's probe run wrote, for ``queerbench view`` (columns it can
         filter on: ``group``, ``template``, ``label``, ``refusal_kind``, ``harmful``); None when not one."""
         return None
 
@@ -294,7 +300,8 @@ class Task:
         raise ValueError(f"task {self.name} does not fill user templates")
 
     def space_tab(self) -> tuple[str, Any] | None:
-        """``(label, build)`` of a Space tab of the task's own (``build()`` adds its widgets inside the tab), or None."""
+        """``(label, build)`` of a Space tab of the task's own, or None: ``build(run)`` adds its widgets inside the tab,
+        ``run`` being the shared probe runner for this task (``run(out, plan, model=…, log=…)``)."""
         return None
 
 

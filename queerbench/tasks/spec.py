@@ -14,6 +14,7 @@ from typing import Any
 from queerbench.models.requests import FILL_MASK_MODES
 from queerbench.scoring.aggregate import SCORE_BLOCKS
 from queerbench.scoring.rules import ScoringRules
+from queerbench.tasks.probes import ProbeFiles
 
 __all__ = [
     "KINDS",
@@ -27,9 +28,10 @@ __all__ = [
 ]
 
 KINDS = ("blanks", "probes", "requests")
-"""``blanks``: sentences with one ``[MASK]`` that a method fills (``queerbench run``); ``probes``: prompts that a task
-runs through a pipeline of its own (the SCM probes); ``requests``: items the task turns into model requests
-(:mod:`queerbench.models.requests`) and scores one by one, by declared metrics, on the shared request runner."""
+"""``blanks``: sentences with one ``[MASK]`` that a method fills (``queerbench run``); ``probes``: prompts a generative
+model answers several times each, on the probe runner with the task's plan (the SCM probes); ``requests``: items the
+task turns into model requests (:mod:`queerbench.models.requests`) and scores one by one, by declared metrics, on the
+shared request runner."""
 MLM_MODES = FILL_MASK_MODES
 """How a masked LM's top-k is read: whole words only (``whole_word``) or the raw top-k tokens (``raw``, as the papers'
 code read them)."""
@@ -101,6 +103,8 @@ class TaskSpec:
     task's: its scoring rules compute them)."""
     groups: GroupSpec | None = None
     """A ``requests`` task's groups."""
+    outputs: ProbeFiles | None = None
+    """A ``probes`` task's run files (its record, its stored replies, its reply cache)."""
 
 
 _REQUIRED: dict[str, type | tuple[type, ...]] = {
@@ -148,7 +152,18 @@ def _spec(raw: Any, where: str) -> TaskSpec:
     _check_groups(extra, label)
     passes = _eval_passes(raw.get("eval_passes"), label, raw["methods"])
     requests, metrics, groups = _request_parts(raw, label)
-    known = {*_REQUIRED, "mlm_mode", "toxicity_input", "scoring", "lmeval", "extra", "eval_passes", *_REQUEST_PARTS}
+    outputs = _probe_files(raw, label)
+    known = {
+        *_REQUIRED,
+        "mlm_mode",
+        "toxicity_input",
+        "scoring",
+        "lmeval",
+        "extra",
+        "eval_passes",
+        "outputs",
+        *_REQUEST_PARTS,
+    }
     stray = sorted(set(raw) - known)
     if stray:
         raise ValueError(f"{label}: unknown field(s) {stray}")
@@ -170,6 +185,33 @@ def _spec(raw: Any, where: str) -> TaskSpec:
         requests=requests,
         metrics=metrics,
         groups=groups,
+        outputs=outputs,
+    )
+
+
+_OUTPUT_FILES = ("record", "replies", "cache")
+
+
+def _probe_files(raw: dict[str, Any], label: str) -> ProbeFiles | None:
+    """A ``probes`` task's ``outputs``: ``{"record": "x.json", "replies": "x.parquet", "cache": "x.sqlite",
+    "versions": [package, ...]}`` (required for that kind, absent for the others)."""
+    outputs = raw.get("outputs")
+    if raw["kind"] != "probes":
+        if outputs is not None:
+            raise ValueError(f"{label}: 'outputs' belongs to a 'probes' task only")
+        return None
+    fix = '{"record": "NAME.json", "replies": "NAME.parquet", "cache": "NAME.sqlite", "versions": [...]}'
+    if not isinstance(outputs, dict) or not all(isinstance(outputs.get(k), str) and outputs[k] for k in _OUTPUT_FILES):
+        raise ValueError(f"{label}: a 'probes' task needs 'outputs', {fix}")
+    versions = outputs.get("versions", [])
+    stray = sorted(set(outputs) - {*_OUTPUT_FILES, "versions"})
+    if stray or not isinstance(versions, list) or not all(isinstance(v, str) and v for v in versions):
+        raise ValueError(f"{label}: 'outputs' must be {fix}")
+    names = [outputs[k] for k in _OUTPUT_FILES]
+    if len(set(names)) != len(names) or any("/" in n or "\\" in n or n.startswith(".") for n in names):
+        raise ValueError(f"{label}: 'outputs' names three different files in the run folder, got {names}")
+    return ProbeFiles(
+        record=outputs["record"], replies=outputs["replies"], cache=outputs["cache"], versions=tuple(versions)
     )
 
 

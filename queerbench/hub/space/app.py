@@ -3,6 +3,7 @@ the Leaderboard."""
 
 from __future__ import annotations
 
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from queerbench import __version__
@@ -11,6 +12,7 @@ from queerbench.hub.space.leaderboard import build_leaderboard_tab
 from queerbench.hub.space.models import ModelCache, SpaceSettings
 from queerbench.hub.space.playground import build_playground_tab
 from queerbench.reporting.report import CONTENT_NOTE
+from queerbench.run.probes import run_probes
 
 if TYPE_CHECKING:
     import gradio as gr
@@ -52,7 +54,7 @@ def build_demo(settings: SpaceSettings | None = None) -> gr.Blocks:
             if tab is not None:
                 label, build = tab
                 with gr.Tab(label):
-                    build()
+                    build(partial(run_probes, task))
         with gr.Tab("Leaderboard"):
             build_leaderboard_tab(settings.results_repo)
     demo.queue(max_size=32)

@@ -7,7 +7,6 @@ published prediction and evaluation files (:mod:`.paper_data`) for ``queerbench 
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import sys
 from collections import Counter
@@ -30,7 +29,7 @@ from queerbench.tasks.queerbench.templates import (
     subjects,
 )
 
-__all__ = ["TASKS", "QueerBenchTask", "register_commands"]
+__all__ = ["COMMANDS", "TASKS", "QueerBenchTask"]
 
 SPECS: dict[str, TaskSpec] = load_specs(Path(__file__).with_name("tasks.json"))
 _READS = {"neutral": "subject-blind neutral sentence", "frame": "'The person is <word>.' frame"}
@@ -168,9 +167,5 @@ def _check_repeats(frame: pd.DataFrame, published: pd.DataFrame, path: Path) -> 
 
 TASKS = [QueerBenchTask(spec) for spec in SPECS.values()]
 
-
-def register_commands(sub: argparse._SubParsersAction) -> None:
-    """Add the benchmark's own commands to the CLI (the registry calls this while the parser is built)."""
-    from queerbench.tasks.queerbench.commands import register
-
-    register(sub)
+COMMANDS = Path(__file__).with_name("commands.json")
+"""The benchmark's own command (``queerbench check-predictions``), declared as data; the CLI builds it."""

@@ -323,7 +323,7 @@ def analyze(
         labels = mapper.map_words(all_words)
         res["elicitation"] = {g: _axis_share(eli_words[g], labels) for g in groups}
         res["generation"] = {g: _axis_share(gen_words[g], labels) for g in groups}
-        res["word_sources"] = dict(Counter(labels[w].source for w in set(all_words)))
+        res["word_sources"] = dict(sorted(Counter(labels[w].source for w in set(all_words)).items()))
         res["generation_coverage"] = axis_coverage([w for ws in gen_words.values() for w in ws], labels)
         res["word_axes"] = {w: _axes_code(lab) for w, lab in labels.items()}
         res["mapper"] = mapper.describe() if hasattr(mapper, "describe") else {"kind": type(mapper).__name__}

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -17,32 +19,28 @@ def _mean(value: Any) -> float | None:
     return None if value is None else round(float(value), 2)
 
 
-def run_for_space(model_id: str, samples: float, limit: float) -> tuple[str, list[str], Any]:
-    """Run the probes (embedded SmolLM2 when ``model_id`` is empty) and return (report, figure paths, table)."""
+def run_for_space(
+    run: Callable[..., dict[str, Any]], model_id: str, samples: float, limit: float
+) -> tuple[str, list[str], Any]:
+    """Run the probes with ``run`` (the shared probe runner for this task: ``run(out, plan, model=…, log=…)``) on
+    ``model_id`` (embedded SmolLM2 when empty) and return (report, figure paths, table)."""
     import pandas as pd
 
-    from queerbench.tasks.scm.pipeline import resolve_settings, run_scm
+    from queerbench.tasks.scm.plan import scm_plan
 
     out = Path(tempfile.mkdtemp(prefix="scm-space-"))
     try:
         n = max(1, int(samples))
         # the paper's decoding for the model family; short replies so the demo answers in minutes on a CPU
-        survey, story, provenance = resolve_settings(
+        plan = scm_plan(
             model_id.strip() or "embedded",
             survey_samples=n,
             story_samples=n,
             max_new_tokens=120,
             story_max_new_tokens=200,
-        )
-        res = run_scm(
-            out,
-            model=model_id.strip() or None,
-            settings=survey,
-            story_settings=story,
-            provenance=provenance,
             limit=max(1, int(limit)),
-            log=lambda m: None,
         )
+        res = run(out, plan, model=model_id.strip() or None, log=lambda m: None)
     except (ValueError, OSError, RuntimeError) as exc:
         return f"**Error:** {exc}", [], pd.DataFrame(columns=list(COLUMNS))
     table = pd.DataFrame(
@@ -55,8 +53,9 @@ def run_for_space(model_id: str, samples: float, limit: float) -> tuple[str, lis
     return (out / "report.md").read_text(encoding="utf-8"), sorted(str(p) for p in out.glob("*.png")), table
 
 
-def build_scm_tab() -> None:
-    """Add the "Generative LMs" tab's components; call inside an enclosing ``gr.Blocks()`` context."""
+def build_scm_tab(run: Callable[..., dict[str, Any]]) -> None:
+    """Add the "Generative LMs" tab's components, whose button runs the probes with ``run`` (the shared probe
+    runner for this task); call inside an enclosing ``gr.Blocks()`` context."""
     import gradio as gr
     import pandas as pd
 
@@ -74,4 +73,4 @@ def build_scm_tab() -> None:
         table = gr.Dataframe(pd.DataFrame(columns=list(COLUMNS)), label="Mean rating per group")
         gallery = gr.Gallery(label="Figures")
         report = gr.Markdown()
-        button.click(run_for_space, inputs=[model, samples, limit], outputs=[report, gallery, table])
+        button.click(partial(run_for_space, run), inputs=[model, samples, limit], outputs=[report, gallery, table])

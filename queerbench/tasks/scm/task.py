@@ -1,22 +1,23 @@
-"""The Stereotype Content Model probes as a task (``scm``): prompts with a pipeline of their own.
+"""The Stereotype Content Model probes as a task (``scm``): prompts a generative model answers, on the probe runner.
 
-Its data is in ``tasks.json`` next to this module. The probes are not fill-in-the-blank sentences: a generative
-model answers survey and story prompts several times each, and the replies are parsed and mapped onto Warmth and
-Competence (:mod:`.pipeline`). The task gives the harness its items (the ``survey`` and ``generation`` splits, also
-the dataset's ``scm`` config) and its run (:meth:`ScmTask.run`).
+Its data is in ``tasks.json`` next to this module, its commands in ``commands.json``. The probes are not
+fill-in-the-blank sentences: a generative model answers survey and story prompts several times each, and the replies
+are parsed and mapped onto Warmth and Competence. The task gives the harness its items (the ``survey`` and
+``generation`` splits, also the dataset's ``scm`` config) and its plan (:meth:`ScmTask.probe_plan`,
+:mod:`.plan`), which the shared probe runner (:mod:`queerbench.run.probes`) runs.
 """
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from queerbench.tasks.base import Task, TaskSpec, load_specs
+from queerbench.tasks.probes import ProbePlan
 
-__all__ = ["TASKS", "ScmTask", "register_commands"]
+__all__ = ["COMMANDS", "TASKS", "ScmTask"]
 
 SPECS: dict[str, TaskSpec] = load_specs(Path(__file__).with_name("tasks.json"))
 FREE_RATING = "SCM free rating: Warmth (1–5)"
@@ -53,19 +54,19 @@ class ScmTask(Task):
             return None
         return "Generative LMs", build_scm_tab
 
-    def run(self, out: str | Path, *, quick: bool = False, **settings: Any) -> dict[str, Any]:
-        """Run the probes into ``out`` (:func:`queerbench.tasks.scm.pipeline.run_scm` with ``settings``); ``quick``
-        (``queerbench eval --limit``): the decoding of ``extra.quick`` (one sample, shorter replies) instead of the
-        paper's."""
-        from queerbench.tasks.scm.pipeline import resolve_settings, run_scm
+    def probe_plan(
+        self, model_label: str, *, endpoint: bool = False, quick: bool = False, **settings: Any
+    ) -> ProbePlan:
+        """The SCM run's plan (:func:`queerbench.tasks.scm.plan.scm_plan` with ``settings``, the flags of
+        ``queerbench scm run`` as keywords; ``no_constrained`` as the flag says); ``quick`` (``queerbench eval
+        --limit``): the decoding of ``extra.quick`` (one sample, shorter replies) where no value is given."""
+        from queerbench.tasks.scm.plan import scm_plan
 
-        if quick and "settings" not in settings:
-            model = settings.get("model")
-            survey, story, provenance = resolve_settings(
-                model if settings.get("endpoint") else (model or "embedded"), **self.spec.extra.get("quick", {})
-            )
-            settings = {**settings, "settings": survey, "story_settings": story, "provenance": provenance}
-        return run_scm(out, **settings)
+        if "no_constrained" in settings:
+            settings["constrained"] = not settings.pop("no_constrained")
+        return scm_plan(
+            model_label, endpoint=endpoint, quick=self.spec.extra.get("quick") if quick else None, **settings
+        )
 
     def folder_rows(self, folder: Path) -> list[Any]:
         """The rows of an ``scm run`` folder (its ``scm.json``): the free rating's Warmth per group (1–5) with its
@@ -144,9 +145,6 @@ class ScmTask(Task):
 
 TASKS = [ScmTask(spec) for spec in SPECS.values()]
 
-
-def register_commands(sub: argparse._SubParsersAction) -> None:
-    """Add the benchmark's own commands to the CLI (the registry calls this while the parser is built)."""
-    from queerbench.tasks.scm.commands import register
-
-    register(sub)
+COMMANDS = Path(__file__).with_name("commands.json")
+"""The probes' commands (``queerbench scm run | calibrate | report | parser-check | compare``), declared as data;
+the CLI builds them."""

@@ -1,0 +1,206 @@
+"""The probe runner: any ``probes`` task, any generative model, one folder, resumable, one result record.
+
+A ``probes`` task (:mod:`queerbench.tasks.probes`) resolves the user's settings into a plan; this module does the
+rest, the same way for every such task. :func:`run_probes` checks the output folder (:mod:`.probe_folder`) and holds
+it (one writer), opens the model as a generator, asks it the plan's ``generate`` requests through the reply cache
+(a killed or failed run resumes with no repeated calls; failed prompts are named and asked again by a rerun), lets
+the plan read the replies, and writes the stored replies, the result record (the plan's result with the ``run``
+block — model, fingerprint, the plan's settings, cached and new calls, failed prompts, package versions — and the
+signature) and the plan's report. :func:`reanalyze_probes` reads a finished run's stored replies again (no model).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from queerbench.base.files import atomic_path, read_json_object, read_parquet, write_json
+from queerbench.base.lock import folder_lock
+from queerbench.base.signature import format_signature, short_hash
+from queerbench.models.generation import ResponseCache, Runner
+from queerbench.models.generation.collect import collect_groups
+from queerbench.models.generation.failures import describe_failures, failed_prompts
+from queerbench.models.generation.settings import DEFAULT_REQUESTS_PER_MINUTE
+from queerbench.run.probe_folder import check_probe_folder, probe_files
+from queerbench.tasks import Task
+from queerbench.tasks.probes import ProbeAnalysis, ProbePlan
+
+__all__ = [
+    "check_model_settings",
+    "model_label",
+    "open_probe_model",
+    "probe_signature",
+    "reanalyze_probes",
+    "run_probes",
+]
+
+
+def _stderr(message: str) -> None:
+    print(message, file=sys.stderr)
+
+
+def model_label(model: str | None, endpoint: str | None) -> str:
+    """The model as a plan resolves its family from: the name an endpoint serves, a local model's id or path, or
+    ``embedded`` (neither given: the embedded SmolLM2-135M-Instruct)."""
+    return (model or "") if endpoint else (model or "embedded")
+
+
+def check_model_settings(*, model: str | None = None, endpoint: str | None = None, concurrency: int = 8) -> None:
+    """The model flags checked before anything else (one line each): an endpoint needs the name of the model it
+    serves; at least one request in flight."""
+    if endpoint and not model:
+        raise ValueError("--endpoint needs --model NAME (the model the endpoint serves)")
+    if concurrency < 1:
+        raise ValueError(f"--concurrency must be at least 1, got {concurrency}")
+
+
+def open_probe_model(
+    plan: ProbePlan,
+    *,
+    model: str | None = None,
+    endpoint: str | None = None,
+    device: str = "auto",
+    dtype: str = "float32",
+    device_map: str | None = None,
+    api_key_env: str = "OPENAI_API_KEY",
+    requests_per_minute: float = DEFAULT_REQUESTS_PER_MINUTE,
+    concurrency: int = 8,
+    request_timeout: float | None = None,
+    log: Callable[[str], None] = _stderr,
+) -> Runner:
+    """The model a plan's requests go to: a local model (the embedded SmolLM2-135M-Instruct when neither ``model``
+    nor ``endpoint`` is given) on ``device`` in ``dtype`` (or placed by accelerate with ``device_map``), or an
+    OpenAI-compatible ``endpoint`` serving ``model``; with the plan's generator options. Checked before it loads:
+    the URL, the API key rule, a missing folder, a masked LM given as ``model``."""
+    from queerbench.models.registry import model_ref, open_generator
+
+    check_model_settings(model=model, endpoint=endpoint, concurrency=concurrency)
+    if not endpoint:
+        log(f"loading {model or 'the embedded SmolLM2-135M-Instruct'} …")
+    return open_generator(
+        model_ref(model, endpoint, check_paths=False),  # the loader says what is missing
+        device=device,
+        dtype=dtype,
+        device_map=device_map,
+        concurrency=concurrency,
+        api_key_env=api_key_env,
+        requests_per_minute=requests_per_minute,
+        **plan.generator_options(),
+        **({"timeout": request_timeout} if endpoint and request_timeout is not None else {}),  # local: no requests
+    )
+
+
+def run_probes(
+    task: Task,
+    out: str | Path,
+    plan: ProbePlan,
+    *,
+    runner: Runner | None = None,
+    cache_path: str | Path | None = None,
+    log: Callable[[str], None] = _stderr,
+    **model: Any,
+) -> dict[str, Any]:
+    """Run ``plan`` of ``task`` into ``out`` and return its result (the record as written).
+
+    ``runner`` is the model (else opened by :func:`open_probe_model` with ``model``'s settings once the folder is
+    held). Replies live in the task's reply cache in ``out`` (or ``cache_path``: ``queerbench eval`` shares one
+    cache among its runs) as they arrive. The folder is checked before anything loads and again once the model is
+    known, so another model's run is never overwritten.
+    """
+    out = Path(out)
+    files = probe_files(task)
+    check_probe_folder(task, out, runner.name if runner is not None else None)
+    with folder_lock(out, f"{task.name} run"):  # one writer per folder (a command holding it already enters again)
+        if runner is None:
+            runner = open_probe_model(plan, log=log, **model)
+        check_probe_folder(task, out, runner.name)  # the model is known now: another model's run is not overwritten
+        cache = ResponseCache(Path(cache_path) if cache_path is not None else out / files.cache)
+        try:
+            log(plan.describe())
+            got = collect_groups(runner, plan.request_groups(), cache, desc=f"{task.name} replies")
+        finally:
+            cache.close()
+        replies = plan.merge_replies(got)
+        failures = failed_prompts(replies)
+        if failures:  # every other prompt was asked and its reply saved: a rerun asks only these
+            log(describe_failures(failures, len(replies)))
+        analysis = plan.analyze(replies, runner, out, log)
+        stored = analysis.replies
+        meta = {
+            "model": runner.name,
+            "fingerprint": runner.fingerprint(),
+            **analysis.meta,
+            "cached": int(stored["cached"].sum()),
+            "calls": int((~stored["cached"]).sum()),
+            "failed_prompts": [dataclasses.asdict(f) for f in failures],
+            "versions": _versions(files.versions),
+        }
+        return _write(task, plan, out, analysis, meta)
+
+
+def reanalyze_probes(task: Task, run_dir: str | Path, plan: ProbePlan) -> dict[str, Any]:
+    """Read a finished run of ``task`` in ``run_dir`` again with ``plan`` (its reply rules and mapping; no model
+    calls) and rewrite its stored replies, record, report and figures."""
+    run_dir = Path(run_dir)
+    files = probe_files(task)
+    for name in (files.replies, files.record):
+        if not (run_dir / name).is_file():
+            raise FileNotFoundError(f"{run_dir}: no {name}; give an output folder of `queerbench {task.name} run`")
+    fix = f"delete it and rerun `queerbench {task.name} run` with the same --out (cached replies are reused)"
+    record = read_json_object(run_dir / files.record, fix=fix)
+    replies = read_parquet(run_dir / files.replies, fix=fix)
+    with folder_lock(run_dir, f"{task.name} report"):
+        analysis = plan.reanalyze(replies, record, run_dir)
+        stored_run = record.get("run")
+        stored_run = stored_run if isinstance(stored_run, dict) else {}
+        meta = {**stored_run, **analysis.meta, "reanalysed": {"versions": _versions(files.versions)}}
+        return _write(task, plan, run_dir, analysis, meta)
+
+
+def _write(task: Task, plan: ProbePlan, out: Path, analysis: ProbeAnalysis, meta: dict[str, Any]) -> dict[str, Any]:
+    """The stored replies, the record (the result with ``signature`` and ``run``) and the report, each atomically."""
+    files = probe_files(task)
+    res = analysis.result
+    meta["signature"] = probe_signature(task, plan, meta, res)
+    res["signature"] = meta["signature"]
+    res["run"] = meta
+    with atomic_path(out / files.replies) as tmp:
+        analysis.replies.to_parquet(tmp, index=False)
+    write_json(out / files.record, res)
+    plan.write_report(res, meta, out)
+    return res
+
+
+def probe_signature(task: Task, plan: ProbePlan, meta: dict[str, Any], result: dict[str, Any]) -> str:
+    """The run's signature (:mod:`queerbench.base.signature`): the task, the model and its weights' fingerprint (a
+    local model's hash, a Hub commit or an endpoint's URL), the plan's fields and the version."""
+    from queerbench import __version__
+
+    fp = meta.get("fingerprint") or {}
+    weights = fp["weights"] if isinstance(fp.get("weights"), dict) else fp
+    label = short_hash(weights.get("sha256")) or short_hash(weights.get("commit_hash")) or fp.get("base_url")
+    return format_signature(
+        [
+            ("task", task.name),
+            ("model", meta.get("model")),
+            *([("fp", label)] if label else []),
+            *plan.signature_fields(meta, result),
+            ("qb", __version__),
+        ]
+    )
+
+
+def _versions(packages: tuple[str, ...]) -> dict[str, str | None]:
+    """Versions of the packages that produced the numbers (None: not installed)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    out: dict[str, str | None] = {}
+    for pkg in packages:
+        try:
+            out[pkg] = version(pkg)
+        except PackageNotFoundError:
+            out[pkg] = None
+    return out

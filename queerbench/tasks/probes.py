@@ -1,0 +1,89 @@
+"""What a ``probes`` task gives the shared probe runner (:mod:`queerbench.run.probes`): a resolved plan.
+
+A ``probes`` task's items are prompts a generative model answers, several times each, with decoding settings of
+the task's own (the SCM probes: survey and story prompts). The runner does everything a run of any such task does —
+the output folder (checked, locked, one writer), the model, the reply cache shared by resumed runs, progress,
+failed prompts, the signature and the result record — and asks the task's :class:`ProbePlan` only for what is its
+own: the ``generate`` requests (rows of prompts with their settings), what the replies mean (:meth:`ProbePlan.analyze`)
+and its report. A task makes its plan in :meth:`queerbench.tasks.base.Task.probe_plan`, from the settings the user
+gave, checking each one (a one-line ``ValueError``) before any model loads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+import pandas as pd
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from queerbench.models.generation import GenerationSettings, Runner
+
+__all__ = ["ProbeAnalysis", "ProbeFiles", "ProbePlan"]
+
+
+@dataclass(frozen=True)
+class ProbeFiles:
+    """The files a ``probes`` run folder holds (the task's ``outputs`` in its data file): the result record (a JSON
+    object with the run's ``signature`` and its ``run`` block), every reply with how it was read (Parquet), and the
+    reply cache (SQLite) that a rerun resumes from. A folder is that task's run when it holds the record or the
+    cache."""
+
+    record: str
+    replies: str
+    cache: str
+    versions: tuple[str, ...] = ()
+    """The packages whose versions the record keeps (the run's ``versions``)."""
+
+
+@dataclass
+class ProbeAnalysis:
+    """What a plan made of the replies: the result (written as the record, with the runner's ``run`` block and
+    ``signature`` added), the replies as stored (with how each was read), and the plan's part of the ``run`` block
+    (its settings, their provenance, anything else it records)."""
+
+    result: dict[str, Any]
+    replies: pd.DataFrame
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+class ProbePlan(Protocol):
+    """A ``probes`` task's run, resolved from the user's settings (every value checked)."""
+
+    def generator_options(self) -> dict[str, Any]:
+        """Options of the generator the model is opened as (e.g. a system prompt, an endpoint's extra body)."""
+        ...
+
+    def request_groups(self) -> list[tuple[pd.DataFrame, GenerationSettings]]:
+        """The ``generate`` requests: groups of prompt rows (``id``, ``prompt``, …), each asked ``samples`` times
+        with its group's settings; asked together, answered from the reply cache where it has them."""
+        ...
+
+    def describe(self) -> str:
+        """One line for the log: what is about to be asked."""
+        ...
+
+    def merge_replies(self, replies: list[pd.DataFrame]) -> pd.DataFrame:
+        """The replies of each group (in :meth:`request_groups`' order) as one frame of the plan's own shape."""
+        ...
+
+    def analyze(self, replies: pd.DataFrame, runner: Runner, out: Path, log: Callable[[str], None]) -> ProbeAnalysis:
+        """Read the replies (parse, score, aggregate); ``runner`` is the model, for tasks that also score options
+        with it; ``out`` the run folder, for files of the plan's own that a rerun reuses."""
+        ...
+
+    def reanalyze(self, replies: pd.DataFrame, record: dict[str, Any], out: Path) -> ProbeAnalysis:
+        """Read the stored replies of a finished run again (no model calls), ``record`` its stored record."""
+        ...
+
+    def signature_fields(self, meta: dict[str, Any], result: dict[str, Any]) -> list[tuple[str, Any]]:
+        """The plan's fields of the signature (between the model's and the version), from the ``run`` block and the
+        result."""
+        ...
+
+    def write_report(self, result: dict[str, Any], meta: dict[str, Any], out: Path) -> None:
+        """Write the report and figures of a result into ``out``."""
+        ...

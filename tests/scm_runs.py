@@ -1,0 +1,34 @@
+"""Run the SCM probes in a test as a library caller does: the task's plan (:meth:`Task.probe_plan`, its settings as
+keywords) on the shared probe runner (:func:`queerbench.run.probes.run_probes`), in one call."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from queerbench.cli.probes import MODEL_FLAGS
+from queerbench.run.probes import model_label, run_probes
+from queerbench.tasks import get_task
+
+_RUNNER_KEYS = (*MODEL_FLAGS, "runner", "cache_path", "log")
+
+
+def run_scm(out: str | Path, **settings: Any) -> dict[str, Any]:
+    """The SCM run of ``settings`` (the plan's keywords and the runner's) into ``out``; returns its record."""
+    runner_kw = {k: settings.pop(k) for k in _RUNNER_KEYS if k in settings}
+    endpoint = runner_kw.get("endpoint")
+    if "api_key_env" in runner_kw:
+        settings["api_key_env"] = runner_kw["api_key_env"]
+    task = get_task("scm")
+    plan = task.probe_plan(
+        model_label(runner_kw.get("model"), endpoint), endpoint=bool(endpoint or runner_kw.get("runner")), **settings
+    )
+    return run_probes(task, out, plan, **runner_kw)
+
+
+def reanalyze(run_dir: str | Path, **settings: Any) -> dict[str, Any]:
+    """``queerbench scm report`` as a library call: the stored replies read again with the plan of ``settings``."""
+    from queerbench.run.probes import reanalyze_probes
+
+    task = get_task("scm")
+    return reanalyze_probes(task, run_dir, task.probe_plan("embedded", **settings))
