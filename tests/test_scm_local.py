@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -136,3 +137,28 @@ def test_option_scores_do_not_depend_on_batch_padding_with_absolute_positions(tm
     alone = runner.score_options([short], [["1", "2"]], "Rating:", batch_size=8)[0]
     batched = runner.score_options([short, long], [["1", "2"], ["1", "2"]], "Rating:", batch_size=8)[0]
     assert all(math.isclose(a, b, rel_tol=1e-4, abs_tol=1e-4) for a, b in zip(alone, batched, strict=True))
+
+
+def test_the_space_tab_runs_the_probes_on_the_runner_it_is_given(chat_model, tmp_path) -> None:
+    """The Space's "Generative LMs" tab runs the probes through the probe runner the app hands it (the task package
+    imports no runner): its report, figures and Warmth/Competence table come from that run."""
+    from functools import partial
+
+    from queerbench.run.probes import run_probes
+    from queerbench.tasks import get_task
+    from queerbench.tasks.scm.space import COLUMNS, run_for_space
+
+    asked: list[dict] = []
+
+    def run(out, plan, **kwargs):
+        asked.append({"limit": plan.limit, "samples": plan.survey.samples, "model": kwargs["model"]})
+        plan = dataclasses.replace(plan, mapper_factory=_FakeMapper)  # no embedder download in the test
+        return partial(run_probes, get_task("scm"))(out, plan, **kwargs)
+
+    report, figures, table = run_for_space(run, chat_model, samples=1, limit=3)
+    assert asked == [{"limit": 3, "samples": 1, "model": chat_model}]
+    assert report.startswith("#") and "Warmth" in report
+    assert figures and all(f.endswith(".png") for f in figures)
+    assert list(table.columns) == list(COLUMNS) and not table.empty and table["Warmth"].notna().any()
+    error, none, empty = run_for_space(run, str(tmp_path / "missing"), samples=1, limit=1)
+    assert error.startswith("**Error:**") and none == [] and empty.empty
