@@ -53,6 +53,7 @@ class MaskedLMPredictor:
         from queerbench.models.registry import load_model, model_ref
 
         self.config, self.top_k, self.batch_size = config, top_k, batch_size
+        self.mode = _mode(config)  # the task's, looked up once
         ref = model_ref(model, revision=revision, check_paths=lm is None)
         self.lm = lm or load_model(
             ref, "masked_lm", device=device, dtype=dtype, device_map=device_map, safetensors_only=safetensors_only
@@ -134,8 +135,7 @@ class MaskedLMPredictor:
         """tokens, token_ids and probs of the top-k words per sentence: one top-k ``fill_mask`` request each."""
         from queerbench.models.requests import FillMask
 
-        mode = _mode(self.config)
-        found = self.backend.fill_mask([FillMask(s, top_k=self.top_k, mode=mode) for s in sentences], tick)
+        found = self.backend.fill_mask([FillMask(s, top_k=self.top_k, mode=self.mode) for s in sentences], tick)
         return {
             "tokens": [list(r.words) for r in found],
             "token_ids": [list(r.token_ids) for r in found],

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
 
 from queerbench.methods.registry import METHODS, get_method
 from queerbench.models.generation.settings import (
@@ -17,10 +18,13 @@ from queerbench.models.generation.settings import (
     DEFAULT_REQUEST_TIMEOUT,
     DEFAULT_REQUESTS_PER_MINUTE,
 )
-from queerbench.models.registry import model_ref
+from queerbench.models.registry import ModelRef, model_ref
 from queerbench.scoring.aggregate import TOXICITY_CHOICES, ScoringOptions, check_toxicity_scorer
 from queerbench.tasks import get_task, task_names
 from queerbench.tasks.base import TOXICITY_INPUTS
+
+if TYPE_CHECKING:
+    from queerbench.tasks import Task
 
 __all__ = ["DTYPES", "TOXICITY_INPUTS", "RunOptions"]
 
@@ -66,8 +70,18 @@ class RunOptions:
     template), as ``<n>@<hash of their ids>`` (:func:`queerbench.run.signature.sentence_subset`); part of the key and
     the signature. None: the first ``limit`` templates. Never a flag: a run predicts whole templates."""
 
+    @cached_property
+    def task(self) -> Task:
+        """The task ``config`` names, looked up once (a one-line ``ValueError`` for an unknown one)."""
+        return get_task(self.config)
+
+    @cached_property
+    def model_spec(self) -> ModelRef:
+        """The model reference, its local paths checked, resolved once (the options check only its names)."""
+        return model_ref(self.model, self.endpoint, self.revision)
+
     def __post_init__(self) -> None:
-        task = get_task(self.config)
+        task = self.task
         if not task.runs_blanks:
             raise ValueError(
                 f"--config {self.config} is not a fill-in-the-blank task ({task.spec.title}); "
@@ -130,7 +144,7 @@ class RunOptions:
 
     def scoring_options(self) -> ScoringOptions:
         """The scoring options this run implies (its task's rules)."""
-        return get_task(self.config).scoring_options(
+        return self.task.scoring_options(
             toxicity=self.toxicity,
             toxicity_input="frame" if self.toxicity_input == "frame" else "sentence",
             text_form=self.toxicity_input,

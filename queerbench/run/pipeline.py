@@ -35,7 +35,6 @@ from queerbench.methods.base import Method
 from queerbench.methods.options import TOXICITY_INPUTS, RunOptions
 from queerbench.methods.registry import get_method, in_label, resolve_method
 from queerbench.methods.registry import preflight as method_preflight
-from queerbench.models.registry import model_ref
 from queerbench.reporting.figures import run_label
 from queerbench.reporting.record import write_record
 from queerbench.reporting.report import render_report, write_run_figures
@@ -52,7 +51,7 @@ from queerbench.run.signature import (
 )
 from queerbench.scoring.aggregate import SCORE_BLOCKS, prepare_toxicity_scorer
 from queerbench.scoring.hurtlex import hurtlex_categories, load_hurtlex
-from queerbench.tasks import Task, get_task
+from queerbench.tasks import Task
 
 __all__ = [
     "TOXICITY_INPUTS",
@@ -86,7 +85,7 @@ def _preflight(
     re-score a copied run folder offline. ``fingerprint``: the model's, known from elsewhere (an imported run, whose
     model need not be on this machine): the model is then not looked at at all.
     """
-    ref = model_ref(options.model, options.endpoint, options.revision) if fingerprint is None else None
+    ref = options.model_spec if fingerprint is None else None
     scoring = options.scoring_options()
     hurtlex_categories()
     load_hurtlex(scoring.hurtlex_lexicon_level)
@@ -100,7 +99,7 @@ def _preflight(
 
 def run_items(options: RunOptions) -> pd.DataFrame:
     """The items a run predicts: its task's items of the first ``--limit`` templates, in run order."""
-    task = get_task(options.config)
+    task = options.task
     return task.first_templates(task.items(), options.limit)
 
 
@@ -153,7 +152,7 @@ def run_benchmark(
     model's fingerprint as they record it; the model is then neither resolved nor read (it need not be on this
     machine, nor the Hub reachable), ``options.method`` is taken as given, and only scoring is done."""
     chosen = out is not None
-    task = get_task(options.config)
+    task = options.task
     items = task.items()  # the data files first (checksums; offline, the message names QUEERBENCH_DATA_DIR)
     n_templates = int(items["template_id"].nunique())
     if options.limit is not None and options.limit >= n_templates:
