@@ -83,13 +83,15 @@ def _export(args: argparse.Namespace) -> int:
 def _import(args: argparse.Namespace) -> int:
     from queerbench.lmeval.samples import import_samples
     from queerbench.models.device import ModelLoadError
+    from queerbench.tasks import get_task
 
     try:
         result = import_samples(args.output_dir, args.out, task=args.task, toxicity=args.toxicity)
     except ModelLoadError as exc:
         raise ValueError(str(exc)) from exc
     scores = result.scores
-    for group, value in scores["queerbench"].items():
+    headline = get_task(scores["config"]).headline_metric.column  # the task's first declared metric
+    for group, value in scores[headline].items():
         shown = "n/a (no toxicity scorer)" if value is None else f"{value:.2f}"
         print(f"  {group:>10}: {shown}  (n={scores['n'][group]})")
     print(f"wrote {result.out}/predictions.parquet, scores.json, report.md and figures")

@@ -190,7 +190,7 @@ def _run(args: argparse.Namespace) -> int:
     print(f"\nQueerBench ({scores['config']}, top-{scores['k']}, method {method}) for {options.model}:")
     if scores.get("scored") is False:
         print("  no sentence could be scored: no reply was parsed to one word (parse rates below, replies saved)")
-    for group, value in scores["queerbench"].items():
+    for group, value in scores[options.task.headline_metric.column].items():  # the task's first declared metric
         shown = "n/a (no toxicity scorer)" if value is None and scores["n"][group] else fmt(value)
         print(f"  {group:>10}: {shown}  ({n_note(scores, group)})")
     generation = scores.get("generation")
