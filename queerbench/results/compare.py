@@ -21,7 +21,7 @@ from queerbench.methods.registry import in_label, recorded_method
 from queerbench.reporting.figures import heatmap_figure, model_label
 from queerbench.reporting.tables import NO_DATA, fmt, markdown_table
 from queerbench.run.signature import parse
-from queerbench.scoring.aggregate import GROUP_ORDER
+from queerbench.scoring.aggregate import GAP_BLOCK, GROUP_ORDER
 from queerbench.scoring.caveats import small_n, small_n_threshold
 from queerbench.tasks import all_tasks
 
@@ -43,7 +43,7 @@ def check_scores_document(scores: Any, where: str | Path) -> dict[str, Any]:
     naming the file, what is missing and the fix (instead of a bare ``KeyError`` such as ``error: n``)."""
     if not isinstance(scores, dict):
         raise ValueError(f"{where} holds a JSON {type(scores).__name__}, not a run's scores (an object); {_RESCORE}")
-    for key, what in (("n", "the scored sentences per group"), ("queerbench", "the QueerBench score per group")):
+    for key, what in (("n", "the scored sentences per group"), (GAP_BLOCK, "the QueerBench score per group")):
         if key not in scores:
             raise ValueError(f"{where} lacks {key!r} ({what}); it is not a finished run's scores.json: {_RESCORE}")
         if not isinstance(scores[key], dict):
@@ -242,7 +242,7 @@ def compare_cells(runs: Sequence[dict[str, Any]]) -> tuple[pd.DataFrame, pd.Data
     present = list(dict.fromkeys(g for run in runs for g in run["scores"]["n"]))
     ordered = [g for g in GROUP_ORDER if g in present] + [g for g in present if g not in GROUP_ORDER]
     values = pd.DataFrame(
-        [[run["scores"]["queerbench"].get(g) for g in ordered] for run in runs], index=labels, columns=ordered
+        [[run["scores"][GAP_BLOCK].get(g) for g in ordered] for run in runs], index=labels, columns=ordered
     ).astype(float)
     counts = pd.DataFrame(
         [[int(run["scores"]["n"].get(g) or 0) for g in ordered] for run in runs], index=labels, columns=ordered
