@@ -40,7 +40,7 @@ from queerbench.reporting.metrics_report import FIGURE, fmt_ci, fmt_value, metri
 from queerbench.reporting.record import RunRecord
 from queerbench.reporting.report import score_table
 from queerbench.reporting.tables import COMPONENTS
-from queerbench.scoring.aggregate import GROUP_ORDER
+from queerbench.scoring.aggregate import GAP_BLOCK, GROUP_ORDER
 from queerbench.scoring.groups import subject_groups
 
 if TYPE_CHECKING:
@@ -139,7 +139,7 @@ def _status(check: ModelCheck, scores: dict[str, Any], n: int, n_templates: int,
         f"{n} sentences from {n_templates} templates · toxicity `{scores['scorers']['toxicity'].get('name')}` · "
         f"queerbench {__version__}.",
     ]
-    if scores["queerbench"] and all(v is None for v in scores["queerbench"].values()):
+    if scores[GAP_BLOCK] and all(v is None for v in scores[GAP_BLOCK].values()):
         lines.append("QueerBench scores need a toxicity scorer; with `none` only A and H are reported.")
     for name, c in (scores.get("comparisons") or {}).items():
         ci = c.get("ci")
