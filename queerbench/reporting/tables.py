@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from queerbench.scoring.aggregate import GAP_BLOCK, SCORE_LABELS, UNTOXIC_BLOCK
 from queerbench.scoring.caveats import small_n, small_n_note, small_n_threshold
 
 __all__ = [
@@ -27,8 +28,8 @@ __all__ = [
     "small_n_paragraph",
 ]
 
-COMPONENTS = (("queerbench", "QB"), ("afinn", "A"), ("hurtlex", "H"), ("toxicity", "P"))
-"""The score keys of ``scores.json`` and their column labels."""
+COMPONENTS = tuple(SCORE_LABELS.items())
+"""The score blocks of ``scores.json`` and their column labels."""
 NO_DATA = "no data"
 
 
@@ -54,7 +55,7 @@ def markdown_table(frame: pd.DataFrame) -> str:
 def _headline_ci(scores: dict[str, Any], group: str) -> list[float] | None:
     """The CI of the group's headline score: QB when it was scored, else H (no toxicity scorer)."""
     cis = scores.get("ci", {}).get(group, {})
-    return cis.get("queerbench") or cis.get("hurtlex")
+    return cis.get(GAP_BLOCK) or cis.get(UNTOXIC_BLOCK)
 
 
 def _note(scores: dict[str, Any], group: str) -> str:

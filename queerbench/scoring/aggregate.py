@@ -51,7 +51,9 @@ __all__ = [
     "GAP_BLOCK",
     "GROUP_ORDER",
     "SCORE_BLOCKS",
+    "SCORE_LABELS",
     "TOXICITY_CHOICES",
+    "UNTOXIC_BLOCK",
     "ScoringOptions",
     "aggregate",
     "check_toxicity_scorer",
@@ -68,6 +70,10 @@ SCORE_BLOCKS: tuple[str, ...] = ("queerbench", "afinn", "hurtlex", "toxicity")
 ``blanks`` task's declared metrics name as their ``column``."""
 GAP_BLOCK = SCORE_BLOCKS[0]
 """The block whose group gaps (``comparisons``) get a CI and a sign-flip test: the QueerBench score."""
+SCORE_LABELS: dict[str, str] = dict(zip(SCORE_BLOCKS, ("QB", "A", "H", "P"), strict=True))
+"""Each block's column label in tables and figures (the paper's letters)."""
+UNTOXIC_BLOCK = SCORE_BLOCKS[2]
+"""The block a group's headline falls back to when no toxicity scorer ran (the QueerBench score needs one): H."""
 ATTRIBUTES: tuple[str, ...] = ("TOXICITY", "IDENTITY_ATTACK", "INSULT", "PROFANITY", "THREAT")
 """The order of ``toxicity_counts`` vectors (the form the paper's data stores)."""
 GROUP_ORDER: tuple[str, ...] = subject_groups().order
