@@ -95,7 +95,7 @@ def test_report_reads_the_stored_replies_again_with_new_settings(echo: None, tmp
     assert record["echoed"] == {"a": 0.0, "b": 1.0}
     assert "|word:three|" in record["signature"] and "reanalysed" in record["run"]
     assert main(["echo", "report", str(tmp_path / "nothing")]) == 2
-    assert "no echo.json; give an output folder of `queerbench echo run`" in capsys.readouterr().err
+    assert "nothing: no replies.parquet; give an output folder of `queerbench echo run`" in capsys.readouterr().err
 
 
 def test_a_task_setting_is_checked_before_the_folder_or_the_model(echo: None, tmp_path: Path, capsys) -> None:
@@ -142,3 +142,96 @@ def test_a_bad_commands_file_is_one_line_naming_the_field(tmp_path: Path, comman
     with pytest.raises(ValueError) as exc:
         add_declared_commands(sub, path, "pkg")
     assert message in str(exc.value) and "\n" not in str(exc.value) and str(path) in str(exc.value)
+
+
+@pytest.mark.parametrize(
+    ("argument", "message"),
+    [
+        ({"flags": ["--n"], "action": "store_true", "type": "int"}, "argparse refuses it"),
+        ({"flags": ["--n"], "type": "probability", "keywords": ["unset"]}, "'keywords' maps each word"),
+        ({"flags": ["--n"], "nargs": "many"}, "argparse refuses it"),
+        ({"flags": ["--n"], "help": 3}, "'help', 'metavar' and 'example' are strings"),
+    ],
+)
+def test_an_argument_argparse_refuses_is_one_line_naming_it(tmp_path: Path, argument: dict, message: str) -> None:
+    path = tmp_path / "commands.json"
+    path.write_text(
+        json.dumps({"schema_version": 1, "commands": [{"name": "x", "action": "pkg.m:f", "arguments": [argument]}]})
+    )
+    with pytest.raises(ValueError) as exc:
+        add_declared_commands(argparse.ArgumentParser().add_subparsers(), path, "pkg")
+    assert message in str(exc.value) and "arguments[0]" in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_a_runner_action_without_its_run_folder_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "commands.json"
+    command = {"name": "x", "action": "probes:run", "arguments": [{"flags": ["--model"]}]}
+    path.write_text(json.dumps({"schema_version": 1, "task": "echo", "commands": [command]}))
+    with pytest.raises(ValueError, match=r"'action' 'probes:run' needs the argument 'out' \(the run folder\)"):
+        add_declared_commands(argparse.ArgumentParser().add_subparsers(), path, "pkg")
+
+
+def test_a_broken_plugin_commands_file_is_one_line_for_every_command(
+    fresh_registry: pytest.MonkeyPatch, tmp_path: Path, capsys
+) -> None:
+    """A task module on QUEERBENCH_TASK_PATH whose commands file does not hold: the CLI says so in one line (exit
+    2) instead of a traceback."""
+    folder = tmp_path / "tasks"
+    folder.mkdir()
+    for name in ("echo_probes.py", "echo_tasks.json"):
+        (folder / name).write_text((ECHO / name).read_text())
+    (folder / "echo_commands.json").write_text(json.dumps({"schema_version": 2, "commands": []}))
+    fresh_registry.setenv("QUEERBENCH_TASK_PATH", str(folder))
+    assert main(["run", "--help"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "echo_commands.json: expected an object with schema_version 1" in err
+
+
+def test_a_flag_or_a_command_named_like_the_bookkeeping_reaches_its_function(tmp_path: Path) -> None:
+    """A flag whose name ends in "command" is a flag (only the subcommands' own names are dropped), and a function
+    that does not take a declared flag is one line when the command runs."""
+    from queerbench.cli.declared import _flags
+
+    path = tmp_path / "commands.json"
+    command = {"name": "x", "action": "tests.data.m:f", "arguments": [{"flags": ["--post-command"]}]}
+    path.write_text(json.dumps({"schema_version": 1, "commands": [command]}))
+    with pytest.raises(ValueError, match="names a module that does not exist"):
+        add_declared_commands(argparse.ArgumentParser().add_subparsers(), path, "tests.data")
+    parser = argparse.ArgumentParser()
+    sub = parser.add_subparsers(dest="command")
+    command["action"] = "tests.test_probe_runner:_two"
+    path.write_text(json.dumps({"schema_version": 1, "commands": [command]}))
+    add_declared_commands(sub, path, "tests")
+    args = parser.parse_args(["x", "--post-command", "echo"])
+    assert _flags(args) == {"post_command": "echo"}
+    with pytest.raises(ValueError, match=r"tests.test_probe_runner:_two does not take the command's flags"):
+        args.func(args)
+
+
+def _two(a: int, b: int) -> int:
+    return a + b
+
+
+@pytest.mark.parametrize(
+    ("record", "message"),
+    [
+        ("{", "echo.json is corrupt or truncated"),  # read_json_object's words
+        ('{"run": ["x"], "signature": "task:echo|"}', None),  # a run block of another shape: read as empty
+    ],
+)
+def test_report_of_a_damaged_record_is_one_line_or_reads_it(
+    echo: None, tmp_path: Path, capsys, record: str, message: str | None
+) -> None:
+    out = tmp_path / "echo"
+    with FakeOpenAI(echo=True) as server:
+        assert _run(server, out) == 0
+    capsys.readouterr()
+    (out / "echo.json").write_text(record)
+    code = main(["echo", "report", str(out)])
+    err = capsys.readouterr().err
+    if message is None:
+        assert code == 0 and err == ""
+        assert json.loads((out / "echo.json").read_text())["echoed"] == {"a": 1.0, "b": 1.0}
+    else:
+        assert code == 2 and err.count("\n") == 1 and message in err
+        assert "delete it and rerun `queerbench echo run` with the same --out" in err

@@ -162,3 +162,18 @@ def test_the_space_tab_runs_the_probes_on_the_runner_it_is_given(chat_model, tmp
     assert list(table.columns) == list(COLUMNS) and not table.empty and table["Warmth"].notna().any()
     error, none, empty = run_for_space(run, str(tmp_path / "missing"), samples=1, limit=1)
     assert error.startswith("**Error:**") and none == [] and empty.empty
+
+
+def test_the_space_app_hands_the_tab_the_probe_runner_of_its_task(monkeypatch) -> None:
+    """The app builds the "Generative LMs" tab with the shared probe runner bound to the SCM task."""
+    import queerbench.tasks.scm.space as space
+    from queerbench.hub.space import build_demo
+    from queerbench.hub.space.models import SpaceSettings
+    from queerbench.run.probes import run_probes
+    from queerbench.tasks import get_task
+
+    given: list = []
+    monkeypatch.setattr(space, "build_scm_tab", given.append)
+    build_demo(SpaceSettings())
+    assert len(given) == 1
+    assert given[0].func is run_probes and given[0].args == (get_task("scm"),)

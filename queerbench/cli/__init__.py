@@ -53,7 +53,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     from queerbench.base.sources import ChecksumError, SourceUnavailableError
     from queerbench.scoring.perspective import PerspectiveError
 
-    parser = build_parser()
+    try:
+        parser = build_parser()
+    except ValueError as exc:  # a task module's commands file that does not hold (a plugin's, say): one line
+        print(f"queerbench: error: {exc}", file=sys.stderr)
+        return 2
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()

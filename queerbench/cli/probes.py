@@ -26,7 +26,8 @@ MODEL_FLAGS = (
 )
 """The flags that say which model answers and how it is reached (the rest are the task's)."""
 _SHARED = ("api_key_env",)
-"""Model flags the task's plan reads too (an embedder endpoint's key)."""
+"""Model flags every task's plan is given too (the environment variable of an API key, for endpoints of its own:
+an embedder, say)."""
 
 
 def run(task_name: str, flags: dict[str, Any]) -> int:
@@ -59,7 +60,7 @@ def run(task_name: str, flags: dict[str, Any]) -> int:
     meta = res["run"]
     failed = len(meta["failed_prompts"])
     print(
-        f"wrote {out}/{files.replies}, {files.record}, report.md ({meta['cached'] + meta['calls']} responses, "
+        f"wrote {out}/{files.replies}, {files.record}, {files.report} ({meta['cached'] + meta['calls']} responses, "
         f"{failed} failed)"
     )
     return 1 if failed else 0
@@ -67,7 +68,6 @@ def run(task_name: str, flags: dict[str, Any]) -> int:
 
 def report(task_name: str, flags: dict[str, Any]) -> int:
     """Read a finished run again from its stored replies with the task's reply rules (no model calls)."""
-    from queerbench.base.files import read_json_object
     from queerbench.run.probe_folder import probe_files
     from queerbench.run.probes import reanalyze_probes
     from queerbench.tasks import get_task
@@ -75,12 +75,8 @@ def report(task_name: str, flags: dict[str, Any]) -> int:
     task = get_task(task_name)
     files = probe_files(task)
     run_dir = Path(flags.pop("run"))
-    record = run_dir / files.record
-    if not record.is_file():
-        raise FileNotFoundError(f"{run_dir}: no {files.record}; give an output folder of `queerbench {task.name} run`")
-    stored = read_json_object(record, fix=f"rerun `queerbench {task.name} run` with the same --out")
-    model = str((stored.get("run") or {}).get("model") or "")
-    res = reanalyze_probes(task, run_dir, task.probe_plan(model or "embedded", **flags))
+    res = reanalyze_probes(task, run_dir, lambda model: task.probe_plan(model or "embedded", **flags))
     meta = res["run"]
-    print(f"rewrote {run_dir}/{files.record} and report.md ({meta.get('cached', 0) + meta.get('calls', 0)} responses)")
+    n = int(meta.get("cached") or 0) + int(meta.get("calls") or 0)
+    print(f"rewrote {run_dir}/{files.record} and {files.report} ({n} responses)")
     return 0

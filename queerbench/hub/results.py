@@ -34,8 +34,16 @@ from queerbench.results.folders import folder_kind, folder_rows
 __all__ = ["MARKER", "pulled_rows", "push_results", "results_repo_id"]
 
 MARKER = "queerbench-results.json"
-_SHARED = ("card.md", "card.png", "model-index.yaml", "eval.json", "report.md", "run.json", "scores.json", "scm.json")
-_PREDICTIONS = ("predictions.parquet", "responses.parquet")
+_SHARED = ("card.md", "card.png", "model-index.yaml", "eval.json", "report.md", "run.json", "scores.json")
+_PREDICTIONS = ("predictions.parquet",)
+
+
+def _probe_files() -> tuple[set[str], set[str]]:
+    """The records and the stored replies of the ``probes`` tasks' runs (their declared ``outputs``)."""
+    from queerbench.tasks import all_tasks
+
+    outputs = [t.spec.outputs for t in all_tasks().values() if t.spec.outputs is not None]
+    return {o.record for o in outputs}, {o.replies for o in outputs}
 
 
 def results_repo_id(namespace: str | None = None) -> str:
@@ -53,7 +61,8 @@ def _files(folder: Path, with_predictions: bool) -> tuple[list[Path], list[Path]
     """The files of ``folder`` (and of an eval's run folders) that a push uploads, and the symbolic links it leaves
     out: only regular files inside the folder are uploaded, never what a link points at (a ``report.md`` linked to a
     private file)."""
-    names = set(_SHARED) | (set(_PREDICTIONS) if with_predictions else set())
+    records, replies = _probe_files()
+    names = set(_SHARED) | records | ((set(_PREDICTIONS) | replies) if with_predictions else set())
     files: list[Path] = []
     links: list[Path] = []
     for here, dirs, found in os.walk(folder):  # never into a linked folder

@@ -141,21 +141,24 @@ def run_probes(
         return _write(task, plan, out, analysis, meta)
 
 
-def reanalyze_probes(task: Task, run_dir: str | Path, plan: ProbePlan) -> dict[str, Any]:
+def reanalyze_probes(task: Task, run_dir: str | Path, plan: ProbePlan | Callable[[str], ProbePlan]) -> dict[str, Any]:
     """Read a finished run of ``task`` in ``run_dir`` again with ``plan`` (its reply rules and mapping; no model
-    calls) and rewrite its stored replies, record, report and figures."""
+    calls) and rewrite its stored replies, record, report and figures. ``plan`` may be a function of the stored
+    run's model (its name, as recorded), called once the record is read."""
     run_dir = Path(run_dir)
     files = probe_files(task)
     for name in (files.replies, files.record):
         if not (run_dir / name).is_file():
             raise FileNotFoundError(f"{run_dir}: no {name}; give an output folder of `queerbench {task.name} run`")
     fix = f"delete it and rerun `queerbench {task.name} run` with the same --out (cached replies are reused)"
-    record = read_json_object(run_dir / files.record, fix=fix)
-    replies = read_parquet(run_dir / files.replies, fix=fix)
     with folder_lock(run_dir, f"{task.name} report"):
-        analysis = plan.reanalyze(replies, record, run_dir)
+        record = read_json_object(run_dir / files.record, fix=fix)
         stored_run = record.get("run")
         stored_run = stored_run if isinstance(stored_run, dict) else {}
+        replies = read_parquet(run_dir / files.replies, fix=fix)
+        if not isinstance(plan, ProbePlan):
+            plan = plan(str(stored_run.get("model") or ""))
+        analysis = plan.reanalyze(replies, {**record, "run": stored_run}, run_dir)
         meta = {**stored_run, **analysis.meta, "reanalysed": {"versions": _versions(files.versions)}}
         return _write(task, plan, run_dir, analysis, meta)
 

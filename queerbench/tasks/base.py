@@ -259,7 +259,8 @@ class Task:
     def probe_plan(
         self, model_label: str, *, endpoint: bool = False, quick: bool = False, **settings: Any
     ) -> ProbePlan:
-        """A ``probes`` task's run, resolved from ``settings`` (its own flags: decoding, limit, reply rules, …) for
+        """A ``probes`` task's run, resolved from ``settings`` (its own flags: decoding, limit, reply rules, …, and
+        ``api_key_env``, the variable holding an API key, for endpoints of its own) for
         the model ``model_label`` (a local model's id or path, ``embedded``, or the name an ``endpoint`` serves),
         each value checked (a one-line ``ValueError``) before any model loads; ``quick``: a quick pass
         (``queerbench eval --limit``), which the task may make cheaper. The shared runner
@@ -301,7 +302,8 @@ class Task:
 
     def space_tab(self) -> tuple[str, Any] | None:
         """``(label, build)`` of a Space tab of the task's own, or None: ``build(run)`` adds its widgets inside the tab,
-        ``run`` being the shared probe runner for this task (``run(out, plan, model=…, log=…)``)."""
+        ``run`` being the shared probe runner for a ``probes`` task (``run(out, plan, model=…, log=…)``; None for
+        another)."""
         return None
 
 

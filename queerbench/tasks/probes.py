@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import pandas as pd
 
@@ -37,6 +37,8 @@ class ProbeFiles:
     cache: str
     versions: tuple[str, ...] = ()
     """The packages whose versions the record keeps (the run's ``versions``)."""
+    report: str = "report.md"
+    """The report the plan writes beside the record (named in the runner's messages)."""
 
 
 @dataclass
@@ -47,9 +49,12 @@ class ProbeAnalysis:
 
     result: dict[str, Any]
     replies: pd.DataFrame
+    """The replies as stored: the rows the runner collected (with its ``cached`` and ``status`` columns) and the
+    plan's own columns."""
     meta: dict[str, Any] = field(default_factory=dict)
 
 
+@runtime_checkable
 class ProbePlan(Protocol):
     """A ``probes`` task's run, resolved from the user's settings (every value checked)."""
 

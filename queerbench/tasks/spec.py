@@ -204,14 +204,24 @@ def _probe_files(raw: dict[str, Any], label: str) -> ProbeFiles | None:
     if not isinstance(outputs, dict) or not all(isinstance(outputs.get(k), str) and outputs[k] for k in _OUTPUT_FILES):
         raise ValueError(f"{label}: a 'probes' task needs 'outputs', {fix}")
     versions = outputs.get("versions", [])
-    stray = sorted(set(outputs) - {*_OUTPUT_FILES, "versions"})
-    if stray or not isinstance(versions, list) or not all(isinstance(v, str) and v for v in versions):
-        raise ValueError(f"{label}: 'outputs' must be {fix}")
+    report = outputs.get("report", "report.md")
+    stray = sorted(set(outputs) - {*_OUTPUT_FILES, "versions", "report"})
+    if (
+        stray
+        or not isinstance(versions, list)
+        or not all(isinstance(v, str) and v for v in versions)
+        or not (isinstance(report, str) and report)
+    ):
+        raise ValueError(f"{label}: 'outputs' must be {fix} (and optionally 'report': its file name)")
     names = [outputs[k] for k in _OUTPUT_FILES]
     if len(set(names)) != len(names) or any("/" in n or "\\" in n or n.startswith(".") for n in names):
         raise ValueError(f"{label}: 'outputs' names three different files in the run folder, got {names}")
     return ProbeFiles(
-        record=outputs["record"], replies=outputs["replies"], cache=outputs["cache"], versions=tuple(versions)
+        record=outputs["record"],
+        replies=outputs["replies"],
+        cache=outputs["cache"],
+        versions=tuple(versions),
+        report=report,
     )
 
 

@@ -54,7 +54,7 @@ def build_demo(settings: SpaceSettings | None = None) -> gr.Blocks:
             if tab is not None:
                 label, build = tab
                 with gr.Tab(label):
-                    build(partial(run_probes, task))
+                    build(partial(run_probes, task) if task.spec.outputs is not None else None)
         with gr.Tab("Leaderboard"):
             build_leaderboard_tab(settings.results_repo)
     demo.queue(max_size=32)

@@ -168,7 +168,8 @@ class ScmPlan:
         scores = read_parquet(spath, fix=fix) if spath.exists() else None
         parsed = parse_frame(frame, self.refusal_rule)
         res = _analysis(parsed, scores, self.mapper_factory, self.refusal_rule)
-        meta = dict(record.get("run", {}))
+        run = record.get("run")
+        meta = dict(run) if isinstance(run, dict) else {}
         meta["settings"] = dict(meta.get("settings", {})) | {"refusal_rule": self.refusal_rule}
         return ProbeAnalysis(result=res, replies=_stored(parsed), meta=meta)
 
