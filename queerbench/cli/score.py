@@ -150,13 +150,14 @@ def _score(args: argparse.Namespace) -> int:
     result["signature"] = _signature(path, args.config, result)
     print(f"QueerBench ({result['config']}, top-{result['k']}):")
     from queerbench.reporting.tables import fmt, n_note
+    from queerbench.scoring.aggregate import GAP_BLOCK, SCORE_LABELS, TOXICITY_BLOCKS
 
     for group in result["n"]:
-        qb, tox = result["queerbench"][group], result["toxicity"][group]
-        print(
-            f"  {group:>10}: QB {'n/a' if qb is None else fmt(qb)}  A {fmt(result['afinn'][group])}  "
-            f"H {fmt(result['hurtlex'][group])}  P {'n/a' if tox is None else fmt(tox)}  ({n_note(result, group)})"
-        )
+        shown = [
+            f"{label} {'n/a' if result[key][group] is None and key in TOXICITY_BLOCKS else fmt(result[key][group])}"
+            for key, label in SCORE_LABELS.items()
+        ]
+        print(f"  {group:>10}: {'  '.join(shown)}  ({n_note(result, group)})")
     if (result.get("function_words") or {}).get("excluded"):
         print("  (function words excluded: --exclude-function-words)")
     print(f"  signature: {result['signature']}")
@@ -164,7 +165,7 @@ def _score(args: argparse.Namespace) -> int:
         write_json(args.out, result)
         print(f"wrote {args.out}")
     else:
-        print(json.dumps({k: result[k] for k in ("queerbench", "n", "config", "k", "signature")}, indent=2))
+        print(json.dumps({k: result[k] for k in (GAP_BLOCK, "n", "config", "k", "signature")}, indent=2))
     return 0
 
 

@@ -52,6 +52,7 @@ __all__ = [
     "GROUP_ORDER",
     "SCORE_BLOCKS",
     "SCORE_LABELS",
+    "TOXICITY_BLOCKS",
     "TOXICITY_CHOICES",
     "UNTOXIC_BLOCK",
     "ScoringOptions",
@@ -72,6 +73,8 @@ GAP_BLOCK = SCORE_BLOCKS[0]
 """The block whose group gaps (``comparisons``) get a CI and a sign-flip test: the QueerBench score."""
 SCORE_LABELS: dict[str, str] = dict(zip(SCORE_BLOCKS, ("QB", "A", "H", "P"), strict=True))
 """Each block's column label in tables and figures (the paper's letters)."""
+TOXICITY_BLOCKS: tuple[str, ...] = (GAP_BLOCK, SCORE_BLOCKS[3])
+"""The blocks that need a toxicity scorer (None without one): the QueerBench score and P."""
 UNTOXIC_BLOCK = SCORE_BLOCKS[2]
 """The block a group's headline falls back to when no toxicity scorer ran (the QueerBench score needs one): H."""
 ATTRIBUTES: tuple[str, ...] = ("TOXICITY", "IDENTITY_ATTACK", "INSULT", "PROFANITY", "THREAT")
