@@ -108,7 +108,7 @@ def test_a_record_of_an_unknown_kind_is_one_line_and_a_request_record_before_kin
     document = json.loads((run / "scores.json").read_text(encoding="utf-8"))
     with pytest.raises(ValueError) as info:
         RunRecord.from_json({**document, "kind": "pairs"}, where="x/scores.json")
-    assert str(info.value) == "x/scores.json: a result record of kind 'pairs', not one of requests, blanks"
+    assert str(info.value) == "x/scores.json: a result record of kind 'pairs', not one of requests, blanks, probes"
     fields = {k: v for k, v in document.items() if k in RunRecord.__dataclass_fields__ and k not in ("kind", "extra")}
     assert (
         is_record(fields) and RunRecord.from_json(fields).kind == "requests" and not RunRecord.from_json(fields).extra

@@ -35,7 +35,7 @@ def test_a_probes_task_runs_on_the_shared_runner_and_a_rerun_asks_nothing(echo: 
         assert server.calls == 3
         assert (
             capsys.readouterr().out.strip()
-            == f"wrote {out}/replies.parquet, echo.json, report.md (3 responses, 0 failed)"
+            == f"wrote {out}/replies.parquet, echo.json, scores.json, report.md (3 responses, 0 failed)"
         )
         record = json.loads((out / "echo.json").read_text())
         assert record["echoed"] == {"a": 1.0, "b": 1.0}  # the fake server echoes each prompt
@@ -90,7 +90,7 @@ def test_report_reads_the_stored_replies_again_with_new_settings(echo: None, tmp
         assert _run(server, out) == 0
     capsys.readouterr()
     assert main(["echo", "report", str(out), "--word", "three"]) == 0
-    assert capsys.readouterr().out.strip() == f"rewrote {out}/echo.json and report.md (3 responses)"
+    assert capsys.readouterr().out.strip() == f"rewrote {out}/echo.json, scores.json and report.md (3 responses)"
     record = json.loads((out / "echo.json").read_text())
     assert record["echoed"] == {"a": 0.0, "b": 1.0}
     assert "|word:three|" in record["signature"] and "reanalysed" in record["run"]

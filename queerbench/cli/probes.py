@@ -34,6 +34,7 @@ def run(task_name: str, flags: dict[str, Any]) -> int:
     """Check the task's settings and the folder, load the model, run the probes; exit 1 when prompts failed."""
     from queerbench.base.lock import folder_lock
     from queerbench.models.generation import RunAbortedError
+    from queerbench.reporting.record import RECORD_FILE
     from queerbench.run.probe_folder import check_probe_folder, probe_files
     from queerbench.run.probes import check_model_settings, model_label, open_probe_model, run_probes
     from queerbench.tasks import get_task
@@ -60,7 +61,8 @@ def run(task_name: str, flags: dict[str, Any]) -> int:
     meta = res["run"]
     failed = len(meta["failed_prompts"])
     print(
-        f"wrote {out}/{files.replies}, {files.record}, {files.report} ({meta['cached'] + meta['calls']} responses, "
+        f"wrote {out}/{files.replies}, {files.record}, {RECORD_FILE}, {files.report} "
+        f"({meta['cached'] + meta['calls']} responses, "
         f"{failed} failed)"
     )
     return 1 if failed else 0
@@ -68,6 +70,7 @@ def run(task_name: str, flags: dict[str, Any]) -> int:
 
 def report(task_name: str, flags: dict[str, Any]) -> int:
     """Read a finished run again from its stored replies with the task's reply rules (no model calls)."""
+    from queerbench.reporting.record import RECORD_FILE
     from queerbench.run.probe_folder import probe_files
     from queerbench.run.probes import reanalyze_probes
     from queerbench.tasks import get_task
@@ -78,5 +81,5 @@ def report(task_name: str, flags: dict[str, Any]) -> int:
     res = reanalyze_probes(task, run_dir, lambda model: task.probe_plan(model or "embedded", **flags))
     meta = res["run"]
     n = int(meta.get("cached") or 0) + int(meta.get("calls") or 0)
-    print(f"rewrote {run_dir}/{files.record} and {files.report} ({n} responses)")
+    print(f"rewrote {run_dir}/{files.record}, {RECORD_FILE} and {files.report} ({n} responses)")
     return 0

@@ -4,12 +4,13 @@ In the spirit of inspect_ai's ``EvalLog``: what produced the result (task, bench
 and its fingerprint, the settings that change what is predicted, the signature), the declared metrics' per-group
 results with their CIs and counts (:mod:`queerbench.scoring.metrics`), how many items were scored, the timings and
 the version. :meth:`RunRecord.from_json` reads a record back and refuses, in one line, one of another version or
-shape. Per-item samples stay in ``predictions.parquet`` next to it.
+shape. Per-item samples stay in ``predictions.parquet`` (a probes run: its stored replies) next to it.
 
-Both kinds of run write it: a run on the request runner (``kind`` ``requests``) and a fill-in-the-blank run
+Every kind of run writes it: a run on the request runner (``kind`` ``requests``), a fill-in-the-blank run
 (``kind`` ``blanks``), whose ``scores.json`` also keeps, at its top level, the blocks its readers have always read
 (the per-group QueerBench score and components, ``n``, ``ci``, ``comparisons``, ``top1``, ``scorers``, ``run``, ...):
-the record carries them as ``extra``.
+the record carries them as ``extra``; and a run on the probe runner (``kind`` ``probes``), whose task keeps its own
+analysis in its own record beside it (the SCM probes' ``scm.json``).
 """
 
 from __future__ import annotations
@@ -22,12 +23,25 @@ from queerbench import __version__
 from queerbench.base.files import read_json_object, write_json
 from queerbench.reporting.rows import ResultRow
 
-__all__ = ["RECORD_KINDS", "RECORD_VERSION", "RunRecord", "is_record", "read_record", "record_rows", "write_record"]
+__all__ = [
+    "RECORD_FILE",
+    "RECORD_KINDS",
+    "RECORD_VERSION",
+    "RunRecord",
+    "is_probes_record",
+    "is_record",
+    "read_record",
+    "record_rows",
+    "write_record",
+]
 
+RECORD_FILE = "scores.json"
+"""The record's file in a run folder."""
 RECORD_VERSION = 1
 """The record's schema version (``record_version`` in ``scores.json``); a reader refuses others in one line."""
-RECORD_KINDS = ("requests", "blanks")
-"""The runs that write a record: the request runner's and a fill-in-the-blank run's (``kind``)."""
+RECORD_KINDS = ("requests", "blanks", "probes")
+"""The runs that write a record (``kind``): the request runner's, a fill-in-the-blank run's and the probe runner's
+(whose task keeps its own analysis in its own record beside it)."""
 
 
 @dataclass(frozen=True)
@@ -94,7 +108,7 @@ class RunRecord:
 
 def write_record(out: Path, record: RunRecord) -> Path:
     """Write ``scores.json`` atomically: the only place a request run's result is written."""
-    return write_json(out / "scores.json", record.to_json())
+    return write_json(out / RECORD_FILE, record.to_json())
 
 
 def read_record(path: Path) -> RunRecord:
@@ -136,7 +150,7 @@ def record_rows(record: RunRecord, source: str = "") -> list[ResultRow]:
                 extra={
                     "higher_is_better": metric["higher_is_better"],
                     "overall": block["overall"],
-                    "unit": "templates",
+                    "unit": record.groups.get("unit", "templates"),
                 },
                 signature=record.signature,
                 source=source,
@@ -146,11 +160,17 @@ def record_rows(record: RunRecord, source: str = "") -> list[ResultRow]:
 
 
 def is_record(document: Any) -> bool:
-    """Whether a ``scores.json`` document is a request run's result record (of any version), which its readers
-    read as a record; a blanks run's (``kind`` ``blanks``, or one written before it held a record) is read by the
-    blocks it has always held."""
+    """Whether a ``scores.json`` document is read as a result record (of any version): a request run's or a probes
+    run's; a blanks run's (``kind`` ``blanks``, or one written before it held a record) is read by the blocks it has
+    always held."""
     return (
         isinstance(document, dict)
         and "record_version" in document
-        and document.get("kind", RECORD_KINDS[0]) == RECORD_KINDS[0]
+        and document.get("kind", RECORD_KINDS[0]) != RECORD_KINDS[1]
     )
+
+
+def is_probes_record(document: Any) -> bool:
+    """Whether a ``scores.json`` document is a probes run's record, whose folder its task reads (its rows and
+    replies are the task's): the folder is that task's run, not a ``queerbench run`` folder."""
+    return isinstance(document, dict) and "record_version" in document and document.get("kind") == RECORD_KINDS[2]

@@ -72,7 +72,9 @@ def compare_records(records: Sequence[RunRecord], folders: Sequence[str], out: P
     warnings = record_warnings(records)
     lines = [f"# {first.benchmark} comparison", ""]
     lines += [f"> **Warning:** {w}" for w in warnings]
-    lines += ["> Each cell: the metric's value, its 95% bootstrap CI over templates and n (items).", ""]
+    interval, unit = first.groups.get("interval", "bootstrap"), first.groups.get("unit", "templates")
+    counted = "items" if unit == "templates" else unit  # a bootstrap over templates counts items; else its unit
+    lines += [f"> Each cell: the metric's value, its 95% {interval} CI over {unit} and n ({counted}).", ""]
     values: dict[str, pd.DataFrame] = {}
     for metric in first.declared_metrics:
         name, d = metric["name"], int(metric["decimals"])

@@ -11,7 +11,7 @@ from typing import Any
 
 from queerbench.base.files import read_json, read_json_object
 from queerbench.methods.registry import recorded_method
-from queerbench.reporting.record import is_record, read_record, record_rows
+from queerbench.reporting.record import is_probes_record, is_record, read_record, record_rows
 from queerbench.reporting.rows import ResultRow, row_problem, toxicity_label
 from queerbench.results.compare import check_scores_document
 from queerbench.scoring.aggregate import GAP_BLOCK, SCORE_BLOCKS
@@ -123,9 +123,9 @@ def folder_kind(folder: Path) -> str:
     results, scores = folder / RESULTS_FILE, folder / "scores.json"
     if results.is_file() and (not scores.is_file() or _is_results_file(read_json(results, fix=_REEVAL))):
         return "eval"
-    if scores.is_file():
+    if scores.is_file() and not is_probes_record(read_json(scores, fix=_RERUN)):
         return "run"
-    for task in all_tasks().values():
+    for task in all_tasks().values():  # a probes run's folder: its task reads it
         if _task_rows(task, folder):
             return task.name
     raise ValueError(

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+import time
 from collections.abc import Callable
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +26,8 @@ from queerbench.models.generation import ResponseCache, Runner
 from queerbench.models.generation.collect import collect_groups
 from queerbench.models.generation.failures import describe_failures, failed_prompts
 from queerbench.models.generation.settings import DEFAULT_REQUESTS_PER_MINUTE
+from queerbench.models.requests import GENERATE
+from queerbench.reporting.record import RECORD_KINDS, RunRecord, write_record
 from queerbench.run.probe_folder import check_probe_folder, probe_files
 from queerbench.tasks import Task
 from queerbench.tasks.probes import ProbeAnalysis, ProbePlan
@@ -32,6 +36,7 @@ __all__ = [
     "check_model_settings",
     "model_label",
     "open_probe_model",
+    "probe_record",
     "probe_signature",
     "reanalyze_probes",
     "run_probes",
@@ -118,6 +123,7 @@ def run_probes(
             runner = open_probe_model(plan, log=log, **model)
         check_probe_folder(task, out, runner.name)  # the model is known now: another model's run is not overwritten
         cache = ResponseCache(Path(cache_path) if cache_path is not None else out / files.cache)
+        t0 = time.perf_counter()
         try:
             log(plan.describe())
             got = collect_groups(runner, plan.request_groups(), cache, desc=f"{task.name} replies")
@@ -127,7 +133,9 @@ def run_probes(
         failures = failed_prompts(replies)
         if failures:  # every other prompt was asked and its reply saved: a rerun asks only these
             log(describe_failures(failures, len(replies)))
+        t1 = time.perf_counter()
         analysis = plan.analyze(replies, runner, out, log)
+        timings = {"generate_s": t1 - t0, "analyze_s": time.perf_counter() - t1}
         stored = analysis.replies
         meta = {
             "model": runner.name,
@@ -138,7 +146,7 @@ def run_probes(
             "failed_prompts": [dataclasses.asdict(f) for f in failures],
             "versions": _versions(files.versions),
         }
-        return _write(task, plan, out, analysis, meta)
+        return _write(task, plan, out, analysis, meta, timings)
 
 
 def reanalyze_probes(task: Task, run_dir: str | Path, plan: ProbePlan | Callable[[str], ProbePlan]) -> dict[str, Any]:
@@ -158,13 +166,22 @@ def reanalyze_probes(task: Task, run_dir: str | Path, plan: ProbePlan | Callable
         replies = read_parquet(run_dir / files.replies, fix=fix)
         if not isinstance(plan, ProbePlan):
             plan = plan(str(stored_run.get("model") or ""))
+        t0 = time.perf_counter()
         analysis = plan.reanalyze(replies, {**record, "run": stored_run}, run_dir)
         meta = {**stored_run, **analysis.meta, "reanalysed": {"versions": _versions(files.versions)}}
-        return _write(task, plan, run_dir, analysis, meta)
+        return _write(task, plan, run_dir, analysis, meta, {"analyze_s": time.perf_counter() - t0})
 
 
-def _write(task: Task, plan: ProbePlan, out: Path, analysis: ProbeAnalysis, meta: dict[str, Any]) -> dict[str, Any]:
-    """The stored replies, the record (the result with ``signature`` and ``run``) and the report, each atomically."""
+def _write(
+    task: Task,
+    plan: ProbePlan,
+    out: Path,
+    analysis: ProbeAnalysis,
+    meta: dict[str, Any],
+    timings: dict[str, float],
+) -> dict[str, Any]:
+    """The stored replies, the task's record (the result with ``signature`` and ``run``), the result record every
+    run writes (``scores.json``) and the report, each atomically."""
     files = probe_files(task)
     res = analysis.result
     meta["signature"] = probe_signature(task, plan, meta, res)
@@ -173,8 +190,36 @@ def _write(task: Task, plan: ProbePlan, out: Path, analysis: ProbeAnalysis, meta
     with atomic_path(out / files.replies) as tmp:
         analysis.replies.to_parquet(tmp, index=False)
     write_json(out / files.record, res)
+    write_record(out, probe_record(task, analysis, meta, timings))
     plan.write_report(res, meta, out)
     return res
+
+
+def probe_record(task: Task, analysis: ProbeAnalysis, meta: dict[str, Any], timings: dict[str, float]) -> RunRecord:
+    """The typed result record of a probes run (``kind`` ``probes``): what produced it (the ``run`` block's model,
+    fingerprint, settings and signature), the task's declared metrics per group as its plan computed them, how many
+    replies were read and how many were cached. The task's own record keeps everything else."""
+    stored = analysis.replies
+    cached = int(stored["cached"].sum()) if "cached" in stored else 0
+    return RunRecord(
+        task=task.name,
+        benchmark=task.benchmark,
+        method=task.spec.methods[0],
+        request_type=GENERATE,
+        model=str(meta.get("model")),
+        model_fingerprint=dict(meta.get("fingerprint") or {}),
+        signature=str(meta["signature"]),
+        settings=dict(meta.get("settings") or {}),
+        declared_metrics=[dataclasses.asdict(m) for m in task.spec.metrics if m.name in analysis.metrics],
+        groups=dict(analysis.groups),
+        results=dict(analysis.metrics),
+        n_items=len(stored),
+        timings_s=timings,
+        reused_predictions=bool(len(stored)) and cached == len(stored),
+        parse_rate=analysis.parse_rate,
+        finished=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        kind=RECORD_KINDS[2],
+    )
 
 
 def probe_signature(task: Task, plan: ProbePlan, meta: dict[str, Any], result: dict[str, Any]) -> str:

@@ -43,15 +43,25 @@ class ProbeFiles:
 
 @dataclass
 class ProbeAnalysis:
-    """What a plan made of the replies: the result (written as the record, with the runner's ``run`` block and
-    ``signature`` added), the replies as stored (with how each was read), and the plan's part of the ``run`` block
-    (its settings, their provenance, anything else it records)."""
+    """What a plan made of the replies: the result (written as the task's own record, with the runner's ``run``
+    block and ``signature`` added), the replies as stored (with how each was read), the plan's part of the ``run``
+    block (its settings, their provenance, anything else it records), and what the shared result record
+    (:class:`~queerbench.reporting.record.RunRecord`, ``scores.json``) holds of it: the task's declared metrics per
+    group, the groups, and the share of replies read as an answer."""
 
     result: dict[str, Any]
     replies: pd.DataFrame
     """The replies as stored: the rows the runner collected (with its ``cached`` and ``status`` columns) and the
     plan's own columns."""
     meta: dict[str, Any] = field(default_factory=dict)
+    metrics: dict[str, Any] = field(default_factory=dict)
+    """Per declared metric (by name) the record's block: ``overall``, ``groups`` (per group ``value``, ``ci``, ``n``,
+    ``n_clusters``), ``by`` and ``headline`` (:func:`queerbench.scoring.metrics.group_metrics`' shape)."""
+    groups: dict[str, Any] = field(default_factory=dict)
+    """The groups the metrics are given for: ``column``, ``order``, ``cluster``, and the CIs' ``unit`` and
+    ``interval`` (e.g. ``ratings``, ``Student-t``; a request run's are a bootstrap over templates)."""
+    parse_rate: float | None = None
+    """The share of the replies the record's metrics read that were read as an answer (None: not known)."""
 
 
 @runtime_checkable

@@ -100,7 +100,7 @@ class TaskSpec:
     """The request type each method asks the model (``{"mlm": "fill_mask", "scored": "loglikelihood", ...}``)."""
     metrics: tuple[MetricSpec, ...] = ()
     """The declared metrics (a ``requests`` task's: shared code computes each per group, with CIs; a ``blanks``
-    task's: its scoring rules compute them)."""
+    task's: its scoring rules compute them; a ``probes`` task's: its plan computes them per group)."""
     groups: GroupSpec | None = None
     """A ``requests`` task's groups."""
     outputs: ProbeFiles | None = None
@@ -248,13 +248,14 @@ def _request_parts(raw: dict[str, Any], label: str) -> tuple[dict[str, str], tup
     A ``requests`` task and a ``blanks`` task declare both: a ``blanks`` task's methods turn its sentences into
     requests of those types too, and its metrics name the per-group blocks its scoring rules compute (``column``:
     the block of its scores, e.g. the QueerBench score and its components), which its result record carries. A
-    ``blanks`` task's groups are the subject groups (:mod:`queerbench.scoring.groups`); a ``probes`` task has none of
-    these parts."""
+    ``blanks`` task's groups are the subject groups (:mod:`queerbench.scoring.groups`). A ``probes`` task asks only
+    ``generate`` requests and its plan reads its groups from the replies; it may declare ``metrics``, which its
+    plan computes per group for its result record (``column``: what the plan reads, e.g. a rating and its axis)."""
     if raw["kind"] == "probes":
-        stray = [k for k in _REQUEST_PARTS if k in raw]
+        stray = [k for k in ("requests", "groups") if k in raw]
         if stray:
             raise ValueError(f"{label}: {stray} belong to a 'requests' or 'blanks' task only")
-        return {}, (), None
+        return {}, (_metrics(raw["metrics"], label) if "metrics" in raw else ()), None
     if raw["kind"] == "blanks" and "groups" in raw:
         raise ValueError(f"{label}: a 'blanks' task's groups are the subject groups; drop 'groups'")
     requests = raw.get("requests")
@@ -263,23 +264,7 @@ def _request_parts(raw: dict[str, Any], label: str) -> tuple[dict[str, str], tup
     bad = {m: t for m, t in requests.items() if t not in _REQUEST_TYPES}
     if bad:
         raise ValueError(f"{label}: 'requests' names unknown request types {bad}; one of {', '.join(_REQUEST_TYPES)}")
-    metrics_raw = raw.get("metrics")
-    if not isinstance(metrics_raw, list) or not metrics_raw:
-        raise ValueError(f"{label}: 'metrics' must be a non-empty list of {{name, column, title}} objects")
-    metrics = []
-    for i, m in enumerate(metrics_raw):
-        if not isinstance(m, dict) or not all(
-            isinstance(m.get(k), str) and m.get(k) for k in ("name", "column", "title")
-        ):
-            raise ValueError(f"{label}: metrics[{i}] needs 'name', 'column' and 'title' strings")
-        stray = sorted(set(m) - {"name", "column", "title", "higher_is_better", "decimals"})
-        if stray:
-            raise ValueError(f"{label}: metrics[{i}] has unknown field(s) {stray}")
-        if not isinstance(m.get("higher_is_better", True), bool) or not isinstance(m.get("decimals", 3), int):
-            raise ValueError(f"{label}: metrics[{i}]: 'higher_is_better' is true/false, 'decimals' an integer")
-        metrics.append(MetricSpec(**m))
-    if len({m.name for m in metrics}) != len(metrics):
-        raise ValueError(f"{label}: 'metrics' names one metric twice")
+    metrics = _metrics(raw.get("metrics"), label)
     if raw["kind"] == "blanks":
         unknown = sorted({m.column for m in metrics} - set(SCORE_BLOCKS))
         if unknown:
@@ -305,6 +290,28 @@ def _request_parts(raw: dict[str, Any], label: str) -> tuple[dict[str, str], tup
         breakdowns=tuple(str(b) for b in breakdowns),
     )
     return dict(requests), tuple(metrics), spec
+
+
+def _metrics(raw: Any, label: str) -> tuple[MetricSpec, ...]:
+    """A task's ``metrics``, checked: a non-empty list of ``{name, column, title, higher_is_better, decimals}``
+    objects with distinct names; anything else is one line naming the field."""
+    if not isinstance(raw, list) or not raw:
+        raise ValueError(f"{label}: 'metrics' must be a non-empty list of {{name, column, title}} objects")
+    metrics = []
+    for i, m in enumerate(raw):
+        if not isinstance(m, dict) or not all(
+            isinstance(m.get(k), str) and m.get(k) for k in ("name", "column", "title")
+        ):
+            raise ValueError(f"{label}: metrics[{i}] needs 'name', 'column' and 'title' strings")
+        stray = sorted(set(m) - {"name", "column", "title", "higher_is_better", "decimals"})
+        if stray:
+            raise ValueError(f"{label}: metrics[{i}] has unknown field(s) {stray}")
+        if not isinstance(m.get("higher_is_better", True), bool) or not isinstance(m.get("decimals", 3), int):
+            raise ValueError(f"{label}: metrics[{i}]: 'higher_is_better' is true/false, 'decimals' an integer")
+        metrics.append(MetricSpec(**m))
+    if len({m.name for m in metrics}) != len(metrics):
+        raise ValueError(f"{label}: 'metrics' names one metric twice")
+    return tuple(metrics)
 
 
 _PASS_FIELDS = {"method", "k", "prompt", "note"}

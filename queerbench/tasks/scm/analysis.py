@@ -34,6 +34,8 @@ __all__ = [
     "display_order",
     "odds_ratios",
     "parse_frame",
+    "rating_metric",
+    "rating_sources",
     "spearman_to_reference",
 ]
 
@@ -202,6 +204,42 @@ def _axes_code(lab: Any) -> str:
     return out
 
 
+def rating_sources(parsed: pd.DataFrame, scores: pd.DataFrame | None) -> dict[str, tuple[pd.DataFrame, str]]:
+    """The ratings of each rating block (``rating_free``, ``rating_constrained``) and the column holding them: the
+    answered rating prompts' parsed ratings (``rating``), and a local model's expected ratings from its option
+    scores (``expected_rating``; no rows when it has none)."""
+    ok = parsed[parsed["status"] == "ok"] if "status" in parsed else parsed
+    scored = scores if scores is not None and not scores.empty else pd.DataFrame(columns=["task", "group", "axis"])
+    return {
+        "rating_free": (ok[ok["task"] == "rating"], "rating"),
+        "rating_constrained": (scored[scored["task"] == "rating"], "expected_rating"),
+    }
+
+
+def rating_metric(ratings: pd.DataFrame, column: str, axis: str, groups: Sequence[str]) -> dict[str, Any]:
+    """One rating axis as a metric of the result record (:func:`queerbench.scoring.metrics.group_metrics`' shape):
+    overall and per group, the mean rating with its 95% Student-t interval (the numbers ``scm.json`` holds), the
+    number of ratings and of prompts they answer."""
+
+    def stat(sub: pd.DataFrame) -> dict[str, Any]:
+        ci = _rating_ci(sub[column].tolist() if column in sub else [])
+        rated = sub[sub[column].notna()] if column in sub else sub.iloc[:0]
+        return {
+            "value": ci["mean"],
+            "ci": [ci["lo"], ci["hi"]] if ci["lo"] is not None else None,
+            "n": ci["n"],
+            "n_clusters": int(rated["id"].nunique()) if "id" in rated else 0,
+        }
+
+    sub = ratings[ratings["axis"] == axis]
+    return {
+        "overall": stat(sub),
+        "groups": {g: stat(sub[sub["group"] == g]) for g in groups},
+        "by": {},
+        "headline": None,
+    }
+
+
 def display_order(groups: Sequence[str]) -> list[str]:
     """Groups in the paper's figure and table order (ascending human Competence), unknown groups after."""
     ref = reference_rankings()["competence_ascending_human"]
@@ -233,6 +271,7 @@ def analyze(
     groups = display_order(list(dict.fromkeys(parsed["group"])))
     reference = list(reference) if reference is not None else reference_rankings()["competence_ascending_human"]
     ok = parsed[parsed["status"] == "ok"] if "status" in parsed else parsed
+    sources = rating_sources(parsed, scores)
     res: dict[str, Any] = {
         "n_responses": len(parsed),
         "n_errors": int((parsed["status"] == "error").sum()) if "status" in parsed else 0,
@@ -265,13 +304,13 @@ def analyze(
             refusals[split]["truncated"] = _count(sub["meta"].map(_truncated))
     res["refusals"] = refusals
     # ratings
-    rating = ok[ok["task"] == "rating"]
+    rating = sources["rating_free"][0]
     res["rating_free"] = {
         g: {a: _rating_ci(rating[(rating["group"] == g) & (rating["axis"] == a)]["rating"].tolist()) for a in AXES}
         for g in groups
     }
     if scores is not None and not scores.empty:
-        sr = scores[scores["task"] == "rating"]
+        sr = sources["rating_constrained"][0]
         res["rating_constrained"] = {
             g: {a: _rating_ci(sr[(sr["group"] == g) & (sr["axis"] == a)]["expected_rating"].tolist()) for a in AXES}
             for g in groups

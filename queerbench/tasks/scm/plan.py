@@ -19,9 +19,11 @@ import pandas as pd
 
 from queerbench.base.files import atomic_path, read_parquet
 from queerbench.models.generation import GenerationSettings, Runner
+from queerbench.tasks.base import MetricSpec
 from queerbench.tasks.probes import ProbeAnalysis
-from queerbench.tasks.scm.analysis import analyze, parse_frame
+from queerbench.tasks.scm.analysis import analyze, display_order, parse_frame, rating_metric, rating_sources
 from queerbench.tasks.scm.constrained import SCORING_METHODS, constrained_scores
+from queerbench.tasks.scm.data import AXES
 from queerbench.tasks.scm.dataset import scm_splits, select_rows, shuffled_selection_rows
 from queerbench.tasks.scm.parse import REFUSAL_RULES
 from queerbench.tasks.scm.pipeline import make_mapper, resolve_settings, truncated
@@ -31,6 +33,8 @@ __all__ = ["SCORES_FILE", "ScmPlan", "scm_plan"]
 
 SCORES_FILE = "scores.parquet"
 """The constrained option scores of a local model's run, reused by a rerun of the same weights and scoring."""
+RATING_BLOCKS = ("rating_free", "rating_constrained")
+"""The rating blocks a declared metric may read (``<block>.<axis>``): the free and the constrained rating."""
 PARSE_COLUMNS = ("rating", "selected", "keywords", "parsed", "refusal", "refusal_kind", "analysed")
 """The columns :func:`~queerbench.tasks.scm.analysis.parse_frame` adds (dropped before a re-analysis)."""
 
@@ -52,6 +56,8 @@ class ScmPlan:
     system_prompt: str | None = None
     extra_body: dict[str, Any] | None = None
     mapper_factory: Callable[[], Any] | None = None
+    metrics: tuple[MetricSpec, ...] = ()
+    """The task's declared metrics, each a rating block and its axis (``rating_free.Warmth``): the result record's."""
 
     def generator_options(self) -> dict[str, Any]:
         """The system prompt before every prompt and the JSON merged into every endpoint request."""
@@ -157,7 +163,23 @@ class ScmPlan:
             "prompt_format": ",".join(fmt) or "unknown",
             "constrained": scores is not None,
         }
-        return ProbeAnalysis(result=res, replies=_stored(parsed), meta=meta)
+        return ProbeAnalysis(result=res, replies=_stored(parsed), meta=meta, **self._record_parts(parsed, scores, res))
+
+    def _record_parts(self, parsed: pd.DataFrame, scores: pd.DataFrame | None, res: dict[str, Any]) -> dict[str, Any]:
+        """The result record's part of an analysis: each declared metric per group (the groups in the paper's
+        order), the groups, and the rating prompts' parse rate."""
+        sources = rating_sources(parsed, scores)
+        order = display_order(list(dict.fromkeys(parsed["group"])))
+        metrics = {}
+        for metric in self.metrics:
+            block, axis = metric.column.split(".", 1)
+            ratings, column = sources[block]
+            metrics[metric.name] = rating_metric(ratings, column, axis, order)
+        return {
+            "metrics": metrics,
+            "groups": {"column": "group", "order": order, "cluster": "id", "unit": "ratings", "interval": "Student-t"},
+            "parse_rate": (res.get("parse_rate") or {}).get("rating"),
+        }
 
     def reanalyze(self, replies: pd.DataFrame, record: dict[str, Any], out: Path) -> ProbeAnalysis:
         """Parse the stored replies again with this plan's refusal rule and mapper; the stored option scores are
@@ -171,7 +193,7 @@ class ScmPlan:
         run = record.get("run")
         meta = dict(run) if isinstance(run, dict) else {}
         meta["settings"] = dict(meta.get("settings", {})) | {"refusal_rule": self.refusal_rule}
-        return ProbeAnalysis(result=res, replies=_stored(parsed), meta=meta)
+        return ProbeAnalysis(result=res, replies=_stored(parsed), meta=meta, **self._record_parts(parsed, scores, res))
 
     def signature_fields(self, meta: dict[str, Any], result: dict[str, Any]) -> list[tuple[str, Any]]:
         """Survey and story decoding, the prompts covered, the refusal rule, the option scoring and the axis
@@ -239,6 +261,7 @@ def scm_plan(
     settings: GenerationSettings | None = None,
     story_settings: GenerationSettings | None = None,
     provenance: dict[str, Any] | None = None,
+    metrics: tuple[MetricSpec, ...] = (),
 ) -> ScmPlan:
     """An SCM run's plan, every value checked (one line each) before any model loads.
 
@@ -262,6 +285,13 @@ def scm_plan(
     for flag, value in counts.items():
         if value is not None and value < 1:
             raise ValueError(f"--{flag.replace('_', '-')} must be at least 1, got {value}")
+    known = [f"{block}.{axis}" for block in RATING_BLOCKS for axis in AXES]
+    for metric in metrics:
+        if metric.column not in known:
+            raise ValueError(
+                f"the task's metric {metric.name!r} reads {metric.column!r}, which an SCM run does not compute; "
+                f"give one of {', '.join(known)}"
+            )
     if scoring not in SCORING_METHODS:
         raise ValueError(f"--scoring {scoring!r}: use one of {', '.join(SCORING_METHODS)}")
     if refusal_rule not in REFUSAL_RULES:
@@ -292,4 +322,5 @@ def scm_plan(
         system_prompt=system_prompt,
         extra_body=extra_body,
         mapper_factory=mapper_factory or make_mapper(embedder, threshold, api_key_env=api_key_env),
+        metrics=tuple(metrics),
     )

@@ -65,7 +65,11 @@ class ScmTask(Task):
         if "no_constrained" in settings:
             settings["constrained"] = not settings.pop("no_constrained")
         return scm_plan(
-            model_label, endpoint=endpoint, quick=self.spec.extra.get("quick") if quick else None, **settings
+            model_label,
+            endpoint=endpoint,
+            quick=self.spec.extra.get("quick") if quick else None,
+            metrics=self.spec.metrics,
+            **settings,
         )
 
     def folder_rows(self, folder: Path) -> list[Any]:
