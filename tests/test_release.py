@@ -442,3 +442,19 @@ def test_the_index_is_read_from_twines_settings(
             monkeypatch.setenv(name, value)
     index = PackageIndex.from_env()
     assert (index.upload_url, index.simple_url) == want
+
+
+def test_the_release_settings_name_the_dataset_configs_or_say_they_lack_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    from queerbench.base import release_config
+
+    real = release_config.hub_config_text
+    settings = json.loads(real("release.json"))
+    assert release_config.load_release_config().dataset_configs == tuple(settings["dataset_configs"])
+    settings.pop("dataset_configs")
+    monkeypatch.setattr(
+        release_config,
+        "hub_config_text",
+        lambda name, checkout=None: json.dumps(settings) if name == "release.json" else real(name, checkout),
+    )
+    with pytest.raises(release_config.ReleaseError, match=r"^hub_configs/release.json lacks \['dataset_configs'\]$"):
+        release_config.load_release_config()

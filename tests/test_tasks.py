@@ -179,3 +179,32 @@ def test_a_task_without_its_data_file_says_so(fresh_registry: pytest.MonkeyPatch
     fresh_registry.setenv("QUEERBENCH_TASK_PATH", str(folder))
     with pytest.raises(ValueError, match=r"task tiny: cannot read its templates file .*tiny_templates\.csv"):
         get_task("tiny").items()
+
+
+def test_the_default_task_is_declared_as_data_and_every_default_reads_it(tmp_path, monkeypatch) -> None:
+    from queerbench.cli import build_parser
+    from queerbench.methods.options import RunOptions
+    from queerbench.tasks import all_tasks, default_task_name
+
+    declared = [name for name, task in all_tasks().items() if task.spec.run_by_default]
+    assert declared == ["default"] == [default_task_name()]
+    assert RunOptions().config == "default"
+    assert build_parser().parse_args(["run"]).config == "default"
+    entry = {
+        "name": "x",
+        "benchmark": "X",
+        "title": "x",
+        "kind": "probes",
+        "methods": ["instructed"],
+        "dataset": {"config": "x", "description": "x"},
+        "outputs": {"record": "x.json", "replies": "x.parquet", "cache": "x.sqlite"},
+        "run_by_default": "yes",
+    }
+    path = tmp_path / "tasks.json"
+    path.write_text(json.dumps({"schema_version": 1, "tasks": [entry]}), encoding="utf-8")
+    with pytest.raises(ValueError, match=r"'run_by_default' must be true \(the task run when none is named\) or false"):
+        load_specs(path)
+
+
+def test_a_task_that_declares_no_scoring_rules_gets_the_default_rule_set() -> None:
+    assert ScoringRules() == ScoringRules.named("default") != ScoringRules.named("paper")

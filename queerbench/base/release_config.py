@@ -70,7 +70,7 @@ def load_release_config(namespace: str | None = None, checkout: Path | None = No
     """Read the release settings; ``namespace`` overrides the configured one (e.g. to push to your own account)."""
     data = json.loads(hub_config_text("release.json", checkout))
     cards = yaml.safe_load(hub_config_text("cards.yaml", checkout)) or {}
-    missing = [k for k in ("namespace", "dataset", "metric", "space") if not data.get(k)]
+    missing = [k for k in ("namespace", "dataset", "metric", "space", "dataset_configs") if not data.get(k)]
     if missing:
         raise ReleaseError(f"hub_configs/release.json lacks {missing}")
     ns = namespace or data["namespace"]
@@ -82,7 +82,7 @@ def load_release_config(namespace: str | None = None, checkout: Path | None = No
         metric=data["metric"],
         space=data["space"],
         results=data.get("results", "queerbench-results"),
-        dataset_configs=tuple(data.get("dataset_configs", ("default", "paper"))),
+        dataset_configs=tuple(data["dataset_configs"]),
         tag_pattern=data.get("tag", "v{version}"),
         python_version=str(data.get("python_version") or ".".join(platform.python_version_tuple()[:2])),
         requirement_pattern=data.get("queerbench_requirement", "queerbench{extras}=={version}"),

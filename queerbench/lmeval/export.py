@@ -147,7 +147,7 @@ def _task_yaml(task: str, config: str, data_file: Path, groups: Sequence[str], o
 
 def export_tasks(
     out: str | Path,
-    configs: Sequence[str] = ("default", "paper"),
+    configs: Sequence[str],
     *,
     prompt_id: str | None = None,
     max_new_tokens: int | None = None,
@@ -156,7 +156,7 @@ def export_tasks(
 ) -> list[str]:
     """Write the task folders of ``configs`` (both prompt formats of a fill-in-the-blank task; one task of a
     ``requests`` task, which ignores ``prompt_id``, ``max_new_tokens`` and ``toxicity``) into ``out``; return the task
-    names.
+    names. ``configs`` has no default here: the CLI's ``--configs`` has one.
 
     ``out`` must be new or empty, or, with ``overwrite=True``, hold an earlier export: its files are replaced (those
     of tasks not exported now are removed) and every other file there is left alone."""

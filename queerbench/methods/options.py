@@ -20,7 +20,7 @@ from queerbench.models.generation.settings import (
 )
 from queerbench.models.registry import ModelRef, model_ref
 from queerbench.scoring.aggregate import TOXICITY_CHOICES, ScoringOptions, check_toxicity_scorer
-from queerbench.tasks import get_task, task_names
+from queerbench.tasks import default_task_name, get_task, task_names
 from queerbench.tasks.base import TOXICITY_INPUTS
 
 if TYPE_CHECKING:
@@ -41,7 +41,7 @@ class RunOptions:
     settings) changes how it runs or is scored, not what is predicted."""
 
     model: str | None = "bert-base-uncased"  # None: bert-base-uncased (mlm), the embedded SmolLM2 (generative)
-    config: str = "default"
+    config: str = field(default_factory=default_task_name)  # the task the registry's data declares the default
     top_k: int = 5
     revision: str | None = None
     limit: int | None = None  # use only the first N templates (every subject of each)

@@ -36,6 +36,7 @@ __all__ = [
     "TemplateTask",
     "all_tasks",
     "command_files",
+    "default_task_name",
     "get_task",
     "load_specs",
     "task_names",
@@ -114,3 +115,13 @@ def command_files() -> list[tuple[str, Path]]:
         if path is not None:
             found.append((module.__name__.rpartition(".")[0], Path(path)))
     return found
+
+
+def default_task_name() -> str:
+    """The task run when none is named (``queerbench run`` without ``--config``, ``RunOptions()``, the Space): the
+    one whose data declares ``"run_by_default": true``, the first found should a plugin declare one too; a one-line
+    ``ValueError`` when none does."""
+    for name, task in all_tasks().items():
+        if task.spec.run_by_default:
+            return name
+    raise ValueError('no task declares "run_by_default": true in its task data file; name the task (--config NAME)')

@@ -92,6 +92,9 @@ class TaskSpec:
     rules: ScoringRules = field(default_factory=ScoringRules)
     lmeval_task: str | None = None
     build_by_default: bool = True
+    run_by_default: bool = False
+    """Whether this is the task run when none is named (``queerbench run`` without ``--config``, the library, the
+    Space): one task declares it (:func:`queerbench.tasks.default_task_name`)."""
     extra: dict[str, Any] = field(default_factory=dict)
     """Task-specific settings its hooks read (the generic code does not)."""
     eval_passes: tuple[EvalPass, ...] | None = None
@@ -150,6 +153,8 @@ def _spec(raw: Any, where: str) -> TaskSpec:
     if gap is not None and not (isinstance(gap, list) and len(gap) == 2 and all(isinstance(g, str) for g in gap)):
         raise ValueError(f"{label}: 'extra.headline_gap' must be a list of two group names")
     _check_groups(extra, label)
+    if not isinstance(raw.get("run_by_default", False), bool):
+        raise ValueError(f"{label}: 'run_by_default' must be true (the task run when none is named) or false")
     passes = _eval_passes(raw.get("eval_passes"), label, raw["methods"])
     requests, metrics, groups = _request_parts(raw, label)
     outputs = _probe_files(raw, label)
@@ -162,6 +167,7 @@ def _spec(raw: Any, where: str) -> TaskSpec:
         "extra",
         "eval_passes",
         "outputs",
+        "run_by_default",
         *_REQUEST_PARTS,
     }
     stray = sorted(set(raw) - known)
@@ -177,9 +183,10 @@ def _spec(raw: Any, where: str) -> TaskSpec:
         dataset_description=dataset["description"],
         mlm_mode=raw.get("mlm_mode"),
         toxicity_input=raw.get("toxicity_input"),
-        rules=ScoringRules.from_dict(raw.get("scoring", "default"), label),
+        rules=ScoringRules.from_dict(raw["scoring"], label) if "scoring" in raw else ScoringRules(),
         lmeval_task=(lmeval or {}).get("task"),
         build_by_default=bool(dataset.get("build_by_default", True)),
+        run_by_default=raw.get("run_by_default", False),
         extra=dict(raw.get("extra") or {}),
         eval_passes=passes,
         requests=requests,

@@ -246,7 +246,7 @@ def _evaluate_requests(
 
 def evaluate_model(
     model_id: str,
-    config: str = "default",
+    config: str | None = None,
     top_k: int = 5,
     groups: Sequence[str] = GROUP_ORDER,
     run_size: str = "quick",
@@ -257,7 +257,8 @@ def evaluate_model(
     progress: Callable[[float, str], None] | None = None,
     out_dir: str | Path | None = None,
 ) -> EvaluationResult:
-    """Run task ``config`` for one model on the chosen groups (all templates, or a quick sample of them).
+    """Run task ``config`` (None: the default task) for one model on the chosen groups (all templates, or a quick
+    sample of them).
 
     A ``requests`` task runs on the request runner with the cached model (:func:`_evaluate_requests`): every group
     of the task, its declared metrics; ``top_k``, ``groups`` and ``toxicity`` are checked but apply to
@@ -267,7 +268,9 @@ def evaluate_model(
     """
     from queerbench.run.pipeline import RunOptions
     from queerbench.run.scores import score_predictions
+    from queerbench.tasks import default_task_name
 
+    config = config or default_task_name()
     settings = settings or SpaceSettings.from_env()
     cache = cache or ModelCache(settings.cache_size)
     say = progress or (lambda _f, _d: None)
@@ -351,9 +354,11 @@ def build_evaluate_tab(cache: ModelCache, settings: SpaceSettings, limit: dict[s
     """The "Evaluate" tab's widgets and events (API name ``evaluate``), inside the caller's ``gr.Tab``."""
     import gradio as gr
 
+    from queerbench.tasks import default_task_name
+
     def run_evaluation(
         model_id: str,
-        config: str = "default",
+        config: str | None = None,
         top_k: float = 5,
         groups: list[str] | None = None,
         run_size: str = "quick",
@@ -402,7 +407,7 @@ def build_evaluate_tab(cache: ModelCache, settings: SpaceSettings, limit: dict[s
         )
         config = gr.Radio(
             list(space_configs()),
-            value="default",
+            value=default_task_name(),
             label="Config",
             info="; ".join(f"{name}: {_title(name)}" for name in space_configs()),
             scale=2,
