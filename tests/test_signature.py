@@ -8,8 +8,8 @@ from dataclasses import replace
 import pytest
 
 from queerbench import __version__
-from queerbench.methods.options import RunOptions
 from queerbench.results.compare import compare_warnings
+from queerbench.run.options import RunOptions
 from queerbench.run.signature import Signature, cache_key, default_out_dir, fingerprint_label, parse, signature_of
 
 SCORES = {

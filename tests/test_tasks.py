@@ -183,7 +183,7 @@ def test_a_task_without_its_data_file_says_so(fresh_registry: pytest.MonkeyPatch
 
 def test_the_default_task_is_declared_as_data_and_every_default_reads_it(tmp_path, monkeypatch) -> None:
     from queerbench.cli import build_parser
-    from queerbench.methods.options import RunOptions
+    from queerbench.run.options import RunOptions
     from queerbench.tasks import all_tasks, default_task_name
 
     declared = [name for name, task in all_tasks().items() if task.spec.run_by_default]

@@ -5,7 +5,7 @@ option fields it adds to a run's key, and the work that belongs to it alone, whi
 which method it runs: how many model calls a sentence costs, a summary of its replies, the ``k`` its scores report,
 the facts its report shows, its report section, and the report of a run none of whose sentences got a word.
 
-A predictor class (:class:`Predictor`) is built from a run's :class:`~queerbench.methods.options.RunOptions` by
+A predictor class (:class:`Predictor`) is built from a run's :class:`~queerbench.run.options.RunOptions` by
 ``from_options`` after ``preflight`` (the checks that need no weights) passed.
 """
 
@@ -99,7 +99,7 @@ def predict_in_parts(
 
 
 class RunSettings(Protocol):
-    """What a method and its predictors read of a run's options. :class:`~queerbench.methods.options.RunOptions`
+    """What a method and its predictors read of a run's options. :class:`~queerbench.run.options.RunOptions`
     satisfies it; the methods name this protocol rather than the options class, whose checks ask the method registry
     (so nothing in ``methods/`` imports in a circle)."""
 

@@ -17,9 +17,9 @@ from typing import Any
 import pandas as pd
 
 from queerbench.base.redact import redact_url
-from queerbench.methods.options import RunOptions
 from queerbench.reporting.record import RECORD_KINDS, RunRecord
 from queerbench.reporting.rows import toxicity_label
+from queerbench.run.options import RunOptions
 from queerbench.scoring.aggregate import GAP_BLOCK
 from queerbench.tasks import Task
 

@@ -32,7 +32,6 @@ from queerbench.base.files import atomic_path, read_json_object, read_parquet, w
 from queerbench.base.lock import folder_lock
 from queerbench.base.redact import redact_url
 from queerbench.methods.base import Method
-from queerbench.methods.options import TOXICITY_INPUTS, RunOptions
 from queerbench.methods.registry import get_method, in_label, resolve_method
 from queerbench.methods.registry import preflight as method_preflight
 from queerbench.reporting.figures import run_label
@@ -40,6 +39,7 @@ from queerbench.reporting.record import write_record
 from queerbench.reporting.report import render_report, write_run_figures
 from queerbench.run.blanks_record import blanks_record
 from queerbench.run.folder import check_same_model, check_writable, claim_out_dir, inspect_out_dir, unclaim_out_dir
+from queerbench.run.options import TOXICITY_INPUTS, RunOptions
 from queerbench.run.parts import RunInterrupted, interruption, predict_chunks, write_failure
 from queerbench.run.scores import check_predictions_table, score_predictions, task_scores, toxicity_column
 from queerbench.run.signature import (

@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING, Any
 
 from queerbench import __version__
 from queerbench.base.signature import format_signature, parse_signature, short_hash, show
-from queerbench.methods.options import RunOptions
 from queerbench.methods.registry import get_method, recorded_method
+from queerbench.run.options import RunOptions
 from queerbench.scoring.afinn import signature_field as afinn_signature
 from queerbench.scoring.function_words import signature_field as function_words_signature
 from queerbench.scoring.hurtlex import signature_field as hurtlex_signature

@@ -350,8 +350,8 @@ def fill(
 ) -> list[list[str]]:
     """Top-k words per sentence with the model's method (its predictor over the loaded model), for the task
     ``config`` (its masked-LM mode); a method that does not apply to the task is one message."""
-    from queerbench.methods.options import RunOptions
     from queerbench.methods.registry import get_method
+    from queerbench.run.options import RunOptions
     from queerbench.tasks import all_tasks, get_task
 
     task = get_task(config)

@@ -32,9 +32,12 @@ DTYPES = ("float32", "bfloat16", "float16")
 _SUBSET = re.compile(r"[1-9][0-9]*@[0-9a-f]{12}")
 
 
-@dataclass
+@dataclass(frozen=True)
 class RunOptions:
-    """Everything that defines a run, checked when it is made (one line for each bad value, before anything loads).
+    """Everything that defines a run, checked and resolved when it is made (one line for each bad value, before
+    anything loads), then frozen: its task and model reference are looked up once (:attr:`task`,
+    :attr:`model_spec`), its default model and toxicity input filled in; a changed run is a new one
+    (``dataclasses.replace``).
 
     What identifies the run (its task, method, model, k, templates, dtype and the method's own settings) is its
     signature (:mod:`queerbench.run.signature`); the rest (device, batch size, the toxicity scorer, the uncertainty
@@ -102,7 +105,7 @@ class RunOptions:
         if self.model is None:
             if self.endpoint:
                 raise ValueError("--endpoint needs --model NAME (the model name the endpoint serves, e.g. gpt-4o-mini)")
-            self.model = get_method(self.method).default_model
+            object.__setattr__(self, "model", get_method(self.method).default_model)  # resolved once, then frozen
         model_ref(self.model, self.endpoint, self.revision, check_paths=False)  # names and URLs: one line each
         if self.prompt_id is not None:
             from queerbench.methods.instructed.replies import load_prompts
@@ -128,7 +131,7 @@ class RunOptions:
         if self.batch_size < 1:
             raise ValueError(f"--batch-size must be at least 1, got {self.batch_size}")
         if self.toxicity_input is None:
-            self.toxicity_input = task.spec.toxicity_input
+            object.__setattr__(self, "toxicity_input", task.spec.toxicity_input)
         if self.toxicity_input not in TOXICITY_INPUTS:
             raise ValueError(
                 f"--toxicity-input must be one of {', '.join(TOXICITY_INPUTS)}, got {self.toxicity_input!r}"
