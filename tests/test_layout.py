@@ -26,8 +26,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("scoring",),  # the scorers and the metric's aggregation
     ("reporting",),  # figures, tables, report text
     ("tasks",),  # the benchmarks, each a declared task
-    ("methods",),  # the ways of filling a blank over the model backends, and the run's options
-    ("run",),  # the run pipeline: signature, folder, prediction in parts, scoring, outputs
+    ("methods",),  # the ways of filling a blank over the model backends
+    ("run",),  # the run pipeline: its options, signature, folder, prediction in parts, scoring, outputs
     ("results",),  # across runs: comparisons, the eval and its card, reference rows, the leaderboard
     ("hub", "lmeval"),  # the dataset, the release, the results dataset, the Space; the lm-evaluation-harness bridge
     ("cli",),  # the command line

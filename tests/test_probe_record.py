@@ -66,6 +66,10 @@ def _assert_same_numbers(out: Path) -> None:
     assert record.parse_rate == scm["parse_rate"]["rating"]
     assert record.n_items == len(pd.read_parquet(out / "responses.parquet"))
     assert record.groups["order"] == list(scm["rating_free"])
+    assert {record.results[m]["read_from"] for m in ("warmth_free", "warmth_constrained")} == {
+        "the replies (the rating each states)",
+        "the option log-probabilities of a local model (the expected rating)",
+    }
     assert [m["name"] for m in record.declared_metrics] == [m.name for m in task.spec.metrics]
     for metric in task.spec.metrics:
         block, axis = metric.column.split(".")
@@ -132,8 +136,48 @@ def test_a_reanalysis_rewrites_the_record_from_the_new_reading(tmp_path: Path, m
     first = read_record(out / "scores.json").results["warmth_free"]["overall"]
     reanalyze(out, mapper_factory=_FakeMapper)
     _assert_same_numbers(out)
-    assert read_record(out / "scores.json").results["warmth_free"]["overall"]["value"] < first["value"]
-    assert set(read_record(out / "scores.json").timings_s) == {"analyze_s"}
+    again = read_record(out / "scores.json")
+    assert again.results["warmth_free"]["overall"]["value"] < first["value"]
+    assert set(again.timings_s) == {"analyze_s"} and again.reused_predictions  # no model was asked
+
+
+def test_compare_names_what_differs_refuses_a_repeat_and_a_task_without_metrics(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    import shutil
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    with FakeOpenAI() as server:
+        _endpoint_run(server, tmp_path / "a", "served")
+    shutil.copytree(tmp_path / "a", tmp_path / "b")
+    reanalyze(tmp_path / "b", refusal_rule="patterns", mapper_factory=_FakeMapper)  # one model, another reading
+    capsys.readouterr()
+    assert main(["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(tmp_path / "cmp")]) == 0
+    md = (tmp_path / "cmp" / "compare.md").read_text(encoding="utf-8")
+    assert "refusal:appendix_b" in md and "refusal:patterns" in md  # two rows, told apart by what differs
+    assert main(["compare", str(tmp_path / "a"), str(tmp_path / "a"), "--out", str(tmp_path / "cmp2")]) == 2
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 'a'} is given twice" in err and err.count("\n") == 1
+    document = json.loads((tmp_path / "b" / "scores.json").read_text(encoding="utf-8"))
+    for folder in ("a", "b"):  # as a probes task that declares no metrics writes it
+        (tmp_path / folder / "scores.json").write_text(
+            json.dumps({**document, "declared_metrics": [], "results": {}, "signature": folder}), encoding="utf-8"
+        )
+    assert main(["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(tmp_path / "cmp3")]) == 2
+    assert capsys.readouterr().err == (
+        "queerbench: error: task scm declares no metrics, so its runs have nothing to compare\n"
+    )
+
+
+def test_a_record_whose_task_reads_no_folder_is_one_line_naming_it(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    with FakeOpenAI() as server:
+        _endpoint_run(server, tmp_path / "a", "served")
+    (tmp_path / "a" / "scm.json").unlink()  # the task's own results are gone; its record is not
+    with pytest.raises(ValueError) as info:
+        folder_kind(tmp_path / "a")
+    assert str(info.value).startswith(f"{tmp_path / 'a'} holds the result record of a scm run, but no installed task")
+    assert "rerun `queerbench scm run` with the same --out" in str(info.value)
 
 
 def test_a_folder_written_before_the_record_still_reads_and_gets_one_on_a_rerun(tmp_path: Path, monkeypatch) -> None:

@@ -3,6 +3,7 @@ module and its data files (``tests/data/tiny_task``) and runs through the whole 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -208,3 +209,17 @@ def test_the_default_task_is_declared_as_data_and_every_default_reads_it(tmp_pat
 
 def test_a_task_that_declares_no_scoring_rules_gets_the_default_rule_set() -> None:
     assert ScoringRules() == ScoringRules.named("default") != ScoringRules.named("paper")
+
+
+def test_a_default_task_that_is_not_fill_in_the_blank_is_one_line(monkeypatch) -> None:
+    import queerbench.tasks as registry
+    from queerbench.tasks import Task
+
+    scm = get_task("scm")
+    declared = Task(dataclasses.replace(scm.spec, run_by_default=True))
+    monkeypatch.setattr(registry, "all_tasks", lambda: {"scm": declared})
+    with pytest.raises(ValueError, match=r'^task scm declares "run_by_default": true but is not a fill-in-the-blank'):
+        registry.default_task_name()
+    monkeypatch.setattr(registry, "all_tasks", lambda: {"scm": scm})
+    with pytest.raises(ValueError, match=r'^no task declares "run_by_default": true'):
+        registry.default_task_name()

@@ -218,15 +218,15 @@ def _compare(args: argparse.Namespace) -> int:
         if not path.is_file():
             raise FileNotFoundError(f"{folder} has no scores.json: is it a finished `queerbench run` folder?")
         doc = read_json(path, fix="delete it and rerun `queerbench run` for that folder (it re-scores the predictions)")
-        if is_record(doc):  # a run on the request runner: its typed record
+        if is_record(doc):  # a request or probes run: its typed record
             records.append(read_record(path))
             continue
         check_scores_document(doc, path)  # an object with n and queerbench per group, or one line naming the file
         runs.append({"scores": doc, "meta": doc.get("run", {"model": folder}), "dir": folder})
     if records and runs:
         raise ValueError(
-            "these folders mix runs of fill-in-the-blank tasks and of request tasks, whose scores measure different "
-            "things; compare each kind on its own"
+            "these folders mix runs of fill-in-the-blank tasks and of request or probes tasks, whose scores measure "
+            "different things; compare each kind on its own"
         )
     if records:
         md = compare_records(records, [str(f) for f in args.runs], Path(args.out))

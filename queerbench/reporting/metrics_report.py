@@ -71,7 +71,7 @@ def _title(record: RunRecord) -> str:
 
 
 def render_metrics_report(record: RunRecord, figure: str | None = FIGURE) -> str:
-    """The markdown report of a :class:`~queerbench.run.record.RunRecord`."""
+    """The markdown report of a :class:`~queerbench.reporting.record.RunRecord`."""
     lines = [
         f"# {record.benchmark}: {record.task}",
         "",

@@ -107,7 +107,8 @@ class RunRecord:
 
 
 def write_record(out: Path, record: RunRecord) -> Path:
-    """Write ``scores.json`` atomically: the only place a request run's result is written."""
+    """Write ``scores.json`` atomically: the only place a run's result record is written (each runner builds its
+    record; this writes it)."""
     return write_json(out / RECORD_FILE, record.to_json())
 
 

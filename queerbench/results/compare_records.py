@@ -1,4 +1,5 @@
-"""``queerbench compare`` of runs on the request runner: their declared metrics side by side, from the records.
+"""``queerbench compare`` of runs that write a result record (request and probes runs): their declared metrics side by
+side, from the records.
 
 One table per declared metric (rows = runs, columns = the task's groups, each cell the value with its 95% CI and n),
 one heatmap of the first metric, and the differences that make runs not comparable (task, templates covered, method,
@@ -14,6 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from queerbench.base.files import atomic_path, write_text
+from queerbench.base.signature import parse_signature
 from queerbench.reporting.figures import heatmap_figure, model_label
 from queerbench.reporting.record import RunRecord
 from queerbench.reporting.tables import NO_DATA, markdown_table
@@ -23,14 +25,22 @@ __all__ = ["compare_records", "record_labels", "record_warnings"]
 
 
 def record_labels(records: Sequence[RunRecord]) -> list[str]:
-    """``<model> · <task> · <method>`` per run, plus ``limit<N>`` for a ``--limit`` run."""
+    """``<model> · <task> · <method>`` per run, plus ``limit<N>`` for a ``--limit`` run; runs that would share a
+    label (one model run with other settings) also name the signature fields in which they differ."""
     labels = []
     for r in records:
         limit = r.settings.get("limit")
         labels.append(
             f"{model_label(r.model)} · {r.task} · {r.method}" + (f" · limit{limit}" if limit is not None else "")
         )
-    return labels
+    fields = [parse_signature(r.signature) for r in records]
+    shared = {label: [j for j, other in enumerate(labels) if other == label] for label in labels}
+    out = []
+    for i, label in enumerate(labels):
+        same = shared[label]
+        differ = sorted({k for j in same for k in fields[j] if len({fields[m].get(k) for m in same}) > 1})
+        out.append(label + "".join(f" · {k}:{fields[i].get(k)}" for k in differ if k != "qb"))
+    return out
 
 
 def record_warnings(records: Sequence[RunRecord]) -> list[str]:
@@ -59,7 +69,10 @@ def compare_records(records: Sequence[RunRecord], folders: Sequence[str], out: P
     """Write ``compare.md``, ``compare.csv`` (every metric's value per run and group) and ``compare_heatmap.png``
     into ``out``; returns the markdown's path. The same run given twice is refused, as ``compare`` refuses it."""
     labels = record_labels(records)
-    refuse_repeats(labels, labels, folders)
+    refuse_repeats([r.signature for r in records], labels, folders)  # the same run (signature) given twice
+    empty = sorted({r.task for r in records if not r.declared_metrics})
+    if empty:
+        raise ValueError(f"task {', '.join(empty)} declares no metrics, so its runs have nothing to compare")
     metrics = {tuple(m["name"] for m in r.declared_metrics) for r in records}
     if len(metrics) > 1:
         raise ValueError(

@@ -123,11 +123,19 @@ def folder_kind(folder: Path) -> str:
     results, scores = folder / RESULTS_FILE, folder / "scores.json"
     if results.is_file() and (not scores.is_file() or _is_results_file(read_json(results, fix=_REEVAL))):
         return "eval"
-    if scores.is_file() and not is_probes_record(read_json(scores, fix=_RERUN)):
+    record = read_json(scores, fix=_RERUN) if scores.is_file() else None
+    if record is not None and not is_probes_record(record):
         return "run"
     for task in all_tasks().values():  # a probes run's folder: its task reads it
         if _task_rows(task, folder):
             return task.name
+    if record is not None:
+        name = str(record.get("task"))
+        raise ValueError(
+            f"{folder} holds the result record of a {name} run, but no installed task reads its folder (the task "
+            f"{name} is not installed, or the run's own results are gone: rerun `queerbench {name} run` with the same "
+            "--out, which reuses its cached replies)"
+        )
     raise ValueError(
         f"{folder} is not a result folder: it holds no scores.json (a `queerbench run` folder), no {RESULTS_FILE} "
         "(a `queerbench eval` folder) and no task's own results (e.g. a `queerbench scm run` folder); point at "

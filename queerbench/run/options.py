@@ -36,8 +36,9 @@ _SUBSET = re.compile(r"[1-9][0-9]*@[0-9a-f]{12}")
 class RunOptions:
     """Everything that defines a run, checked and resolved when it is made (one line for each bad value, before
     anything loads), then frozen: its task and model reference are looked up once (:attr:`task`,
-    :attr:`model_spec`), its default model and toxicity input filled in; a changed run is a new one
-    (``dataclasses.replace``).
+    :attr:`model_spec`), its default model and toxicity input filled in. A changed run is new options: made anew,
+    or with ``dataclasses.replace`` for a field nothing was resolved from (``limit``, ``seed``, ...); a replaced
+    ``config`` or ``method`` keeps the resolved ``toxicity_input`` and ``model`` unless they are passed as None.
 
     What identifies the run (its task, method, model, k, templates, dtype and the method's own settings) is its
     signature (:mod:`queerbench.run.signature`); the rest (device, batch size, the toxicity scorer, the uncertainty

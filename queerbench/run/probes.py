@@ -146,7 +146,7 @@ def run_probes(
             "failed_prompts": [dataclasses.asdict(f) for f in failures],
             "versions": _versions(files.versions),
         }
-        return _write(task, plan, out, analysis, meta, timings)
+        return _write(task, plan, out, analysis, meta, timings, reanalysed=False)
 
 
 def reanalyze_probes(task: Task, run_dir: str | Path, plan: ProbePlan | Callable[[str], ProbePlan]) -> dict[str, Any]:
@@ -169,7 +169,7 @@ def reanalyze_probes(task: Task, run_dir: str | Path, plan: ProbePlan | Callable
         t0 = time.perf_counter()
         analysis = plan.reanalyze(replies, {**record, "run": stored_run}, run_dir)
         meta = {**stored_run, **analysis.meta, "reanalysed": {"versions": _versions(files.versions)}}
-        return _write(task, plan, run_dir, analysis, meta, {"analyze_s": time.perf_counter() - t0})
+        return _write(task, plan, run_dir, analysis, meta, {"analyze_s": time.perf_counter() - t0}, reanalysed=True)
 
 
 def _write(
@@ -179,6 +179,8 @@ def _write(
     analysis: ProbeAnalysis,
     meta: dict[str, Any],
     timings: dict[str, float],
+    *,
+    reanalysed: bool,
 ) -> dict[str, Any]:
     """The stored replies, the task's record (the result with ``signature`` and ``run``), the result record every
     run writes (``scores.json``) and the report, each atomically."""
@@ -190,15 +192,25 @@ def _write(
     with atomic_path(out / files.replies) as tmp:
         analysis.replies.to_parquet(tmp, index=False)
     write_json(out / files.record, res)
-    write_record(out, probe_record(task, analysis, meta, timings))
+    write_record(out, probe_record(task, analysis, meta, timings, reanalysed=reanalysed))
     plan.write_report(res, meta, out)
     return res
 
 
-def probe_record(task: Task, analysis: ProbeAnalysis, meta: dict[str, Any], timings: dict[str, float]) -> RunRecord:
+def probe_record(
+    task: Task,
+    analysis: ProbeAnalysis,
+    meta: dict[str, Any],
+    timings: dict[str, float],
+    *,
+    reanalysed: bool = False,
+) -> RunRecord:
     """The typed result record of a probes run (``kind`` ``probes``): what produced it (the ``run`` block's model,
-    fingerprint, settings and signature), the task's declared metrics per group as its plan computed them, how many
-    replies were read and how many were cached. The task's own record keeps everything else."""
+    fingerprint, settings and signature), the task's declared metrics per group as its plan computed them (each
+    block saying what it was read from), how many replies were stored (``n_items``: every reply, failed ones
+    included), whether no new reply was asked (a rerun from the cache, a re-analysis) and the timings of this
+    command (``generate_s``: asking; ``analyze_s``: reading the replies, with a local model's option scoring). The
+    method and request type are those of the task's replies (``generate``). The task's own record keeps the rest."""
     stored = analysis.replies
     cached = int(stored["cached"].sum()) if "cached" in stored else 0
     return RunRecord(
@@ -215,7 +227,7 @@ def probe_record(task: Task, analysis: ProbeAnalysis, meta: dict[str, Any], timi
         results=dict(analysis.metrics),
         n_items=len(stored),
         timings_s=timings,
-        reused_predictions=bool(len(stored)) and cached == len(stored),
+        reused_predictions=reanalysed or (bool(len(stored)) and cached == len(stored)),
         parse_rate=analysis.parse_rate,
         finished=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         kind=RECORD_KINDS[2],

@@ -120,8 +120,13 @@ def command_files() -> list[tuple[str, Path]]:
 def default_task_name() -> str:
     """The task run when none is named (``queerbench run`` without ``--config``, ``RunOptions()``, the Space): the
     one whose data declares ``"run_by_default": true``, the first found should a plugin declare one too; a one-line
-    ``ValueError`` when none does."""
+    ``ValueError`` when none does or when it is not a fill-in-the-blank task."""
     for name, task in all_tasks().items():
         if task.spec.run_by_default:
+            if not task.runs_blanks:
+                raise ValueError(
+                    f'task {name} declares "run_by_default": true but is not a fill-in-the-blank task, which '
+                    "`queerbench run` runs when no --config is given; declare it on such a task"
+                )
             return name
     raise ValueError('no task declares "run_by_default": true in its task data file; name the task (--config NAME)')

@@ -29,6 +29,7 @@ from queerbench.tasks.scm.data import AXES, load_terms, reference_rankings
 from queerbench.tasks.scm.parse import parse_reply
 
 __all__ = [
+    "RATING_READ_FROM",
     "analyze",
     "content_words",
     "display_order",
@@ -204,6 +205,13 @@ def _axes_code(lab: Any) -> str:
     return out
 
 
+RATING_READ_FROM = {
+    "rating_free": "the replies (the rating each states)",
+    "rating_constrained": "the option log-probabilities of a local model (the expected rating)",
+}
+"""What each rating block's ratings are read from (the result record says so per metric)."""
+
+
 def rating_sources(parsed: pd.DataFrame, scores: pd.DataFrame | None) -> dict[str, tuple[pd.DataFrame, str]]:
     """The ratings of each rating block (``rating_free``, ``rating_constrained``) and the column holding them: the
     answered rating prompts' parsed ratings (``rating``), and a local model's expected ratings from its option
@@ -216,10 +224,13 @@ def rating_sources(parsed: pd.DataFrame, scores: pd.DataFrame | None) -> dict[st
     }
 
 
-def rating_metric(ratings: pd.DataFrame, column: str, axis: str, groups: Sequence[str]) -> dict[str, Any]:
+def rating_metric(
+    ratings: pd.DataFrame, column: str, axis: str, groups: Sequence[str], read_from: str
+) -> dict[str, Any]:
     """One rating axis as a metric of the result record (:func:`queerbench.scoring.metrics.group_metrics`' shape):
     overall and per group, the mean rating with its 95% Student-t interval (the numbers ``scm.json`` holds), the
-    number of ratings and of prompts they answer."""
+    number of ratings and of prompts they answer; ``read_from`` says what the ratings are (the replies, or a local
+    model's option log-probabilities)."""
 
     def stat(sub: pd.DataFrame) -> dict[str, Any]:
         ci = _rating_ci(sub[column].tolist() if column in sub else [])
@@ -237,6 +248,7 @@ def rating_metric(ratings: pd.DataFrame, column: str, axis: str, groups: Sequenc
         "groups": {g: stat(sub[sub["group"] == g]) for g in groups},
         "by": {},
         "headline": None,
+        "read_from": read_from,
     }
 
 

@@ -21,7 +21,14 @@ from queerbench.base.files import atomic_path, read_parquet
 from queerbench.models.generation import GenerationSettings, Runner
 from queerbench.tasks.base import MetricSpec
 from queerbench.tasks.probes import ProbeAnalysis
-from queerbench.tasks.scm.analysis import analyze, display_order, parse_frame, rating_metric, rating_sources
+from queerbench.tasks.scm.analysis import (
+    RATING_READ_FROM,
+    analyze,
+    display_order,
+    parse_frame,
+    rating_metric,
+    rating_sources,
+)
 from queerbench.tasks.scm.constrained import SCORING_METHODS, constrained_scores
 from queerbench.tasks.scm.data import AXES
 from queerbench.tasks.scm.dataset import scm_splits, select_rows, shuffled_selection_rows
@@ -174,7 +181,7 @@ class ScmPlan:
         for metric in self.metrics:
             block, axis = metric.column.split(".", 1)
             ratings, column = sources[block]
-            metrics[metric.name] = rating_metric(ratings, column, axis, order)
+            metrics[metric.name] = rating_metric(ratings, column, axis, order, RATING_READ_FROM[block])
         return {
             "metrics": metrics,
             "groups": {"column": "group", "order": order, "cluster": "id", "unit": "ratings", "interval": "Student-t"},
