@@ -28,6 +28,7 @@ from matplotlib.patches import Patch, Rectangle
 
 from queerbench.base.files import atomic_path
 from queerbench.models.fingerprint import looks_like_path
+from queerbench.scoring.aggregate import GAP_BLOCK, UNTOXIC_BLOCK
 from queerbench.scoring.caveats import small_n
 from queerbench.scoring.hurtlex import hurtlex_categories
 
@@ -261,7 +262,7 @@ def _small_n_footnote(fig: plt.Figure, scores: dict[str, Any]) -> None:
     widths = []
     for g in small:
         cis = scores.get("ci", {}).get(g, {})
-        ci = cis.get("queerbench") or cis.get("hurtlex")
+        ci = cis.get(GAP_BLOCK) or cis.get(UNTOXIC_BLOCK)
         flat = " (too few templates to show it)" if ci and ci[1] - ci[0] < 5e-3 else ""
         widths.append(f"{g} {'CI width ' + format(ci[1] - ci[0], '.2f') + flat if ci else 'no CI'}")
     fig.text(0.01, -0.02, f"{SMALL_N_FOOTNOTE} ({'; '.join(widths)})", fontsize=8, ha="left", va="top")
@@ -330,7 +331,7 @@ def build_category_figure(scores: dict[str, Any], meta: dict[str, Any] | None = 
 def build_comparison_figure(scores: dict[str, Any], meta: dict[str, Any] | None = None) -> plt.Figure:
     """QueerBench score per group with 95% CIs: queer vs non-queer and the pronoun groups side by side, with a
     legend of the groups (colour + hatch), the CI marker and, when a group has no value, the no-data look."""
-    key = "queerbench" if any(v is not None for v in scores["queerbench"].values()) else "hurtlex"
+    key = GAP_BLOCK if any(v is not None for v in scores[GAP_BLOCK].values()) else UNTOXIC_BLOCK
     groups = list(scores["n"])
     vals = [scores[key].get(g) for g in groups]
     cis = [scores.get("ci", {}).get(g, {}).get(key) for g in groups]
@@ -349,7 +350,7 @@ def build_comparison_figure(scores: dict[str, Any], meta: dict[str, Any] | None 
         handles.append(bar)
         ax.text(i, v + (ci[1] - v if ci else 0) + top * 0.02, f"{v:.2f}", ha="center", va="bottom", fontsize=8)
     ax.set_xticks(range(len(groups)), [_group_label(scores, g) for g in groups])
-    label = "QueerBench score" if key == "queerbench" else "HurtLex score H\n(no toxicity scorer, so no QB)"
+    label = "QueerBench score" if key == GAP_BLOCK else "HurtLex score H\n(no toxicity scorer, so no QB)"
     ax.set_ylabel(label + "\nhigher = more harmful")
     ax.set_ylim(0, top * 1.25)
     legend = [*handles]
@@ -358,7 +359,7 @@ def build_comparison_figure(scores: dict[str, Any], meta: dict[str, Any] | None 
     if any(v is None for v in vals):
         legend.append(no_data_handle())
     ax.legend(handles=legend, title="group", fontsize=8, title_fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
-    what = "QueerBench score" if key == "queerbench" else "HurtLex score"
+    what = "QueerBench score" if key == GAP_BLOCK else "HurtLex score"
     ax.set_title(f"{what} per group{' (95% CI)' if any(cis) else ''}\n{run_label(meta, scores)}", fontsize=11)
     _small_n_footnote(fig, scores)
     return fig
