@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 
 from queerbench.base.sources import fetch
-from queerbench.scoring.diversity import batch_diversities, expected_batch_diversity, type_token_ratio
 from queerbench.scoring.vader import vader_row, vader_word
+from queerbench.tasks.queergen.diversity import batch_diversities, expected_batch_diversity, type_token_ratio
 from queerbench.tasks.queergen.evaluations import ALL_PERSPECTIVE, read_evaluation_csv
 
 METRIC = str(Path(__file__).resolve().parents[1] / "metric_queerbench")

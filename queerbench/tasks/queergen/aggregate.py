@@ -18,8 +18,8 @@ import pandas as pd
 from scipy import stats
 from scipy.spatial.distance import jensenshannon
 
-from queerbench.scoring.diversity import batch_diversities, expected_batch_diversity
 from queerbench.scoring.uncertainty import mean_ci
+from queerbench.tasks.queergen.diversity import batch_diversities, expected_batch_diversity
 from queerbench.tasks.queergen.spec import GROUP_ORDER, check_scoring_config, spec
 
 __all__ = [
