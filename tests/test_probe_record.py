@@ -117,7 +117,7 @@ def test_an_endpoint_run_records_no_constrained_rating_and_compare_reads_the_rec
     capsys.readouterr()
     assert main(["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(tmp_path / "cmp")]) == 0
     md = (tmp_path / "cmp" / "compare.md").read_text(encoding="utf-8")
-    assert "# SCM comparison" in md and "## Warmth, free rating (1-5) (higher is better)" in md
+    assert "# SCM comparison" in md and "## Warmth, free rating (1-5) (neither direction is better)" in md
     assert "95% Student-t CI over ratings and n (ratings)" in md and "4.00" in md
     table = pd.read_csv(tmp_path / "cmp" / "compare.csv", header=[0, 1], index_col=0)
     values = table["warmth_free"].to_numpy().ravel()
@@ -206,6 +206,19 @@ def test_a_probes_task_declares_metrics_but_not_groups_and_an_unknown_column_is_
     path = tmp_path / "tasks.json"
     path.write_text(json.dumps({"schema_version": 1, "tasks": [entry]}), encoding="utf-8")
     assert load_specs(path)["p"].metrics == (MetricSpec("m", "rating_free.Warmth", "M"),)
+    measurement = {
+        **entry,
+        "metrics": [{"name": "m", "column": "rating_free.Warmth", "title": "M", "higher_is_better": None}],
+    }
+    path.write_text(json.dumps({"schema_version": 1, "tasks": [measurement]}), encoding="utf-8")
+    assert load_specs(path)["p"].metrics[0].higher_is_better is None  # a measurement: no better direction
+    from queerbench.tasks.misgendered import task as misgendered_task
+
+    misgendered = json.loads(Path(misgendered_task.__file__).with_name("tasks.json").read_text(encoding="utf-8"))
+    misgendered["tasks"][0]["metrics"][0]["higher_is_better"] = None
+    path.write_text(json.dumps(misgendered), encoding="utf-8")
+    with pytest.raises(ValueError, match=r"metrics\[0\]: 'higher_is_better' is true or false, got None$"):
+        load_specs(path)  # a task whose metric ranks models must say which way is better
     path.write_text(json.dumps({"schema_version": 1, "tasks": [{**entry, "groups": {}}]}), encoding="utf-8")
     with pytest.raises(ValueError, match=r"\['groups'\] belong to a 'requests' or 'blanks' task only"):
         load_specs(path)

@@ -20,7 +20,7 @@ import pandas as pd
 
 from queerbench.base.files import write_text
 from queerbench.reporting.figures import group_style, model_label, save_figure
-from queerbench.reporting.record import RunRecord
+from queerbench.reporting.record import RunRecord, metric_direction
 
 __all__ = ["FIGURE", "fmt_ci", "fmt_value", "metric_table", "render_metrics_report", "write_metrics_report"]
 
@@ -88,7 +88,7 @@ def render_metrics_report(record: RunRecord, figure: str | None = FIGURE) -> str
     ]
     for metric in record.declared_metrics:
         block, d = record.results[metric["name"]], int(metric["decimals"])
-        better = "higher is better" if metric["higher_is_better"] else "lower is better"
+        better = metric_direction(metric["higher_is_better"])
         lines += ["", f"## {metric['title']} ({better})", ""]
         overall = block["overall"]
         lines.append(

@@ -30,6 +30,7 @@ __all__ = [
     "RunRecord",
     "is_probes_record",
     "is_record",
+    "metric_direction",
     "read_record",
     "record_rows",
     "write_record",
@@ -104,6 +105,14 @@ class RunRecord:
             raise ValueError(f"{where}: a result record of kind {kind!r}, not one of {', '.join(RECORD_KINDS)}")
         extra = {k: v for k, v in data.items() if k not in names}
         return cls(**{k: v for k, v in data.items() if k in names and k != "extra"}, extra=extra)
+
+
+def metric_direction(higher_is_better: bool | None) -> str:
+    """A declared metric's direction in words: ``higher is better``, ``lower is better``, or, for a measurement
+    with no better direction (None), that neither is."""
+    if higher_is_better is None:
+        return "neither direction is better"
+    return "higher is better" if higher_is_better else "lower is better"
 
 
 def write_record(out: Path, record: RunRecord) -> Path:

@@ -17,7 +17,7 @@ import pandas as pd
 from queerbench.base.files import atomic_path, write_text
 from queerbench.base.signature import parse_signature
 from queerbench.reporting.figures import heatmap_figure, model_label
-from queerbench.reporting.record import RunRecord
+from queerbench.reporting.record import RunRecord, metric_direction
 from queerbench.reporting.tables import NO_DATA, markdown_table
 from queerbench.results.compare import refuse_repeats
 
@@ -97,7 +97,7 @@ def compare_records(records: Sequence[RunRecord], folders: Sequence[str], out: P
         ).astype(float)
         shown = pd.DataFrame([[_cell(g.get(c), d) for c in order] for g in groups], index=labels, columns=order)
         shown.index.name = "run"
-        better = "higher is better" if metric["higher_is_better"] else "lower is better"
+        better = metric_direction(metric["higher_is_better"])
         lines += [f"## {metric['title']} ({better})", "", markdown_table(shown), ""]
     head = first.declared_metrics[0]
     counts = pd.DataFrame(
@@ -110,7 +110,7 @@ def compare_records(records: Sequence[RunRecord], folders: Sequence[str], out: P
         out / "compare_heatmap.png",
         f"{head['title']} per run and {first.groups['column']} ({first.benchmark})",
         subtitle="rows: model · task · method" + (" (not all comparable: see compare.md)" if warnings else ""),
-        value_label=f"{head['title']} ({'higher' if head['higher_is_better'] else 'lower'} is better)",
+        value_label=f"{head['title']} ({metric_direction(head['higher_is_better'])})",
         counts=counts,
     )
     table = pd.concat(values, axis=1)

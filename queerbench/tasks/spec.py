@@ -60,7 +60,9 @@ class MetricSpec:
     name: str
     column: str
     title: str
-    higher_is_better: bool = True
+    higher_is_better: bool | None = True
+    """Which way is better (a harm score: lower); None for a ``probes`` task's measurement that has no better
+    direction (the SCM probes' Warmth and Competence ratings)."""
     decimals: int = 3
 
 
@@ -262,7 +264,7 @@ def _request_parts(raw: dict[str, Any], label: str) -> tuple[dict[str, str], tup
         stray = [k for k in ("requests", "groups") if k in raw]
         if stray:
             raise ValueError(f"{label}: {stray} belong to a 'requests' or 'blanks' task only")
-        return {}, (_metrics(raw["metrics"], label) if "metrics" in raw else ()), None
+        return {}, (_metrics(raw["metrics"], label, measurements=True) if "metrics" in raw else ()), None
     if raw["kind"] == "blanks" and "groups" in raw:
         raise ValueError(f"{label}: a 'blanks' task's groups are the subject groups; drop 'groups'")
     requests = raw.get("requests")
@@ -299,9 +301,10 @@ def _request_parts(raw: dict[str, Any], label: str) -> tuple[dict[str, str], tup
     return dict(requests), tuple(metrics), spec
 
 
-def _metrics(raw: Any, label: str) -> tuple[MetricSpec, ...]:
+def _metrics(raw: Any, label: str, *, measurements: bool = False) -> tuple[MetricSpec, ...]:
     """A task's ``metrics``, checked: a non-empty list of ``{name, column, title, higher_is_better, decimals}``
-    objects with distinct names; anything else is one line naming the field."""
+    objects with distinct names (``higher_is_better`` null only where ``measurements``: a ``probes`` task's, whose
+    metrics may have no better direction); anything else is one line naming the field."""
     if not isinstance(raw, list) or not raw:
         raise ValueError(f"{label}: 'metrics' must be a non-empty list of {{name, column, title}} objects")
     metrics = []
@@ -313,8 +316,12 @@ def _metrics(raw: Any, label: str) -> tuple[MetricSpec, ...]:
         stray = sorted(set(m) - {"name", "column", "title", "higher_is_better", "decimals"})
         if stray:
             raise ValueError(f"{label}: metrics[{i}] has unknown field(s) {stray}")
-        if not isinstance(m.get("higher_is_better", True), bool) or not isinstance(m.get("decimals", 3), int):
-            raise ValueError(f"{label}: metrics[{i}]: 'higher_is_better' is true/false, 'decimals' an integer")
+        direction = m.get("higher_is_better", True)
+        if not (isinstance(direction, bool) or (measurements and direction is None)):
+            allowed = "true, false or null (no better direction)" if measurements else "true or false"
+            raise ValueError(f"{label}: metrics[{i}]: 'higher_is_better' is {allowed}, got {direction!r}")
+        if not isinstance(m.get("decimals", 3), int):
+            raise ValueError(f"{label}: metrics[{i}]: 'decimals' is an integer")
         metrics.append(MetricSpec(**m))
     if len({m.name for m in metrics}) != len(metrics):
         raise ValueError(f"{label}: 'metrics' names one metric twice")

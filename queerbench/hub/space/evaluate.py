@@ -37,7 +37,7 @@ from queerbench.hub.space.viewer import ViewPart, filter_table, load_parts
 from queerbench.models.registry import EMBEDDED_MODELS
 from queerbench.reporting.figures import comparison_figure
 from queerbench.reporting.metrics_report import FIGURE, fmt_ci, fmt_value, metric_table
-from queerbench.reporting.record import RunRecord
+from queerbench.reporting.record import RunRecord, metric_direction
 from queerbench.reporting.report import score_table
 from queerbench.reporting.tables import COMPONENTS
 from queerbench.scoring.aggregate import GAP_BLOCK, GROUP_ORDER
@@ -189,7 +189,7 @@ def _request_status(check: ModelCheck, record: RunRecord, n_templates: int, seco
         block, d = record.results[metric["name"]], int(metric["decimals"])
         overall = block["overall"]
         ci = f" {fmt_ci(overall['ci'], d)}" if overall.get("ci") else ""
-        better = "higher is better" if metric["higher_is_better"] else "lower is better"
+        better = metric_direction(metric["higher_is_better"])
         line = f"- {metric['title']} ({better}): {fmt_value(overall['value'], d, missing='no data')}{ci} over all items"
         head = block.get("headline")
         if head and head.get("gap") is not None:
