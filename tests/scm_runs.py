@@ -32,3 +32,27 @@ def reanalyze(run_dir: str | Path, **settings: Any) -> dict[str, Any]:
 
     task = get_task("scm")
     return reanalyze_probes(task, run_dir, task.probe_plan("embedded", **settings))
+
+
+def endpoint_scm(
+    url: str, out: str | Path, model: str, mapper_factory: Any, *, survey_samples: int = 1, limit: int = 7
+) -> dict[str, Any]:
+    """An SCM run of ``model`` served at ``url`` (a test's fake server): the paper's decoding for its family with
+    ``survey_samples`` replies per survey prompt and one per story, ``limit`` prompts per split, two requests in
+    flight, quietly."""
+    from queerbench.models.generation import load_runner
+    from queerbench.tasks.scm.pipeline import resolve_settings
+
+    survey, story, prov = resolve_settings(model, survey_samples=survey_samples, story_samples=1)
+    return run_scm(
+        out,
+        endpoint=url,
+        model=model,
+        settings=survey,
+        story_settings=story,
+        provenance=prov,
+        limit=limit,
+        runner=load_runner(model, url, concurrency=2, requests_per_minute=100_000),
+        mapper_factory=mapper_factory,
+        log=lambda m: None,
+    )

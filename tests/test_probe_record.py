@@ -19,7 +19,7 @@ from queerbench.tasks.base import MetricSpec, load_specs
 from queerbench.tasks.scm.pipeline import resolve_settings
 from queerbench.tasks.scm.plan import scm_plan
 from tests.openai_server import FakeOpenAI
-from tests.scm_runs import reanalyze, run_scm
+from tests.scm_runs import endpoint_scm, reanalyze, run_scm
 from tests.tiny_models import tiny_llama
 
 
@@ -38,21 +38,7 @@ def _tiny_settings() -> dict:
 
 
 def _endpoint_run(server: FakeOpenAI, out: Path, model: str) -> dict:
-    from queerbench.models.generation import load_runner
-
-    survey, story, prov = resolve_settings(model, survey_samples=2, story_samples=1)
-    return run_scm(
-        out,
-        endpoint=server.url,
-        model=model,
-        settings=survey,
-        story_settings=story,
-        provenance=prov,
-        limit=14,
-        runner=load_runner(model, server.url, concurrency=2, requests_per_minute=100_000),
-        mapper_factory=_FakeMapper,
-        log=lambda m: None,
-    )
+    return endpoint_scm(server.url, out, model, _FakeMapper, survey_samples=2, limit=14)
 
 
 def _assert_same_numbers(out: Path) -> None:

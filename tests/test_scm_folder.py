@@ -10,9 +10,8 @@ import pytest
 
 from queerbench.base.lock import folder_lock
 from queerbench.cli import main
-from queerbench.tasks.scm.pipeline import resolve_settings
 from tests.openai_server import FakeOpenAI
-from tests.scm_runs import run_scm
+from tests.scm_runs import endpoint_scm
 
 
 class _FakeMapper:
@@ -23,22 +22,7 @@ class _FakeMapper:
 
 
 def _scm(server: FakeOpenAI, out: Path, model: str = "served") -> dict:
-    from queerbench.models.generation import load_runner
-
-    survey, story, prov = resolve_settings(model, survey_samples=1, story_samples=1)
-    runner = load_runner(model, server.url, concurrency=2, requests_per_minute=100_000)
-    return run_scm(
-        out,
-        endpoint=server.url,
-        model=model,
-        settings=survey,
-        story_settings=story,
-        provenance=prov,
-        limit=7,
-        runner=runner,
-        mapper_factory=_FakeMapper,
-        log=lambda m: None,
-    )
+    return endpoint_scm(server.url, out, model, _FakeMapper)
 
 
 def test_scm_run_refuses_a_queerbench_run_folder_and_foreign_files(
