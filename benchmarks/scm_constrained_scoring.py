@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 from collections import Counter
 
+from queerbench.models.backends import runner_backend
 from queerbench.models.generation import TransformersRunner
 from queerbench.tasks.scm.dataset import scm_splits, shuffled_selection_rows
 from queerbench.tasks.scm.pipeline import SCORING_METHODS, constrained_scores
@@ -32,9 +33,11 @@ def main() -> None:
     if args.shuffle:
         rows = shuffled_selection_rows(rows, 1, seed=0)
     runner = TransformersRunner(args.model)
+    backend = runner_backend(runner, batch_size=args.batch_size)
+    assert backend is not None  # a local model
     print(f"{runner.name}: {len(rows)} selection prompts, list {'shuffled' if args.shuffle else 'in Table 1 order'}")
     for method in SCORING_METHODS:
-        s = constrained_scores(runner, rows, args.batch_size, method)
+        s = constrained_scores(backend, rows, method)
         top = Counter(s["top_term"]).most_common(3)
         print(
             f"  {method:<10} top is first listed {int(s['top_is_first'].sum()):>2}/{len(s)}; "

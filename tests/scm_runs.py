@@ -56,3 +56,23 @@ def endpoint_scm(
         mapper_factory=mapper_factory,
         log=lambda m: None,
     )
+
+
+def option_logps(
+    runner: Any, prompts: list[str], options: list[list[str]], prefix: str, *, batch_size: int = 8, **backend: Any
+) -> list[list[float]]:
+    """Each option's summed log-probability as the reply to its prompt after ``prefix`` (``" " + option``): the
+    chat ``loglikelihood`` requests constrained scoring asks, on a local runner's
+    :class:`~queerbench.models.backends.causal.CausalBackend` (``backend``: its options, e.g. ``share_prefixes``)."""
+    from queerbench.models.backends.causal import CausalBackend
+    from queerbench.models.registry import ModelRef
+    from queerbench.models.requests import Loglikelihood
+
+    scorer = CausalBackend(runner, ModelRef(runner.model_id), batch_size=batch_size, **backend)
+    requests = [
+        Loglikelihood(p, " " + o, chat=True, reply_prefix=prefix)
+        for p, opts in zip(prompts, options, strict=True)
+        for o in opts
+    ]
+    results = iter(scorer.loglikelihood(requests))
+    return [[next(results).logprob for _ in opts] for opts in options]

@@ -29,6 +29,7 @@ from queerbench.models.generation.loading import (
     resolve_model,
 )
 from queerbench.models.generation.local import TransformersRunner
+from tests.scm_runs import option_logps
 from tests.tiny_models import CacheOnlyLM, NoLogitsToKeepLM, PastKeyValuesLM, tiny_gpt2, tiny_llama
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
@@ -397,7 +398,9 @@ def _brute_option_logprob(runner: TransformersRunner, prompt: str, prefix: str, 
 
 
 @pytest.mark.parametrize("which", ["gpt2", "chat"])
-def test_score_options_equal_one_plain_pass_per_option(which: str, request) -> None:
+def test_option_loglikelihoods_equal_one_plain_pass_per_option(which: str, request) -> None:
+    """Constrained scoring's chat ``loglikelihood`` requests on the causal backend: the prompt as the model reads
+    it, the reply prefix, each option encoded on its own; batched, with or without shared prefixes."""
     runner = request.getfixturevalue(which)
     prompts = ["Rate the gay person.", "How warm is the person who is very kind, smart and funny?"]
     options = [["1", "2", "very warm"], ["cold", "warm and kind"]]
@@ -405,16 +408,17 @@ def test_score_options_equal_one_plain_pass_per_option(which: str, request) -> N
         [_brute_option_logprob(runner, p, "Rating:", o) for o in opts] for p, opts in zip(prompts, options, strict=True)
     ]
     for batch_size in (1, 2, 8):
-        got = runner.score_options(prompts, options, "Rating:", batch_size=batch_size)
-        assert [len(g) for g in got] == [3, 2]
-        for g, w in zip(got, want, strict=True):
-            assert g == pytest.approx(w, abs=1e-4)
+        for share in (True, False):
+            got = option_logps(runner, prompts, options, "Rating:", batch_size=batch_size, share_prefixes=share)
+            assert [len(g) for g in got] == [3, 2]
+            for g, w in zip(got, want, strict=True):
+                assert g == pytest.approx(w, abs=1e-4)
     calls: list[int] = []
     handle = runner.model.register_forward_pre_hook(lambda m, a, k: calls.append(1), with_kwargs=True)
     try:
-        default = runner.score_options(prompts, options, "Rating:")
+        default = option_logps(runner, prompts, options, "Rating:", share_prefixes=False)
         assert len(calls) == 1  # five options: one batch of up to 8
-        runner.score_options(prompts[:1], [[str(i) for i in range(9)]], "Rating:")
+        option_logps(runner, prompts[:1], [[str(i) for i in range(9)]], "Rating:", share_prefixes=False)
     finally:
         handle.remove()
     assert len(calls) == 3  # nine options: 8 + 1
@@ -597,7 +601,7 @@ def test_special_tokens_are_added_only_without_a_chat_template(folders, tmp_path
             handle.remove()
         assert (first[0] == tok.bos_token_id) == (not chat_template), chat_template
         # and option scoring: the context as the model sees it, each option without added tokens
-        got = runner.score_options(["Rate xe."], [["1", "warm"]], "Rating:")
+        got = option_logps(runner, ["Rate xe."], [["1", "warm"]], "Rating:")
         want = [_brute_option_logprob(runner, "Rate xe.", "Rating:", o) for o in ("1", "warm")]
         assert got[0] == pytest.approx(want, abs=1e-4)
 

@@ -15,9 +15,11 @@ import pandas as pd
 import pytest
 
 from queerbench.base import progress as progress_module
+from queerbench.models.backends import runner_backend
 from queerbench.models.generation import GenerationSettings, Reply, ResponseCache, TransformersRunner, collect
 from queerbench.tasks.scm import constrained, pipeline
 from queerbench.tasks.scm.dataset import scm_splits
+from tests.scm_runs import option_logps
 from tests.tiny_models import tiny_llama
 
 collect_module = importlib.import_module(
@@ -127,26 +129,27 @@ def chat_model(tmp_path_factory) -> str:
     return str(tiny_llama(tmp_path_factory.mktemp("chat"), chat_template=True))
 
 
-def test_constrained_scoring_advances_per_prompt_with_the_scores_of_one_call(chat_model, bars: list[Any]):
+def test_constrained_scoring_advances_per_prompt_with_the_scores_of_direct_requests(chat_model, bars: list[Any]):
     runner = TransformersRunner(chat_model)
+    backend = runner_backend(runner, batch_size=2)
     rows = scm_splits()["survey"]
     rows = pd.concat([rows[rows["task"] == "rating"].head(5), rows[rows["task"] == "selection"].head(3)])
-    sizes: list[int] = []
-    inner = runner.score_options
+    calls: list[int] = []
+    ticks: list[int] = []
+    inner = backend.loglikelihood
 
-    def recorded(prompts, options, prefix, batch_size):
-        sizes.append(len(prompts))
-        return inner(prompts, options, prefix, batch_size)
+    def recorded(requests, tick=None):
+        calls.append(len(requests))
+        return inner(requests, lambda n: (ticks.append(n), tick(n)))
 
-    runner.score_options = recorded
-    scores = pipeline.constrained_scores(runner, rows, batch_size=2)
-    # rating: 5 prompts and their content-free versions, in slices of 2; selection: 3 and theirs
+    backend.loglikelihood = recorded
+    scores = pipeline.constrained_scores(backend, rows)
+    # one call each: the 5 rating prompts, their content-free versions, the 3 selection prompts, theirs
     content_free = {(constrained._content_free_prompt(r), tuple(r["options"])) for r in rows.to_dict("records")}
     assert len(scores) == 8 and bars[0].total == 8 + len(content_free) and bars[0].unit == "prompt"
-    assert bars[0].n == bars[0].total and max(sizes) == 2 and len(sizes) > 4
-    runner.score_options = inner
+    assert bars[0].n == bars[0].total and len(calls) == 4 and len(ticks) > 4  # the bar moves as batches finish
     for task in ("rating", "selection"):
         sub = rows[rows["task"] == task]
-        one = inner(sub["prompt"].tolist(), [list(o) for o in sub["options"]], pipeline.RATING_PREFIX
-                    if task == "rating" else pipeline.SELECTION_PREFIX, 2)  # fmt: skip
+        prefix = pipeline.RATING_PREFIX if task == "rating" else pipeline.SELECTION_PREFIX
+        one = option_logps(runner, sub["prompt"].tolist(), [list(o) for o in sub["options"]], prefix, batch_size=2)
         assert scores[scores["task"] == task]["logp"].map(list).tolist() == one  # bit for bit

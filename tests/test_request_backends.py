@@ -115,6 +115,39 @@ def test_each_backend_refuses_in_one_line_what_it_does_not_answer(backends: dict
     assert "cannot answer fill_mask" in one_line(caught)
 
 
+def test_a_chat_loglikelihood_is_refused_in_one_line_where_there_is_no_prompt_to_reply_to(
+    backends: dict[str, object], models: dict[str, Path]
+) -> None:
+    chat = [Loglikelihood("Rate xe.", " 3", chat=True, reply_prefix="Rating:")]
+    with pytest.raises(UnsupportedRequestError) as caught:
+        backends["bert"].loglikelihood(chat)
+    assert "cannot score a reply to a chat prompt (a masked LM" in one_line(caught)
+    with CompletionsServer(models["gpt2"]) as server:
+        backend = open_backend(model_ref("tiny", server.url), "loglikelihood", log=quiet)
+        with pytest.raises(UnsupportedRequestError) as caught:
+            backend.loglikelihood(chat)
+    assert "cannot score a reply to a chat prompt (a completions endpoint" in one_line(caught) and not server.bodies
+    with pytest.raises(ValueError, match="reply_prefix opens a chat reply"):
+        Loglikelihood("Rate xe.", " 3", reply_prefix="Rating:")
+    with pytest.raises(ValueError, match="needs a continuation"):
+        Loglikelihood("Rate xe.", "", chat=True)
+
+
+def test_a_chat_loglikelihood_scores_the_reply_after_the_formatted_prompt(backends: dict[str, object]) -> None:
+    """The context as the model reads a prompt (its chat template, the assistant's turn open), the reply prefix, the
+    continuation encoded on its own: equal to one forward pass over those ids."""
+    backend = backends["llama"]
+    runner, tok = backend.runner, backend.tokenizer
+    got = backend.loglikelihood([Loglikelihood("Rate xe.", " warm", chat=True, reply_prefix="Answer:")])[0]
+    context = tok(runner.format_prompt("Rate xe.") + "Answer:", add_special_tokens=False)["input_ids"]
+    reply = tok(" warm", add_special_tokens=False)["input_ids"]
+    assert runner.format_prompt("Rate xe.").startswith("<|user|>") and got.n_tokens == len(reply)
+    with torch.inference_mode():
+        logp = torch.log_softmax(backend.model(input_ids=torch.tensor([context + reply])).logits[0].float(), -1)
+    want = sum(float(logp[len(context) - 1 + j, t]) for j, t in enumerate(reply))
+    assert got.logprob == pytest.approx(want, abs=1e-4)
+
+
 # ------------------------------------------------------------------------------------------------- masked LM --
 def masked_reference(path: Path, text: str, candidate: str, pieces: list[int]) -> float:
     """A candidate's log-probability computed directly: as many mask tokens as pieces, one full forward pass."""

@@ -9,11 +9,12 @@ import math
 import pandas as pd
 import pytest
 
+from queerbench.models.backends import runner_backend
 from queerbench.models.generation import GenerationSettings, ResponseCache, TransformersRunner, collect
 from queerbench.tasks.scm.analysis import analyze, parse_frame
 from queerbench.tasks.scm.dataset import scm_splits, select_rows
 from queerbench.tasks.scm.pipeline import constrained_scores
-from tests.scm_runs import run_scm
+from tests.scm_runs import option_logps, run_scm
 from tests.tiny_models import tiny_gpt2, tiny_llama
 
 
@@ -83,7 +84,7 @@ def test_constrained_scores_are_distributions_matching_direct_logprobs(chat_mode
     runner = TransformersRunner(chat_model)
     rows = scm_splits()["survey"]
     rows = pd.concat([rows[rows["task"] == "rating"].head(2), rows[rows["task"] == "selection"].head(1)])
-    scores = constrained_scores(runner, rows, batch_size=3)
+    scores = constrained_scores(runner_backend(runner, batch_size=3), rows)
     assert len(scores) == 3
     for probs in scores["probs"]:
         assert math.isclose(sum(probs), 1.0, rel_tol=1e-6) and all(p > 0 for p in probs)
@@ -92,7 +93,7 @@ def test_constrained_scores_are_distributions_matching_direct_logprobs(chat_mode
     assert math.isclose(r0["expected_rating"], sum((i + 1) * p for i, p in enumerate(r0["probs"])), rel_tol=1e-9)
     sel = scores[scores["task"] == "selection"].iloc[0]
     assert len(sel["probs"]) == 22 and math.isclose(sel["p_warmth"] + sel["p_competence"], 1.0)
-    # the batched, left-padded scorer equals an unpadded forward pass on one option
+    # the batched scorer (the backend's loglikelihood) equals an unpadded forward pass on one option
     ctx = runner.format_prompt(rows.iloc[0]["prompt"]) + "Rating:"
     ids = (
         runner.tokenizer(ctx, add_special_tokens=False)["input_ids"]
@@ -102,7 +103,7 @@ def test_constrained_scores_are_distributions_matching_direct_logprobs(chat_mode
     with torch.no_grad():
         logp = torch.log_softmax(runner.model(torch.tensor([ids])).logits[0, :-1], -1)
     direct = sum(float(logp[len(ids) - n_cont - 1 + k, ids[len(ids) - n_cont + k]]) for k in range(n_cont))
-    batched = runner.score_options([rows.iloc[0]["prompt"]], [["1", "3", "warm"]], "Rating:", batch_size=3)[0][1]
+    batched = option_logps(runner, [rows.iloc[0]["prompt"]], [["1", "3", "warm"]], "Rating:", batch_size=3)[0][1]
     assert math.isclose(direct, batched, rel_tol=1e-4, abs_tol=1e-4)
 
 
@@ -131,12 +132,15 @@ def test_run_scm_writes_all_outputs_and_rerun_is_free(chat_model, tmp_path) -> N
 
 
 def test_option_scores_do_not_depend_on_batch_padding_with_absolute_positions(tmp_path) -> None:
-    """GPT-2 has absolute position embeddings: left padding must not shift a row's positions."""
+    """GPT-2 has absolute position embeddings: padding must not shift a row's positions."""
     runner = TransformersRunner(str(tiny_gpt2(tmp_path)))
     short, long = "the cat", "the cat is a very good and nice and kind animal to have at home"
-    alone = runner.score_options([short], [["1", "2"]], "Rating:", batch_size=8)[0]
-    batched = runner.score_options([short, long], [["1", "2"], ["1", "2"]], "Rating:", batch_size=8)[0]
-    assert all(math.isclose(a, b, rel_tol=1e-4, abs_tol=1e-4) for a, b in zip(alone, batched, strict=True))
+    for share in (True, False):
+        alone = option_logps(runner, [short], [["1", "2"]], "Rating:", batch_size=8, share_prefixes=share)[0]
+        batched = option_logps(
+            runner, [short, long], [["1", "2"], ["1", "2"]], "Rating:", batch_size=8, share_prefixes=share
+        )[0]
+        assert all(math.isclose(a, b, rel_tol=1e-4, abs_tol=1e-4) for a, b in zip(alone, batched, strict=True))
 
 
 def test_the_space_tab_runs_the_probes_on_the_runner_it_is_given(chat_model, tmp_path) -> None:
@@ -177,3 +181,17 @@ def test_the_space_app_hands_the_tab_the_probe_runner_of_its_task(monkeypatch) -
     build_demo(SpaceSettings())
     assert len(given) == 1
     assert given[0].func is run_probes and given[0].args == (get_task("scm"),)
+
+
+def test_a_prompt_longer_than_the_models_positions_is_one_line_naming_both_fixes(chat_model, tmp_path) -> None:
+    from queerbench.models.backends import RequestFailedError
+    from queerbench.tasks.scm.plan import ScmPlan
+
+    runner = TransformersRunner(chat_model)
+    runner.model.config.max_position_embeddings = 64  # the survey prompts are longer
+    plan = ScmPlan(survey=GenerationSettings(), story=GenerationSettings(), limit=2)
+    with pytest.raises(RequestFailedError) as caught:
+        plan._constrained_scores(runner, tmp_path, lambda m: None)
+    message = str(caught.value)
+    assert "\n" not in message and "takes at most 64 tokens" in message and "--no-constrained" in message
+    assert not (tmp_path / "scores.parquet").exists()

@@ -10,12 +10,14 @@ import pandas as pd
 import pytest
 
 from queerbench.cli import main
+from queerbench.models.backends import runner_backend
+from queerbench.models.requests import GENERATE, LOGLIKELIHOOD, LoglikelihoodResult, UnsupportedRequestError
 from queerbench.tasks.scm.constrained import _content_free_prompt, constrained_scores
 from queerbench.tasks.scm.data import load_groups, paper_decoding
 from queerbench.tasks.scm.dataset import scm_splits, select_rows, shuffled_selection_rows
 from queerbench.tasks.scm.pipeline import resolve_settings
 from queerbench.tasks.scm.pipeline import truncated as _truncated
-from tests.scm_runs import run_scm
+from tests.scm_runs import option_logps, run_scm
 from tests.tiny_models import tiny_llama
 
 GROUPS = {g.id for g in load_groups()}
@@ -142,42 +144,54 @@ def test_shuffled_selection_lists_are_seeded_and_per_sample() -> None:
     assert fixed["prompt"].str.contains("warm, tolerant, good-natured").all()
 
 
-class _PriorRunner:
+class _PriorBackend:
     """Option log-probs with a strong prior for the first listed, single-token "warm" (the artefact), while the
     prompt itself raises "competent" most: the case where the right answer is not the first option."""
 
-    class tokenizer:
-        def __new__(cls, text, add_special_tokens=False):
-            return {"input_ids": list(range(max(1, len(text.strip()) // 3)))}
+    name = "prior"
+    request_types = frozenset({LOGLIKELIHOOD})
 
-    def score_options(self, prompts, options, prefix, batch_size=8):
+    def loglikelihood(self, requests, tick=None):
         out = []
-        for prompt, opts in zip(prompts, options, strict=True):
-            content_free = "n/a" in prompt.lower()
-            row = []
-            for o in opts:
-                if o == "warm":
-                    row.append(-0.5 if content_free else -1.0)
-                elif o == "competent":
-                    row.append(-8.0 if content_free else -3.0)
-                else:
-                    row.append(-9.0)
-            out.append(row)
+        for r in requests:
+            content_free = "n/a" in r.context.lower()
+            assert r.chat and r.reply_prefix == "Answer:" and r.continuation.startswith(" ")
+            option = r.continuation[1:]
+            if option == "warm":
+                value = -0.5 if content_free else -1.0
+            elif option == "competent":
+                value = -8.0 if content_free else -3.0
+            else:
+                value = -9.0
+            out.append(LoglikelihoodResult(value, max(1, len(option) // 3)))
+        if tick is not None:
+            tick(len(requests))
         return out
 
 
 def test_calibrated_scoring_picks_an_answer_that_is_not_the_first_option() -> None:
     rows = scm_splits()["survey"]
     sel = rows[rows["task"] == "selection"].head(2)
-    raw = constrained_scores(_PriorRunner(), sel, method="sum")
+    raw = constrained_scores(_PriorBackend(), sel, method="sum")
     assert set(raw["top_term"]) == {"warm"} and raw["top_is_first"].all()
-    cal = constrained_scores(_PriorRunner(), sel, method="calibrated")
+    cal = constrained_scores(_PriorBackend(), sel, method="calibrated")
     assert set(cal["top_term"]) == {"competent"} and not cal["top_is_first"].any()
     assert all(p > 0.5 for p in cal["p_competence"])
-    mean = constrained_scores(_PriorRunner(), sel, method="mean")
+    mean = constrained_scores(_PriorBackend(), sel, method="mean")
     assert math.isclose(sum(mean["probs"].iloc[0]), 1.0)
     with pytest.raises(ValueError, match="scoring method"):
-        constrained_scores(_PriorRunner(), sel, method="max")
+        constrained_scores(_PriorBackend(), sel, method="max")
+
+
+def test_constrained_scoring_needs_a_backend_that_answers_loglikelihood() -> None:
+    class _GenerateOnly:
+        name, request_types = "a chat endpoint", frozenset({GENERATE})
+
+    sel = scm_splits()["survey"].head(2)
+    with pytest.raises(
+        UnsupportedRequestError, match=r"^a chat endpoint cannot answer loglikelihood requests \(constrained"
+    ):
+        constrained_scores(_GenerateOnly(), sel)  # type: ignore[arg-type]
 
 
 def test_calibrated_scores_equal_direct_content_free_difference(chat_model) -> None:
@@ -186,12 +200,12 @@ def test_calibrated_scores_equal_direct_content_free_difference(chat_model) -> N
     runner = TransformersRunner(chat_model)
     rows = scm_splits()["survey"]
     row = rows[rows["task"] == "rating"].head(1)
-    got = constrained_scores(runner, row, method="calibrated").iloc[0]
+    got = constrained_scores(runner_backend(runner, batch_size=8), row, method="calibrated").iloc[0]
     rec = row.iloc[0].to_dict()
     cf = _content_free_prompt(rec)
     assert "N/A" in cf and rec["term"] in cf and cf != rec["prompt"]
-    lp = runner.score_options([rec["prompt"]], [list(rec["options"])], "Rating:")[0]
-    lp_cf = runner.score_options([cf], [list(rec["options"])], "Rating:")[0]
+    lp = option_logps(runner, [rec["prompt"]], [list(rec["options"])], "Rating:")[0]
+    lp_cf = option_logps(runner, [cf], [list(rec["options"])], "Rating:")[0]
     diff = [a - b for a, b in zip(lp, lp_cf, strict=True)]
     z = [math.exp(d - max(diff)) for d in diff]
     want = [x / sum(z) for x in z]

@@ -80,10 +80,25 @@ class FillMask:
 @dataclass(frozen=True)
 class Loglikelihood:
     """The log-probability of ``continuation`` after ``context`` (an empty context: of the whole continuation as
-    the model's tokenizer encodes it by default, every token after the first predicted from those before it)."""
+    the model's tokenizer encodes it by default, every token after the first predicted from those before it).
+
+    With ``chat``, the context is a prompt the model replies to: the backend formats it as its model reads a prompt
+    (a chat template's user turn with the assistant's turn opened, or the plain prompt) and appends ``reply_prefix``
+    (the reply's opening, e.g. ``Rating:``); the continuation is encoded on its own, as the first tokens of the reply
+    (an answer option, scored as the model would write it there)."""
 
     context: str
     continuation: str
+    chat: bool = False
+    reply_prefix: str = ""
+
+    def __post_init__(self) -> None:
+        if self.reply_prefix and not self.chat:
+            raise ValueError(
+                "a loglikelihood request's reply_prefix opens a chat reply: set chat=True or put it in the context"
+            )
+        if self.chat and not self.continuation:
+            raise ValueError("a chat loglikelihood request needs a continuation (the reply's tokens to score)")
 
 
 @dataclass(frozen=True)

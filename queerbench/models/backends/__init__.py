@@ -10,6 +10,7 @@ for the request type a task asks:
 - an OpenAI-compatible endpoint (:class:`~queerbench.models.backends.endpoint.EndpointBackend`): ``generate``
   (chat) and ``loglikelihood`` (a completions route that echoes prompt log-probabilities).
 
+:func:`runner_backend` answers requests on a generator that is already open (a probes run's local model).
 :func:`backend_request_types` says what a model answers from its configuration alone, and
 :func:`check_request_type` refuses, in one line and before any weight loads, a request type its kind cannot answer.
 """
@@ -37,6 +38,7 @@ __all__ = [
     "backend_request_types",
     "check_request_type",
     "open_backend",
+    "runner_backend",
 ]
 
 REQUEST_TYPES_OF_KIND: dict[str, frozenset[str]] = {
@@ -154,3 +156,19 @@ def open_backend(
         f"{backend.name}: {meta['backend']} backend on {meta['device']} ({meta['dtype'] or 'served'}) for {request_type}"
     )
     return backend
+
+
+def runner_backend(runner: Any, *, batch_size: int, log: Callable[[str], None] = print) -> Backend | None:
+    """The request backend of a generator a run has open already: a local causal LM's runner as its
+    :class:`~queerbench.models.backends.causal.CausalBackend` (``loglikelihood`` and ``generate`` on the weights
+    loaded, ``batch_size`` rows per forward pass), None for an endpoint's runner (it answers the run's ``generate``
+    requests itself, and no chat-formatted ``loglikelihood``)."""
+    from queerbench.models.generation.local import TransformersRunner
+
+    if not isinstance(runner, TransformersRunner):
+        return None
+    from queerbench.models.backends.causal import CausalBackend
+
+    ref = ModelRef(runner.model_id, revision=runner.revision)
+    dtype = str(runner.model.dtype).removeprefix("torch.")
+    return CausalBackend(runner, ref, dtype=dtype, batch_size=batch_size, log=log)

@@ -8,7 +8,11 @@ its default special tokens: a BOS for Llama-style tokenizers, none for GPT-2) an
 the tokens before it (``n_tokens = n - 1``), so that ``-result.mean`` is the model's own mean token loss for that
 text, ``model(input_ids, labels=input_ids).loss``. With a context, lm-evaluation-harness's rule: the context's
 trailing spaces move to the continuation, context + continuation are encoded together (the same default call), and
-the continuation's tokens (those after as many as the context alone encodes to) are scored. Rows are sorted by
+the continuation's tokens (those after as many as the context alone encodes to) are scored. A ``chat`` request's
+context is the prompt as the model reads one to reply to (the runner's chat template with the assistant's turn
+opened, or the plain prompt), then its ``reply_prefix``, encoded with special tokens only where no chat template
+supplies them; its continuation is encoded on its own and every one of its tokens scored (the reply's first
+tokens, as the model would write them after the prompt). Rows are sorted by
 length and padded on the right with an attention mask, ``batch_size`` rows per forward pass; a row's score does not
 depend on the rows it shares a batch with (to float rounding).
 
@@ -138,7 +142,7 @@ class CausalBackend:
     ) -> list[LoglikelihoodResult]:
         """The log-probability of each continuation after its context, in order (see the module doc)."""
         done = ticker(tick)
-        encoded = [loglikelihood_positions(self.tokenizer, r.context, r.continuation) for r in requests]
+        encoded = [self._encode(r) for r in requests]
         self._check_lengths(requests, encoded)
         results: list[LoglikelihoodResult | None] = [None] * len(requests)
         device = self.runner.device
@@ -164,6 +168,17 @@ class CausalBackend:
                     results[i] = LoglikelihoodResult(value, len(encoded[i][1]))
                 done(len(batch))
         return [r for r in results if r is not None]
+
+    def _encode(self, request: Loglikelihood) -> tuple[list[int], list[int]]:
+        """A request's token ids and scored positions: :func:`loglikelihood_positions`, or for a ``chat`` request
+        the prompt as the runner formats it (chat template or plain) with the reply prefix, encoded with special
+        tokens only where no template supplies them, then the continuation encoded on its own, every token scored."""
+        if not request.chat:
+            return loglikelihood_positions(self.tokenizer, request.context, request.continuation)
+        context = self.runner.format_prompt(request.context) + request.reply_prefix
+        ids = list(self.tokenizer(context, add_special_tokens=not self.runner.has_chat_template)["input_ids"])
+        reply = list(self.tokenizer(request.continuation, add_special_tokens=False)["input_ids"])
+        return ids + reply, list(range(len(ids), len(ids) + len(reply)))
 
     def _sharing(self, device: str) -> bool:
         """Whether this call shares prefixes: switched on and, checked once, the model's cache can be shared (else

@@ -9,7 +9,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-__all__ = ["RequestFailedError", "batches", "by_length", "check_batch_size", "split_context", "ticker"]
+__all__ = [
+    "RequestFailedError",
+    "batches",
+    "by_length",
+    "check_batch_size",
+    "refuse_chat",
+    "split_context",
+    "ticker",
+]
 
 
 class RequestFailedError(ValueError):
@@ -23,6 +31,17 @@ def split_context(context: str, continuation: str) -> tuple[str, str]:
     scores ``" gay"`` after ``"The person is"``. An all-space context becomes empty."""
     stripped = context.rstrip()
     return stripped, context[len(stripped) :] + continuation
+
+
+def refuse_chat(name: str, requests: Sequence[Any], why: str) -> None:
+    """A one-line :class:`~queerbench.models.requests.UnsupportedRequestError` when any of ``requests`` is a
+    ``chat`` loglikelihood request, which a backend without a prompt format to reply to cannot answer (``why``)."""
+    from queerbench.models.requests import UnsupportedRequestError
+
+    if any(getattr(r, "chat", False) for r in requests):
+        raise UnsupportedRequestError(
+            f"{name} cannot score a reply to a chat prompt ({why}): use a local causal LM for these requests"
+        )
 
 
 def by_length(lengths: Sequence[int]) -> list[int]:

@@ -27,7 +27,7 @@ from typing import Any
 from queerbench.base.http import DEFAULT_REQUESTS_PER_MINUTE
 from queerbench.base.redact import redact_url
 from queerbench.models.backends.causal import generate_with
-from queerbench.models.backends.common import RequestFailedError, check_batch_size, split_context, ticker
+from queerbench.models.backends.common import RequestFailedError, check_batch_size, refuse_chat, split_context, ticker
 from queerbench.models.generation.completions import CompletionsRunner, completion_job
 from queerbench.models.generation.endpoint import OpenAIChatRunner
 from queerbench.models.generation.settings import GenerationSettings, MethodUnsupportedError
@@ -164,6 +164,7 @@ class EndpointBackend:
         self, requests: Sequence[Loglikelihood], tick: Callable[[int], None] | None = None
     ) -> list[LoglikelihoodResult]:
         """Each continuation's summed echoed log-probability after its context, in order (see the module doc)."""
+        refuse_chat(self.name, requests, "a completions endpoint scores plain text, not a chat turn")
         done = ticker(tick)
         parts = [split_context(r.context, r.continuation) for r in requests]
         results: list[LoglikelihoodResult | None] = [None] * len(requests)

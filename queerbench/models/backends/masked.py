@@ -36,7 +36,7 @@ from typing import Any
 
 import torch
 
-from queerbench.models.backends.common import batches, by_length, check_batch_size, split_context, ticker
+from queerbench.models.backends.common import batches, by_length, check_batch_size, refuse_chat, split_context, ticker
 from queerbench.models.masked import predict as engine
 from queerbench.models.masked.predict import MaskedLM
 from queerbench.models.registry import ModelRef
@@ -158,6 +158,7 @@ class MaskedBackend:
         self, requests: Sequence[Loglikelihood], tick: Callable[[int], None] | None = None
     ) -> list[LoglikelihoodResult]:
         """The pseudo-log-likelihood of each continuation after its context, in order (see the module doc)."""
+        refuse_chat(self.name, requests, "a masked LM has no prompt to reply to")
         done = ticker(tick)
         results: list[LoglikelihoodResult] = []
         for group in batches(range(len(requests)), self.batch_size):

@@ -1,8 +1,8 @@
-"""Local causal LMs through transformers as a generation-layer runner: sampling and option scoring.
+"""Local causal LMs through transformers as a generation-layer runner: sampling.
 
 :class:`TransformersRunner` wraps a model loaded by :func:`queerbench.models.generation.loading.load_causal_lm` (a folder, Hub id,
-``.gguf`` file or the embedded SmolLM2) as a :class:`~queerbench.models.generation.settings.Runner`, and also scores fixed answer
-options (:meth:`TransformersRunner.score_options`).
+``.gguf`` file or the embedded SmolLM2) as a :class:`~queerbench.models.generation.settings.Runner`; the
+request backend of a local causal LM (:class:`~queerbench.models.backends.causal.CausalBackend`) scores text on it.
 """
 
 from __future__ import annotations
@@ -77,6 +77,7 @@ class TransformersRunner:
         )
         self.device = str(self.model.device)  # the first device of a device map: inputs go there
         self.device_map = device_map
+        self.revision = revision
         self.weights = fingerprint_model(model, hub="commit", revision=revision)
         self.system_prompt = system_prompt
         self.has_chat_template = bool(getattr(self.tokenizer, "chat_template", None))
@@ -256,50 +257,3 @@ class TransformersRunner:
             vals = vals.masked_fill(vals.cumsum(0) - vals >= settings.top_p, 0.0)
             picked.append(int(idx[torch.multinomial(vals, 1, generator=g)]))
         return picked
-
-    def score_options(
-        self, prompts: Sequence[str], options: Sequence[Sequence[str]], answer_prefix: str, batch_size: int = 8
-    ) -> list[list[float]]:
-        """Log-probability of each option as the answer: ``log P(" " + option | prompt, answer_prefix)``.
-
-        The context is the formatted prompt followed by ``answer_prefix`` (e.g. ``"Rating:"``); each option is
-        tokenised separately and appended with a leading space, and its token log-probabilities are summed (no
-        length normalisation: documented choice, see the report). Returns one list of log-probs per prompt.
-        """
-        import torch
-
-        seqs: list[tuple[int, list[int], int]] = []
-        for p_i, (prompt, opts) in enumerate(zip(prompts, options, strict=True)):
-            ctx_text = self.format_prompt(prompt) + answer_prefix
-            ctx = self.tokenizer(ctx_text, add_special_tokens=not self.has_chat_template)["input_ids"]
-            for opt in opts:
-                cont = self.tokenizer(" " + opt, add_special_tokens=False)["input_ids"]
-                seqs.append((p_i, list(ctx) + list(cont), len(cont)))
-        scores: list[float] = []
-        pad = self.tokenizer.pad_token_id
-        for start in range(0, len(seqs), batch_size):
-            chunk = seqs[start : start + batch_size]
-            width = max(len(s[1]) for s in chunk)
-            ids = torch.full((len(chunk), width), pad, dtype=torch.long)
-            mask = torch.zeros((len(chunk), width), dtype=torch.long)
-            for r, (_, toks, _) in enumerate(chunk):  # left padding keeps every continuation at the right edge
-                ids[r, width - len(toks) :] = torch.tensor(toks)
-                mask[r, width - len(toks) :] = 1
-            # explicit positions: with left padding, models with absolute position embeddings (GPT-2, OPT) would
-            # otherwise see each row shifted by its padding and score it differently depending on the batch
-            positions = (mask.cumsum(-1) - 1).clamp(min=0)
-            with torch.no_grad():
-                logits = self.model(
-                    input_ids=ids.to(self.device),
-                    attention_mask=mask.to(self.device),
-                    position_ids=positions.to(self.device),
-                ).logits.float()
-            logp = torch.log_softmax(logits[:, :-1], dim=-1)
-            targets = ids[:, 1:].to(self.device)
-            token_lp = logp.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-            for r, (_, _, n_cont) in enumerate(chunk):
-                scores.append(float(token_lp[r, -n_cont:].sum()))
-        out: list[list[float]] = [[] for _ in prompts]
-        for (p_i, _, _), s in zip(seqs, scores, strict=True):
-            out[p_i].append(s)
-        return out

@@ -1,16 +1,20 @@
 """Constrained scoring of the SCM survey prompts on a local model: instead of reading a reply, compare the
-log-probabilities of the answer options (the digits 1–5 after ``Rating:``, each listed term after ``Answer:``). The
-default ``calibrated`` method removes each option's prior (see :data:`SCORING_METHODS`).
+log-probabilities of the answer options (the digits 1–5 after ``Rating:``, each listed term after ``Answer:``), asked
+as ``loglikelihood`` requests of the model's backend. The default ``calibrated`` method removes each option's prior
+(see :data:`SCORING_METHODS`).
 """
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import math
 from typing import Any
 
 import pandas as pd
 
 from queerbench.base.progress import progress_bar
+from queerbench.models.requests import LOGLIKELIHOOD, Backend, Loglikelihood, LoglikelihoodResult, require
 from queerbench.tasks.scm.data import Group, load_prompts, load_terms
 from queerbench.tasks.scm.dataset import RATING_OPTIONS, fill_template
 
@@ -47,37 +51,46 @@ def _content_free_prompt(rec: dict[str, Any]) -> str:
     return fill_template(tpl, _NA_GROUP, terms.get(rec.get("term") or ""), shown)
 
 
-def _score_options(
-    runner: Any, prompts: list[str], opts: list[list[str]], prefix: str, batch_size: int, bar: Any
-) -> list[list[float]]:
-    """``runner.score_options``, advancing ``bar`` per prompt: when every prompt has ``m`` options, in slices of
-    ``batch_size`` prompts, each ``m`` whole batches of the one call's sequences in its order (the same batches and
-    padding, so the same scores); otherwise in one call."""
-    if len({len(o) for o in opts}) > 1:
-        scores = runner.score_options(prompts, opts, prefix, batch_size)
-        bar.update(len(prompts))
-        return scores
-    scores = []
-    for start in range(0, len(prompts), batch_size):
-        part = slice(start, start + batch_size)
-        scores += runner.score_options(prompts[part], opts[part], prefix, batch_size)
-        bar.update(len(prompts[part]))
-    return scores
+def _option_logps(
+    backend: Backend, prompts: list[str], opts: list[list[str]], prefix: str, bar: Any
+) -> list[list[LoglikelihoodResult]]:
+    """Each option's ``loglikelihood`` as the reply to its prompt after ``prefix`` (``" " + option``, a chat
+    request: the backend formats the prompt as its model reads one), in one call; ``bar`` advances per prompt as the
+    last of its options is scored."""
+    requests = [
+        Loglikelihood(prompt, " " + option, chat=True, reply_prefix=prefix)
+        for prompt, options in zip(prompts, opts, strict=True)
+        for option in options
+    ]
+    ends = list(itertools.accumulate(len(o) for o in opts))
+    done = 0
+
+    def tick(n: int) -> None:  # the backend ticks per request, in its own order: count prompts by requests done
+        nonlocal done
+        before = bisect.bisect_right(ends, done)
+        done += n
+        bar.update(bisect.bisect_right(ends, done) - before)
+
+    results = backend.loglikelihood(requests, tick)
+    return [results[end - len(o) : end] for o, end in zip(opts, ends, strict=True)]
 
 
 def constrained_scores(
-    runner: Any, rows: pd.DataFrame, batch_size: int = 8, method: str = "calibrated", *, progress: bool = True
+    backend: Backend, rows: pd.DataFrame, method: str = "calibrated", *, progress: bool = True
 ) -> pd.DataFrame:
     """Per rating prompt: P(digit) for 1–5 and its expectation; per selection prompt: P(term) (``method``).
 
-    ``runner`` needs ``score_options(prompts, options, answer_prefix, batch_size)`` (summed log-probs per option)
-    and, for ``mean``, a ``tokenizer``. Each row keeps its own option order (a shuffled selection list is scored
-    as shown). Columns: ``probs``, ``logp`` (summed), ``logp_content_free`` (``calibrated``), ``expected_rating``,
-    ``top_term``, ``top_is_first``, ``p_warmth``, ``p_competence``, ``scoring``. Unless ``progress`` is False, a
-    bar counts the prompts scored (those of the rows and, for ``calibrated``, their content-free versions).
+    ``backend`` answers the options' ``loglikelihood`` requests (:class:`~queerbench.models.requests.Loglikelihood`
+    with ``chat``: each option as the first tokens of the reply to the prompt, after ``Rating:`` or ``Answer:``; a
+    local causal LM's :class:`~queerbench.models.backends.causal.CausalBackend`, in its batch size). Each row keeps
+    its own option order (a shuffled selection list is scored as shown). Columns: ``probs``, ``logp`` (summed),
+    ``logp_content_free`` (``calibrated``), ``expected_rating``, ``top_term``, ``top_is_first``, ``p_warmth``,
+    ``p_competence``, ``scoring``. Unless ``progress`` is False, a bar counts the prompts scored (those of the rows
+    and, for ``calibrated``, their content-free versions).
     """
     if method not in SCORING_METHODS:
         raise ValueError(f"unknown scoring method {method!r}; use one of {', '.join(SCORING_METHODS)}")
+    require(backend, [LOGLIKELIHOOD], why="constrained scoring of the answer options")
     out: list[dict[str, Any]] = []
     axis_of = {t.term: t.axis for t in load_terms()}
     tasks = []  # (task, prefix, rows, their options, the distinct content-free (prompt, options) of calibrated)
@@ -92,23 +105,22 @@ def constrained_scores(
     with progress_bar(total, "constrained scoring", "prompt", disable=not progress or not total) as bar:
         scored = []
         for task, prefix, recs, opts, cf_prompts, keys in tasks:
-            logps = _score_options(runner, [r["prompt"] for r in recs], opts, prefix, batch_size, bar)
-            cf: list[list[float] | None] = [None] * len(recs)
+            got = _option_logps(backend, [r["prompt"] for r in recs], opts, prefix, bar)
+            cf: list[list[LoglikelihoodResult] | None] = [None] * len(recs)
             if keys:
-                cf_scores = _score_options(
-                    runner, [k[0] for k in keys], [list(k[1]) for k in keys], prefix, batch_size, bar
-                )
-                table = dict(zip(keys, cf_scores, strict=True))
+                cf_got = _option_logps(backend, [k[0] for k in keys], [list(k[1]) for k in keys], prefix, bar)
+                table = dict(zip(keys, cf_got, strict=True))
                 cf = [table[(p, tuple(o))] for p, o in zip(cf_prompts, opts, strict=True)]
-            scored.append((task, recs, opts, logps, cf))
-    for task, recs, opts, logps, cf in scored:
-        for rec, options, lp, lp_cf in zip(recs, opts, logps, cf, strict=True):
+            scored.append((task, recs, opts, got, cf))
+    for task, recs, opts, got, cf in scored:
+        for rec, options, results, cf_results in zip(recs, opts, got, cf, strict=True):
+            lp = [r.logprob for r in results]
+            lp_cf = [r.logprob for r in cf_results] if cf_results is not None else None
             if method == "calibrated":
                 assert lp_cf is not None
                 adjusted = [a - b for a, b in zip(lp, lp_cf, strict=True)]
             elif method == "mean":
-                lens = [len(runner.tokenizer(" " + o, add_special_tokens=False)["input_ids"]) for o in options]
-                adjusted = [a / max(n, 1) for a, n in zip(lp, lens, strict=True)]
+                adjusted = [r.mean for r in results]
             else:
                 adjusted = list(lp)
             probs = _softmax(adjusted)

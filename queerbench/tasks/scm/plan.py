@@ -18,6 +18,7 @@ from typing import Any
 import pandas as pd
 
 from queerbench.base.files import atomic_path, read_parquet
+from queerbench.models.backends import RequestFailedError, runner_backend
 from queerbench.models.generation import GenerationSettings, Runner
 from queerbench.tasks.base import MetricSpec
 from queerbench.tasks.probes import ProbeAnalysis
@@ -124,7 +125,8 @@ class ScmPlan:
     def _constrained_scores(self, runner: Runner, out: Path, log: Callable[[str], None]) -> pd.DataFrame | None:
         """A local model's option scores for the rating and selection prompts (:mod:`.constrained`), reused from
         ``out/scores.parquet`` when the same weights were scored the same way."""
-        if not (self.constrained and hasattr(runner, "score_options")):
+        backend = runner_backend(runner, batch_size=self.survey.batch_size, log=log) if self.constrained else None
+        if backend is None:  # an endpoint: its replies are read, no option is scored
             return None
         score_rows = self.rows()["survey"]
         if self.shuffle_selection:
@@ -143,7 +145,10 @@ class ScmPlan:
         ):
             return old  # a rerun makes no new model calls
         log(f"constrained scoring of rating and selection prompts ({self.scoring}) …")
-        scores = constrained_scores(runner, score_rows, self.survey.batch_size, self.scoring).assign(fingerprint=fp)
+        try:
+            scores = constrained_scores(backend, score_rows, self.scoring).assign(fingerprint=fp)
+        except RequestFailedError as exc:  # e.g. a prompt longer than the model's positions
+            raise RequestFailedError(f"{exc}; or skip constrained scoring with --no-constrained") from None
         with atomic_path(spath) as tmp:
             scores.to_parquet(tmp, index=False)
         return scores
