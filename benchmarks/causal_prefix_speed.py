@@ -40,6 +40,7 @@ from timed_command import timed_command
 from queerbench.models.backends import open_backend
 from queerbench.models.registry import model_ref
 from queerbench.models.requests import Loglikelihood
+from queerbench.models.spec import ModelSpec
 from queerbench.tasks import get_task
 
 MODEL = "embedded:smollm2-135m-instruct"
@@ -90,7 +91,11 @@ def main() -> None:
     ref = model_ref(MODEL)
     backends = {
         share: open_backend(
-            ref, "loglikelihood", device="cpu", batch_size=args.batch_size, share_prefixes=share, log=lambda _: None
+            ref,
+            "loglikelihood",
+            ModelSpec(device="cpu", batch_size=args.batch_size),
+            share_prefixes=share,
+            log=lambda _: None,
         )
         for share in (False, True)
     }

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import types
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -30,8 +31,18 @@ from queerbench.models.generation import (
     describe_model,
     load_runner,
 )
+from queerbench.models.spec import ModelSpec
 from tests.openai_server import FakeOpenAI
 from tests.tiny_models import tiny_gpt2, tiny_llama
+
+_SPEC_FIELDS = ("device", "dtype", "device_map", "batch_size", "concurrency", "requests_per_minute", "request_timeout")
+
+
+def _options(**fields: Any) -> types.SimpleNamespace:
+    """Run options as the methods read them: the model's settings in one ModelSpec (``model_spec``)."""
+    spec = ModelSpec(**{k: fields.pop(k) for k in _SPEC_FIELDS if k in fields})
+    return types.SimpleNamespace(**fields, model_spec=spec)
+
 
 SENTENCES = ["The gay person is a [MASK].", "[MASK] is kind.", "The person was a [MASK] in town."]
 
@@ -338,13 +349,13 @@ def test_load_predictor_passes_every_option(folders: dict[str, str], tmp_path: P
         "max_new_tokens": 3,
     }
     scored = load_predictor(
-        types.SimpleNamespace(**{**base, "model": folders["gpt2"], "method": "scored", "top_k": 2, "batch_size": 3}),
+        _options(**{**base, "model": folders["gpt2"], "method": "scored", "top_k": 2, "batch_size": 3}),
         tmp_path / "unused.sqlite",
     )
     assert isinstance(scored, ScoredPredictor) and (scored.top_k, scored.batch_size) == (2, 3)
     assert scored.model_id == folders["gpt2"] and not (tmp_path / "unused.sqlite").exists()
     half = load_predictor(
-        types.SimpleNamespace(
+        _options(
             **{**base, "dtype": "bfloat16", "model": folders["gpt2"], "method": "scored", "top_k": 1, "batch_size": 1}
         ),
         tmp_path / "unused.sqlite",
@@ -352,14 +363,14 @@ def test_load_predictor_passes_every_option(folders: dict[str, str], tmp_path: P
     assert half.metadata()["dtype"] == "bfloat16"
     notes: list[str] = []
     options = {**base, "model": folders["plain"], "method": "instructed", "top_k": 2, "batch_size": 4}
-    local = load_predictor(types.SimpleNamespace(**options), tmp_path / "r.sqlite", log=notes.append)
+    local = load_predictor(_options(**options), tmp_path / "r.sqlite", log=notes.append)
     assert isinstance(local, InstructedPredictor) and len(notes) == 1
     assert local.settings == instructed_settings(2, 5, 4, 3) and local.prompt_id == "queergen-1"
     assert (tmp_path / "r.sqlite").exists() and local.metadata()["decoding"]["seed"] == 5
     local.close()
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     remote = load_predictor(
-        types.SimpleNamespace(**{**options, "model": "served", "endpoint": "http://127.0.0.1:9/v1"}),
+        _options(**{**options, "model": "served", "endpoint": "http://127.0.0.1:9/v1"}),
         tmp_path / "s.sqlite",
     )
     assert remote.runner.concurrency == 2 and remote.runner._limiter.interval == pytest.approx(0.05)
@@ -445,7 +456,7 @@ def test_the_device_reaches_the_loader(folders: dict[str, str], tmp_path: Path, 
     with pytest.raises(ValueError, match="CUDA is not available"):
         ScoredPredictor(folders["gpt2"], top_k=1, device="cuda", dtype="float32", batch_size=1)
     for model, method in ((folders["gpt2"], "scored"), (folders["chat"], "instructed")):
-        options = types.SimpleNamespace(
+        options = _options(
             model=model,
             method=method,
             top_k=1,

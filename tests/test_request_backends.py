@@ -23,6 +23,7 @@ from queerbench.models.requests import (
     Loglikelihood,
     UnsupportedRequestError,
 )
+from queerbench.models.spec import ModelSpec
 from tests.completions_server import CompletionsServer
 from tests.openai_server import FakeOpenAI
 from tests.tiny_models import tiny_bert, tiny_gpt2, tiny_llama, tiny_roberta
@@ -58,7 +59,7 @@ def backends(models: dict[str, Path]) -> dict[str, object]:
     opened = {}
     for name, path in models.items():
         kind = "fill_mask" if name in ("bert", "roberta") else "loglikelihood"
-        opened[name] = open_backend(model_ref(str(path)), kind, device="cpu", batch_size=3, log=quiet)
+        opened[name] = open_backend(model_ref(str(path)), kind, ModelSpec(device="cpu", batch_size=3), log=quiet)
     return opened
 
 
@@ -240,7 +241,9 @@ def test_masked_results_do_not_depend_on_the_batch_size(name: str, models: dict[
     scores = [Loglikelihood("", t) for t in TEXTS] + [Loglikelihood("The person is ", "kind.")]
     got = []
     for size in (1, 4):
-        backend = open_backend(model_ref(str(models[name])), "fill_mask", device="cpu", batch_size=size, log=quiet)
+        backend = open_backend(
+            model_ref(str(models[name])), "fill_mask", ModelSpec(device="cpu", batch_size=size), log=quiet
+        )
         got.append((backend.fill_mask(fills), backend.loglikelihood(scores)))
     (fill_1, ll_1), (fill_4, ll_4) = got
     for a, b in zip(fill_1, fill_4, strict=True):
@@ -279,7 +282,9 @@ def test_masked_loglikelihood_is_the_pseudo_log_likelihood(
 def test_causal_loglikelihood_is_minus_the_models_loss(name: str, backends: dict[str, object], models) -> None:
     backend = backends[name]  # batch size 3: rows of different lengths padded together
     results = backend.loglikelihood([Loglikelihood("", t) for t in TEXTS])
-    one_by_one = open_backend(model_ref(str(models[name])), "loglikelihood", device="cpu", batch_size=1, log=quiet)
+    one_by_one = open_backend(
+        model_ref(str(models[name])), "loglikelihood", ModelSpec(device="cpu", batch_size=1), log=quiet
+    )
     for text, result, alone in zip(
         TEXTS, results, one_by_one.loglikelihood([Loglikelihood("", t) for t in TEXTS]), strict=True
     ):
@@ -364,7 +369,7 @@ def test_endpoint_generate_sends_each_requests_decoding_settings() -> None:
 def test_endpoint_generate_goes_through_the_chat_runner() -> None:
     prompts = [f"prompt number {i}" + "!" * i for i in range(6)]
     with FakeOpenAI(hold=3) as server:
-        backend = open_backend(model_ref("served", server.url), "generate", concurrency=3, log=quiet)
+        backend = open_backend(model_ref("served", server.url), "generate", ModelSpec(concurrency=3), log=quiet)
         ticks: list[int] = []
         results = backend.generate([Generate(p, 7) for p in prompts], tick=ticks.append)
         backend.close()
@@ -383,7 +388,7 @@ def test_endpoint_loglikelihood_equals_the_local_model(models: dict[str, Path], 
     local = backends["gpt2"].loglikelihood(requests)
     with CompletionsServer(models["gpt2"]) as server:
         ref = model_ref("tiny", server.url)
-        backend = open_backend(ref, "loglikelihood", batch_size=2, concurrency=1, log=quiet)
+        backend = open_backend(ref, "loglikelihood", ModelSpec(batch_size=2, concurrency=1), log=quiet)
         served = backend.loglikelihood(requests)
     for a, b in zip(local, served, strict=True):
         assert a.n_tokens == b.n_tokens and a.logprob == pytest.approx(b.logprob, abs=1e-4)
@@ -440,7 +445,9 @@ def prefix_requests() -> list[Loglikelihood]:
 
 def open_causal(models: dict[str, Path], name: str, batch_size: int, share: bool):
     ref = model_ref(str(models[name]))
-    return open_backend(ref, "loglikelihood", device="cpu", batch_size=batch_size, share_prefixes=share, log=quiet)
+    return open_backend(
+        ref, "loglikelihood", ModelSpec(device="cpu", batch_size=batch_size), share_prefixes=share, log=quiet
+    )
 
 
 @pytest.mark.parametrize("name", ["gpt2", "llama"])

@@ -77,7 +77,7 @@ def toy(fresh_registry: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
     fresh_registry.setenv("QUEERBENCH_TASK_PATH", str(TOY))
     state: dict[str, Any] = {"backends": [], "fail_after": None}
 
-    def open_backend(ref: ModelRef, request_type: str, **_: Any) -> FakeBackend:
+    def open_backend(ref: ModelRef, request_type: str, spec: Any = None, **_: Any) -> FakeBackend:
         backend = FakeBackend(frozenset({request_type}), state["fail_after"])
         state["backends"].append(backend)
         return backend

@@ -42,7 +42,7 @@ def run(task_name: str, flags: dict[str, Any]) -> int:
     task = get_task(task_name)
     out = Path(flags.pop("out"))
     model = {k: flags.pop(k) for k in MODEL_FLAGS if k in flags}
-    check_model_settings(**{k: model[k] for k in ("model", "endpoint", "concurrency") if k in model})
+    check_model_settings(**{k: v for k, v in model.items() if k not in _SHARED})  # one line each, before the plan
     plan = task.probe_plan(
         model_label(model.get("model"), model.get("endpoint")),
         endpoint=bool(model.get("endpoint")),

@@ -24,10 +24,10 @@ def preflight_local(options: RunSettings) -> None:
 
     check_causal_lm_loads(
         None if options.model == DEFAULT_MODEL else options.model,
-        device=options.device,
-        dtype=options.dtype,
+        device=options.model_spec.device,
+        dtype=options.model_spec.dtype,
         revision=options.revision,
-        device_map=options.device_map,
+        device_map=options.model_spec.device_map,
     )
 
 

@@ -68,9 +68,9 @@ class MaskedLMPredictor:
             options.model_id,
             config=options.config,
             top_k=options.top_k,
-            device=options.device,
-            dtype=options.dtype,
-            batch_size=options.batch_size,
+            device=options.model_spec.device,
+            dtype=options.model_spec.dtype,
+            batch_size=options.model_spec.batch_size,
             lm=lm,
         )
 
@@ -91,13 +91,13 @@ class MaskedLMPredictor:
             options.model_id,
             config=options.config,
             top_k=options.top_k,
-            device=options.device,
-            dtype=options.dtype,
-            batch_size=options.batch_size,
+            device=options.model_spec.device,
+            dtype=options.model_spec.dtype,
+            batch_size=options.model_spec.batch_size,
             revision=revision,
             fingerprint=fingerprint,
-            device_map=options.device_map,
-            safetensors_only=options.safetensors_only,
+            device_map=options.model_spec.device_map,
+            safetensors_only=options.model_spec.safetensors_only,
         )
 
     @staticmethod
@@ -107,12 +107,10 @@ class MaskedLMPredictor:
         loads."""
         from queerbench.models.device import resolve_device
         from queerbench.models.masked.predict import load_masked_lm_tokenizer, max_top_k
-        from queerbench.models.memory import check_device_map, check_fits
+        from queerbench.models.memory import check_fits
 
-        device = resolve_device(
-            options.device
-        )  # --device cuda on a machine without CUDA fails here, not after the claim
-        check_device_map(options.device_map)
+        spec = options.model_spec  # checked when made: dtype, device map, batch size
+        device = resolve_device(spec.device)  # --device cuda on a machine without CUDA fails here, not after the claim
         if Path(options.model_id).expanduser().is_file():
             raise ValueError(f"--model {options.model} is a file; a masked LM is a folder saved with save_pretrained")
         config, tokenizer = load_masked_lm_tokenizer(options.model_id, revision=options.revision)
@@ -124,7 +122,7 @@ class MaskedLMPredictor:
                 f"--top-k {options.top_k} exceeds the {limit} {what} of {options.model}; choose --top-k <= {limit}"
             )
         check_fits(
-            options.model_id, config, options.dtype, device, options.device_map, causal=False, revision=options.revision
+            options.model_id, config, spec.dtype, device, spec.device_map, causal=False, revision=options.revision
         )
 
     def metadata(self) -> dict[str, Any]:

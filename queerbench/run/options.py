@@ -19,6 +19,7 @@ from queerbench.models.generation.settings import (
     DEFAULT_REQUESTS_PER_MINUTE,
 )
 from queerbench.models.registry import ModelRef, model_ref
+from queerbench.models.spec import DTYPES, ModelSpec
 from queerbench.scoring.aggregate import TOXICITY_CHOICES, ScoringOptions, check_toxicity_scorer
 from queerbench.tasks import default_task_name, get_task, task_names
 from queerbench.tasks.base import TOXICITY_INPUTS
@@ -28,15 +29,15 @@ if TYPE_CHECKING:
 
 __all__ = ["DTYPES", "TOXICITY_INPUTS", "RunOptions"]
 
-DTYPES = ("float32", "bfloat16", "float16")
 _SUBSET = re.compile(r"[1-9][0-9]*@[0-9a-f]{12}")
 
 
 @dataclass(frozen=True)
 class RunOptions:
     """Everything that defines a run, checked and resolved when it is made (one line for each bad value, before
-    anything loads), then frozen: its task and model reference are looked up once (:attr:`task`,
-    :attr:`model_spec`), its default model and toxicity input filled in. A changed run is new options: made anew,
+    anything loads), then frozen: its task and model reference are looked up once (:attr:`task`, :attr:`ref`),
+    how the model runs is one :class:`~queerbench.models.spec.ModelSpec` (:attr:`model_spec`), its default model and
+    toxicity input filled in. A changed run is new options: made anew,
     or with ``dataclasses.replace`` for a field nothing was resolved from (``limit``, ``seed``, ...); a replaced
     ``config`` or ``method`` keeps the resolved ``toxicity_input`` and ``model`` unless they are passed as None.
 
@@ -80,9 +81,25 @@ class RunOptions:
         return get_task(self.config)
 
     @cached_property
-    def model_spec(self) -> ModelRef:
+    def ref(self) -> ModelRef:
         """The model reference, its local paths checked, resolved once (the options check only its names)."""
         return model_ref(self.model, self.endpoint, self.revision)
+
+    @cached_property
+    def model_spec(self) -> ModelSpec:
+        """How the model runs (:class:`~queerbench.models.spec.ModelSpec`: device, dtype, device map, batch size,
+        concurrency, rate, timeout, safetensors only), checked when the options were made: what the method's
+        predictor and its backend are built from."""
+        return ModelSpec(
+            device=self.device,
+            dtype=self.dtype,
+            device_map=self.device_map,
+            batch_size=self.batch_size,
+            concurrency=self.concurrency,
+            requests_per_minute=self.requests_per_minute,
+            request_timeout=self.request_timeout,
+            safetensors_only=self.safetensors_only,
+        )
 
     def __post_init__(self) -> None:
         task = self.task
@@ -93,12 +110,7 @@ class RunOptions:
             )
         if self.method not in METHODS:
             raise ValueError(f"--method must be one of {', '.join(METHODS)}, got {self.method!r}")
-        if not isinstance(self.concurrency, int) or self.concurrency < 1:
-            raise ValueError(f"--concurrency must be at least 1 (requests in flight), got {self.concurrency!r}")
-        if not self.requests_per_minute > 0:
-            raise ValueError(f"--requests-per-minute must be > 0, got {self.requests_per_minute!r}")
-        if not self.request_timeout > 0:
-            raise ValueError(f"--request-timeout must be > 0 seconds, got {self.request_timeout!r}")
+        self.model_spec.check_endpoint(self.endpoint)  # device, dtype, batch size, concurrency, rate, timeout
         if self.endpoint and self.revision:
             raise ValueError(
                 "--revision pins a Hub model's commit; an --endpoint serves its own weights: drop --revision"
@@ -122,15 +134,6 @@ class RunOptions:
             raise ValueError(f"--limit must be at least 1 template (or omitted for all), got {self.limit}")
         if self.sentences is not None and (self.limit is not None or not _SUBSET.fullmatch(self.sentences)):
             raise ValueError(f"sentences must be '<n>@<12 hex digits>' without a limit, got {self.sentences!r}")
-        if self.dtype not in DTYPES:
-            raise ValueError(f"--dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
-        if self.device_map is not None and self.endpoint:
-            raise ValueError("--device-map places a local model's layers; an --endpoint serves its own: drop it")
-        from queerbench.models.memory import check_device_map
-
-        check_device_map(self.device_map)  # an unknown value or a missing accelerate fails before anything loads
-        if self.batch_size < 1:
-            raise ValueError(f"--batch-size must be at least 1, got {self.batch_size}")
         if self.toxicity_input is None:
             object.__setattr__(self, "toxicity_input", task.spec.toxicity_input)
         if self.toxicity_input not in TOXICITY_INPUTS:

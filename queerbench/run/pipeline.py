@@ -85,7 +85,7 @@ def _preflight(
     re-score a copied run folder offline. ``fingerprint``: the model's, known from elsewhere (an imported run, whose
     model need not be on this machine): the model is then not looked at at all.
     """
-    ref = options.model_spec if fingerprint is None else None
+    ref = options.ref if fingerprint is None else None
     scoring = options.scoring_options()
     hurtlex_categories()
     load_hurtlex(scoring.hurtlex_lexicon_level)

@@ -25,8 +25,13 @@ from queerbench.base.signature import format_signature, short_hash
 from queerbench.models.generation import ResponseCache, Runner
 from queerbench.models.generation.collect import collect_groups
 from queerbench.models.generation.failures import describe_failures, failed_prompts
-from queerbench.models.generation.settings import DEFAULT_REQUESTS_PER_MINUTE
+from queerbench.models.generation.settings import (
+    DEFAULT_CONCURRENCY,
+    DEFAULT_REQUEST_TIMEOUT,
+    DEFAULT_REQUESTS_PER_MINUTE,
+)
 from queerbench.models.requests import GENERATE
+from queerbench.models.spec import ModelSpec
 from queerbench.reporting.record import RECORD_KINDS, RunRecord, write_record
 from queerbench.run.probe_folder import check_probe_folder, probe_files
 from queerbench.tasks import Task
@@ -53,13 +58,32 @@ def model_label(model: str | None, endpoint: str | None) -> str:
     return (model or "") if endpoint else (model or "embedded")
 
 
-def check_model_settings(*, model: str | None = None, endpoint: str | None = None, concurrency: int = 8) -> None:
-    """The model flags checked before anything else (one line each): an endpoint needs the name of the model it
-    serves; at least one request in flight."""
+def check_model_settings(
+    *,
+    model: str | None = None,
+    endpoint: str | None = None,
+    device: str = "auto",
+    dtype: str = "float32",
+    device_map: str | None = None,
+    requests_per_minute: float = DEFAULT_REQUESTS_PER_MINUTE,
+    concurrency: int = DEFAULT_CONCURRENCY,
+    request_timeout: float | None = None,
+) -> ModelSpec:
+    """The model flags checked before anything else (one line each) and how the model runs: an endpoint needs the
+    name of the model it serves; the device, dtype, device map, rate, requests in flight and timeout are a
+    :class:`~queerbench.models.spec.ModelSpec`'s (``request_timeout`` None: the default)."""
     if endpoint and not model:
         raise ValueError("--endpoint needs --model NAME (the model the endpoint serves)")
-    if concurrency < 1:
-        raise ValueError(f"--concurrency must be at least 1, got {concurrency}")
+    spec = ModelSpec(
+        device=device,
+        dtype=dtype,
+        device_map=device_map,
+        concurrency=concurrency,
+        requests_per_minute=requests_per_minute,
+        request_timeout=DEFAULT_REQUEST_TIMEOUT if request_timeout is None else request_timeout,
+    )
+    spec.check_endpoint(endpoint)
+    return spec
 
 
 def open_probe_model(
@@ -67,34 +91,30 @@ def open_probe_model(
     *,
     model: str | None = None,
     endpoint: str | None = None,
-    device: str = "auto",
-    dtype: str = "float32",
-    device_map: str | None = None,
     api_key_env: str = "OPENAI_API_KEY",
-    requests_per_minute: float = DEFAULT_REQUESTS_PER_MINUTE,
-    concurrency: int = 8,
-    request_timeout: float | None = None,
     log: Callable[[str], None] = _stderr,
+    **settings: Any,
 ) -> Runner:
     """The model a plan's requests go to: a local model (the embedded SmolLM2-135M-Instruct when neither ``model``
-    nor ``endpoint`` is given) on ``device`` in ``dtype`` (or placed by accelerate with ``device_map``), or an
-    OpenAI-compatible ``endpoint`` serving ``model``; with the plan's generator options. Checked before it loads:
-    the URL, the API key rule, a missing folder, a masked LM given as ``model``."""
+    nor ``endpoint`` is given), or an OpenAI-compatible ``endpoint`` serving ``model``; run as ``settings`` say
+    (:func:`check_model_settings`: device, dtype, device map, requests per minute, concurrency, request timeout),
+    with the plan's generator options. Checked before it loads: the settings, the URL, the API key rule, a missing
+    folder, a masked LM given as ``model``."""
     from queerbench.models.registry import model_ref, open_generator
 
-    check_model_settings(model=model, endpoint=endpoint, concurrency=concurrency)
+    spec = check_model_settings(model=model, endpoint=endpoint, **settings)
     if not endpoint:
         log(f"loading {model or 'the embedded SmolLM2-135M-Instruct'} …")
     return open_generator(
         model_ref(model, endpoint, check_paths=False),  # the loader says what is missing
-        device=device,
-        dtype=dtype,
-        device_map=device_map,
-        concurrency=concurrency,
+        device=spec.device,
+        dtype=spec.dtype,
+        device_map=spec.device_map,
+        concurrency=spec.concurrency,
         api_key_env=api_key_env,
-        requests_per_minute=requests_per_minute,
+        requests_per_minute=spec.requests_per_minute,
         **plan.generator_options(),
-        **({"timeout": request_timeout} if endpoint and request_timeout is not None else {}),  # local: no requests
+        **({"timeout": spec.request_timeout} if endpoint else {}),  # a local model has no requests
     )
 
 

@@ -18,7 +18,7 @@ import re
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, cast
@@ -32,8 +32,10 @@ from queerbench.base.redact import redact_url
 from queerbench.base.signature import format_signature
 from queerbench.methods.registry import get_method, resolve_method
 from queerbench.models.backends import check_request_type, open_backend
+from queerbench.models.generation.settings import DEFAULT_REQUEST_TIMEOUT
 from queerbench.models.registry import ModelRef, model_ref
 from queerbench.models.requests import GENERATE, Backend, Request, Result
+from queerbench.models.spec import ModelSpec
 from queerbench.reporting.metrics_report import write_metrics_report
 from queerbench.reporting.record import RunRecord, write_record
 from queerbench.run.folder import KEY_FILE, check_same_model, check_writable, claim_out_dir, unclaim_out_dir
@@ -44,7 +46,6 @@ __all__ = ["PART_ITEMS", "RequestRun", "RequestRunResult", "resolve_request_run"
 
 PART_ITEMS = 32
 """Items per saved part: an interrupted run loses at most this many items' requests."""
-_DTYPES = ("float32", "bfloat16", "float16")
 
 
 @dataclass(frozen=True)
@@ -57,11 +58,8 @@ class RequestRun:
     request_type: str
     model: ModelRef
     limit: int | None = None
-    device: str = "auto"
-    dtype: str = "float32"
-    batch_size: int = 16
-    concurrency: int = 8
-    request_timeout: float | None = None
+    model_spec: ModelSpec = field(default_factory=ModelSpec)
+    """How the model runs (device, dtype, batch size, concurrency, timeout)."""
     n_resamples: int = 1000
     n_permutations: int = 1000
     seed: int = 0
@@ -77,7 +75,7 @@ class RequestRun:
             "revision": self.model.revision,
             "endpoint": redact_url(self.model.endpoint) if self.model.endpoint else None,
             "limit": self.limit,
-            "dtype": self.dtype,
+            "dtype": self.model_spec.dtype,
         }
 
     def folder_name(self) -> str:
@@ -87,8 +85,8 @@ class RequestRun:
             name += f"-limit{self.limit}"
         if self.model.revision:
             name += f"-rev{_slug(self.model.revision)}"
-        if self.dtype != "float32":
-            name += f"-{self.dtype}"
+        if self.model_spec.dtype != "float32":
+            name += f"-{self.model_spec.dtype}"
         return name
 
     def signature(self, fingerprint: dict[str, Any] | None = None) -> str:
@@ -106,7 +104,7 @@ class RequestRun:
             *([("endpoint", redact_url(self.model.endpoint))] if self.model.endpoint else []),
             *([("fp", fp)] if fp else []),
             ("limit", "all" if self.limit is None else self.limit),
-            ("dtype", self.dtype),
+            ("dtype", self.model_spec.dtype),
             ("metrics", "+".join(m.name for m in self.task.spec.metrics)),
             ("ci", f"bootstrap{self.n_resamples}/signflip{self.n_permutations}/seed{self.seed}"),
             ("qb", _version()),
@@ -159,10 +157,13 @@ def resolve_request_run(
         raise ValueError(f"--config {config} is not run on the request runner ({task.spec.title})")
     if limit is not None and (not isinstance(limit, int) or limit < 1):
         raise ValueError(f"--limit must be at least 1 template (or omitted for all), got {limit}")
-    if not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"--batch-size must be at least 1, got {batch_size!r}")
-    if not isinstance(concurrency, int) or concurrency < 1:
-        raise ValueError(f"--concurrency must be at least 1 (requests in flight), got {concurrency!r}")
+    spec = ModelSpec(
+        device=device,
+        dtype=dtype,
+        batch_size=batch_size,
+        concurrency=concurrency,
+        request_timeout=DEFAULT_REQUEST_TIMEOUT if request_timeout is None else request_timeout,
+    )
     if not isinstance(n_resamples, int) or n_resamples < 0:
         raise ValueError(f"--bootstrap must be a non-negative integer (resamples for the CIs), got {n_resamples!r}")
     if not isinstance(n_permutations, int) or n_permutations < 0:
@@ -171,8 +172,6 @@ def resolve_request_run(
         )
     if not isinstance(seed, int) or seed < 0:
         raise ValueError(f"--seed must be a non-negative integer (it seeds the resamples), got {seed!r}")
-    if dtype not in _DTYPES:
-        raise ValueError(f"--dtype must be one of {', '.join(_DTYPES)}, got {dtype!r}")
     if model is None and not endpoint:
         model = get_method(method).default_model
     ref = model_ref(model, endpoint, revision)
@@ -187,11 +186,7 @@ def resolve_request_run(
         request_type=request_type,
         model=ref,
         limit=limit,
-        device=device,
-        dtype=dtype,
-        batch_size=batch_size,
-        concurrency=concurrency,
-        request_timeout=request_timeout,
+        model_spec=spec,
         n_resamples=n_resamples,
         n_permutations=n_permutations,
         seed=seed,
@@ -299,17 +294,7 @@ def _run_locked(
         n_predicted, meta = 0, {}
         if len(todo):
             try:
-                backend = open_backend(
-                    run.model,
-                    run.request_type,
-                    device=run.device,
-                    dtype=run.dtype,
-                    batch_size=run.batch_size,
-                    concurrency=run.concurrency,
-                    request_timeout=run.request_timeout,
-                    log=log,
-                    loaded=loaded,
-                )
+                backend = open_backend(run.model, run.request_type, run.model_spec, log=log, loaded=loaded)
                 try:
                     meta = {**backend.metadata(), "fingerprint": fingerprint}
                     n_predicted = _predict(run, backend, todo, chunks, log)

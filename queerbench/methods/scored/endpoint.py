@@ -230,9 +230,9 @@ class EndpointScoredPredictor:
             endpoint=options.endpoint,
             top_k=options.top_k,
             cache_path=cache_path,
-            concurrency=options.concurrency,
-            requests_per_minute=options.requests_per_minute,
-            timeout=options.request_timeout,
+            concurrency=options.model_spec.concurrency,
+            requests_per_minute=options.model_spec.requests_per_minute,
+            timeout=options.model_spec.request_timeout,
             log=log,
         )
 

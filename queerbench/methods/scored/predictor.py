@@ -58,11 +58,11 @@ class ScoredPredictor:
         return cls(
             str(options.model),
             top_k=options.top_k,
-            device=options.device,
-            dtype=options.dtype,
-            batch_size=options.batch_size,
+            device=options.model_spec.device,
+            dtype=options.model_spec.dtype,
+            batch_size=options.model_spec.batch_size,
             revision=options.revision,
-            device_map=options.device_map,
+            device_map=options.model_spec.device_map,
         )
 
     @classmethod
@@ -71,9 +71,9 @@ class ScoredPredictor:
         return cls(
             str(options.model),
             top_k=options.top_k,
-            device=options.device,
-            dtype=options.dtype,
-            batch_size=options.batch_size,
+            device=options.model_spec.device,
+            dtype=options.model_spec.dtype,
+            batch_size=options.model_spec.batch_size,
             revision=options.revision,
             loaded=loaded,
         )

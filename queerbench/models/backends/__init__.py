@@ -31,6 +31,7 @@ from queerbench.models.requests import (
     Backend,
     UnsupportedRequestError,
 )
+from queerbench.models.spec import ModelSpec
 
 __all__ = [
     "REQUEST_TYPES_OF_KIND",
@@ -91,12 +92,8 @@ def check_request_type(ref: ModelRef, request_type: str) -> None:
 def open_backend(
     ref: ModelRef,
     request_type: str,
+    spec: ModelSpec | None = None,
     *,
-    device: str = "auto",
-    dtype: str = "float32",
-    batch_size: int = 16,
-    concurrency: int = 8,
-    request_timeout: float | None = None,
     share_prefixes: bool = True,
     log: Callable[[str], None] = print,
     loaded: Any = None,
@@ -105,17 +102,20 @@ def open_backend(
     """The backend of ``ref`` for a task that asks ``request_type`` requests (checked first, before anything loads:
     :func:`check_request_type`).
 
-    ``device`` (``auto``: cuda, then mps, then cpu), ``dtype`` and ``batch_size`` (rows per forward pass) are for a
-    local model, and ``share_prefixes`` for a local causal LM (its ``loglikelihood`` runs the common prefix of rows
-    that begin alike once: :class:`~queerbench.models.backends.causal.CausalBackend`); for an endpoint
-    ``batch_size`` is the prompts per completions request, ``concurrency`` the requests in flight,
-    ``request_timeout`` the seconds each reply may take, and ``endpoint_options`` go to its runners
-    (``api_key_env``, ``requests_per_minute``, ``max_retries``, ``system_prompt``, …).
+    ``spec`` is how the model runs (:class:`~queerbench.models.spec.ModelSpec`; None: its defaults): a local model's
+    ``device`` (``auto``: cuda, then mps, then cpu), ``dtype``, ``device_map`` and ``batch_size`` (rows per forward
+    pass); an endpoint's ``batch_size`` (prompts per completions request), ``concurrency`` (requests in flight),
+    ``requests_per_minute`` and ``request_timeout`` (seconds each reply may take). ``share_prefixes`` is for a
+    local causal LM (its ``loglikelihood`` runs the common prefix of rows that begin alike once:
+    :class:`~queerbench.models.backends.causal.CausalBackend`), and ``endpoint_options`` go to an endpoint's runners
+    (``api_key_env``, ``max_retries``, ``system_prompt``, …).
 
     ``loaded``: the model :func:`~queerbench.models.registry.load_model` already loaded for ``ref`` (a masked LM, or
     a causal LM's ``(model, tokenizer)``; the Space's cached models), answered from instead of loading it again.
     """
     check_request_type(ref, request_type)
+    spec = spec if spec is not None else ModelSpec()
+    spec.check_endpoint(ref.endpoint)
     kind = ref.kind()
     if kind != "endpoint" and endpoint_options:
         raise ValueError(f"{', '.join(sorted(endpoint_options))}: endpoint options need --endpoint")
@@ -124,18 +124,27 @@ def open_backend(
     if kind == "endpoint":
         from queerbench.models.backends.endpoint import EndpointBackend
 
-        options = dict(endpoint_options)
-        if request_timeout is not None:
-            if isinstance(request_timeout, bool) or not request_timeout > 0:
-                raise ValueError(f"--request-timeout must be > 0 seconds, got {request_timeout!r}")
-            options["timeout"] = request_timeout
-        backend: Backend = EndpointBackend(ref, batch_size=batch_size, concurrency=concurrency, log=log, **options)
+        options: dict[str, Any] = {
+            "requests_per_minute": spec.requests_per_minute,
+            "timeout": spec.request_timeout,
+            **endpoint_options,
+        }
+        backend: Backend = EndpointBackend(
+            ref, batch_size=spec.batch_size, concurrency=spec.concurrency, log=log, **options
+        )
     elif kind == "masked":
         from queerbench.models.backends.masked import MaskedBackend
         from queerbench.models.masked.predict import load_masked_lm
 
-        lm = loaded or load_masked_lm(ref.name, device=device, dtype=dtype, revision=ref.revision)
-        backend = MaskedBackend(lm, ref, batch_size=batch_size, log=log)
+        lm = loaded or load_masked_lm(
+            ref.name,
+            device=spec.device,
+            dtype=spec.dtype,
+            revision=ref.revision,
+            allow_pickle=not spec.safetensors_only,
+            device_map=spec.device_map,
+        )
+        backend = MaskedBackend(lm, ref, batch_size=spec.batch_size, log=log)
     else:
         from queerbench.models.backends.causal import CausalBackend
         from queerbench.models.device import resolve_device
@@ -144,13 +153,17 @@ def open_backend(
         from queerbench.models.registry import open_generator
 
         runner: Runner = (
-            TransformersRunner(None if ref.is_embedded else ref.name, dtype=dtype, revision=ref.revision, loaded=loaded)
+            TransformersRunner(
+                None if ref.is_embedded else ref.name, dtype=spec.dtype, revision=ref.revision, loaded=loaded
+            )
             if loaded is not None
-            else open_generator(ref, device=resolve_device(device), dtype=dtype)
+            else open_generator(ref, device=resolve_device(spec.device), dtype=spec.dtype, device_map=spec.device_map)
         )
         if not isinstance(runner, TransformersRunner):  # a local reference opens a local runner
             raise TypeError(f"{ref.name}: expected a local causal LM runner, got {type(runner).__name__}")
-        backend = CausalBackend(runner, ref, dtype=dtype, batch_size=batch_size, share_prefixes=share_prefixes, log=log)
+        backend = CausalBackend(
+            runner, ref, dtype=spec.dtype, batch_size=spec.batch_size, share_prefixes=share_prefixes, log=log
+        )
     meta = backend.metadata()
     log(
         f"{backend.name}: {meta['backend']} backend on {meta['device']} ({meta['dtype'] or 'served'}) for {request_type}"
