@@ -56,6 +56,10 @@ def _assert_same_numbers(out: Path) -> None:
         "the replies (the rating each states)",
         "the option log-probabilities of a local model (the expected rating)",
     }
+    assert [record.results[m]["request_type"] for m in ("warmth_free", "warmth_constrained")] == [
+        "generate",
+        "loglikelihood",
+    ]
     assert [m["name"] for m in record.declared_metrics] == [m.name for m in task.spec.metrics]
     for metric in task.spec.metrics:
         block, axis = metric.column.split(".")

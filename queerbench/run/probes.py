@@ -230,7 +230,9 @@ def probe_record(
     block saying what it was read from), how many replies were stored (``n_items``: every reply, failed ones
     included), whether no new reply was asked (a rerun from the cache, a re-analysis) and the timings of this
     command (``generate_s``: asking; ``analyze_s``: reading the replies, with a local model's option scoring). The
-    method and request type are those of the task's replies (``generate``). The task's own record keeps the rest."""
+    method and request type are those of the task's replies (``generate``); a metric read from other requests says
+    so in its block (``request_type``: the SCM probes' constrained rating, ``loglikelihood``). The task's own record
+    keeps the rest."""
     stored = analysis.replies
     cached = int(stored["cached"].sum()) if "cached" in stored else 0
     return RunRecord(

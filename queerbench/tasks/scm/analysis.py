@@ -23,6 +23,7 @@ from typing import Any
 
 import pandas as pd
 
+from queerbench.models.requests import GENERATE, LOGLIKELIHOOD
 from queerbench.scoring.uncertainty import mean_ci
 from queerbench.tasks.scm.axes import axis_coverage
 from queerbench.tasks.scm.data import AXES, load_terms, reference_rankings
@@ -30,6 +31,7 @@ from queerbench.tasks.scm.parse import parse_reply
 
 __all__ = [
     "RATING_READ_FROM",
+    "RATING_REQUEST_TYPES",
     "analyze",
     "content_words",
     "display_order",
@@ -210,6 +212,9 @@ RATING_READ_FROM = {
     "rating_constrained": "the option log-probabilities of a local model (the expected rating)",
 }
 """What each rating block's ratings are read from (the result record says so per metric)."""
+RATING_REQUEST_TYPES = {"rating_free": GENERATE, "rating_constrained": LOGLIKELIHOOD}
+"""The request type each rating block's ratings come from: the replies (``generate``), the options' scores
+(``loglikelihood``)."""
 
 
 def rating_sources(parsed: pd.DataFrame, scores: pd.DataFrame | None) -> dict[str, tuple[pd.DataFrame, str]]:
@@ -225,12 +230,12 @@ def rating_sources(parsed: pd.DataFrame, scores: pd.DataFrame | None) -> dict[st
 
 
 def rating_metric(
-    ratings: pd.DataFrame, column: str, axis: str, groups: Sequence[str], read_from: str
+    ratings: pd.DataFrame, column: str, axis: str, groups: Sequence[str], read_from: str, request_type: str
 ) -> dict[str, Any]:
     """One rating axis as a metric of the result record (:func:`queerbench.scoring.metrics.group_metrics`' shape):
     overall and per group, the mean rating with its 95% Student-t interval (the numbers ``scm.json`` holds), the
     number of ratings and of prompts they answer; ``read_from`` says what the ratings are (the replies, or a local
-    model's option log-probabilities)."""
+    model's option log-probabilities) and ``request_type`` which requests they were read from."""
 
     def stat(sub: pd.DataFrame) -> dict[str, Any]:
         ci = _rating_ci(sub[column].tolist() if column in sub else [])
@@ -249,6 +254,7 @@ def rating_metric(
         "by": {},
         "headline": None,
         "read_from": read_from,
+        "request_type": request_type,
     }
 
 

@@ -24,6 +24,7 @@ from queerbench.tasks.base import MetricSpec
 from queerbench.tasks.probes import ProbeAnalysis
 from queerbench.tasks.scm.analysis import (
     RATING_READ_FROM,
+    RATING_REQUEST_TYPES,
     analyze,
     display_order,
     parse_frame,
@@ -186,7 +187,9 @@ class ScmPlan:
         for metric in self.metrics:
             block, axis = metric.column.split(".", 1)
             ratings, column = sources[block]
-            metrics[metric.name] = rating_metric(ratings, column, axis, order, RATING_READ_FROM[block])
+            metrics[metric.name] = rating_metric(
+                ratings, column, axis, order, RATING_READ_FROM[block], RATING_REQUEST_TYPES[block]
+            )
         return {
             "metrics": metrics,
             "groups": {"column": "group", "order": order, "cluster": "id", "unit": "ratings", "interval": "Student-t"},
