@@ -364,3 +364,24 @@ def test_auto_picks_the_method_that_claims_the_models_first_backend(
     assert str(caught.value) == "no method runs on completions_endpoint by default; choose --method"
     _registry_with(monkeypatch, _method("echo", auto_on=("completions_endpoint",)))
     assert auto_method(("completions_endpoint",)) == "echo" and auto_method(("chat_endpoint",)) == "instructed"
+
+
+def test_a_run_asks_every_method_to_check_the_settings_it_owns(monkeypatch: pytest.MonkeyPatch) -> None:
+    """RunOptions names no method's settings: each registered method checks its own key fields (``seed`` here)."""
+    from queerbench.run.options import RunOptions
+
+    seen: list[dict[str, Any]] = []
+
+    class Fussy(Method):
+        def check_settings(self, settings: dict[str, Any]) -> None:
+            seen.append(settings)
+            if settings["seed"] == 13:
+                raise ValueError("--seed 13 is unlucky for the fussy method; choose another")
+
+    _registry_with(monkeypatch, Fussy("fussy", "org/m", {"causal_lm": "x:Y"}, key_fields=("seed",)))
+    RunOptions(model="bert-base-uncased", seed=5)
+    assert seen == [{"seed": 5}]
+    with pytest.raises(ValueError, match=r"^--seed 13 is unlucky"):
+        RunOptions(model="bert-base-uncased", seed=13)  # the mlm run's options: the fussy method still checks
+    with pytest.raises(ValueError, match=r"^unknown prompt id 'nope' \(--prompt\)"):
+        RunOptions(model="bert-base-uncased", prompt_id="nope")  # instructed's own check, through the same hook

@@ -234,6 +234,12 @@ class Method:
             out["endpoint"] = redact_url(str(out["endpoint"]))
         return out
 
+    def check_settings(self, settings: dict[str, Any]) -> None:
+        """A one-line ``ValueError`` for a value of one of the method's own settings (its key fields, by name) that it
+        cannot take, before anything loads; a setting left out (None) takes the method's default. A run's options
+        ask every registered method, so a method's settings are checked wherever they are given."""
+        return None
+
     def calls_per_sentence(self, options: RunSettings) -> int:
         """Model calls one sentence costs (what a failure count is out of)."""
         return 1

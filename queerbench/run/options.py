@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from queerbench.methods.registry import METHODS, get_method
+from queerbench.methods.registry import METHODS, get_method, registered_names
 from queerbench.models.generation.settings import (
     DEFAULT_CONCURRENCY,
     DEFAULT_REQUEST_TIMEOUT,
@@ -120,14 +120,9 @@ class RunOptions:
                 raise ValueError("--endpoint needs --model NAME (the model name the endpoint serves, e.g. gpt-4o-mini)")
             object.__setattr__(self, "model", get_method(self.method).default_model)  # resolved once, then frozen
         model_ref(self.model, self.endpoint, self.revision, check_paths=False)  # names and URLs: one line each
-        if self.prompt_id is not None:
-            from queerbench.methods.instructed.replies import load_prompts
-
-            if self.prompt_id not in load_prompts()["prompts"]:
-                known = ", ".join(load_prompts()["prompts"])
-                raise ValueError(f"unknown prompt id {self.prompt_id!r} (--prompt); choose one of {known}")
-        if self.max_new_tokens is not None and self.max_new_tokens < 1:
-            raise ValueError(f"--max-new-tokens must be at least 1, got {self.max_new_tokens}")
+        for name in registered_names():  # each method checks the settings it owns (a prompt, a reply length)
+            method = get_method(name)
+            method.check_settings({field: getattr(self, field, None) for field in method.key_fields})
         if not isinstance(self.top_k, int) or self.top_k < 1:
             raise ValueError(f"--top-k must be a positive integer, got {self.top_k!r}")
         if self.limit is not None and self.limit < 1:

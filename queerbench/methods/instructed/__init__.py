@@ -33,6 +33,17 @@ class InstructedMethod(GenerativeMethod):
         out["max_new_tokens"] = int(out.get("max_new_tokens") or prompts["decoding"]["max_new_tokens"])
         return out
 
+    def check_settings(self, settings: dict[str, Any]) -> None:
+        """The prompt must be one of the prompts file's; at least one new token per reply."""
+        from queerbench.methods.instructed.replies import load_prompts
+
+        prompt_id, max_new_tokens = settings.get("prompt_id"), settings.get("max_new_tokens")
+        if prompt_id is not None and prompt_id not in load_prompts()["prompts"]:
+            known = ", ".join(load_prompts()["prompts"])
+            raise ValueError(f"unknown prompt id {prompt_id!r} (--prompt); choose one of {known}")
+        if max_new_tokens is not None and max_new_tokens < 1:
+            raise ValueError(f"--max-new-tokens must be at least 1, got {max_new_tokens}")
+
     def calls_per_sentence(self, options: RunSettings) -> int:
         """``k`` replies per sentence."""
         return options.top_k
