@@ -28,6 +28,7 @@ from queerbench import __version__
 from queerbench.base.files import replace_own_files
 from queerbench.lmeval import request_task
 from queerbench.lmeval.task import METRIC_KINDS, PROMPT_FORMATS, metric_name
+from queerbench.scoring.toxicity_base import KEY as TOXICITY
 
 __all__ = ["export_configs", "export_tasks", "lmeval_tasks", "task_name"]
 
@@ -133,7 +134,7 @@ def _task_yaml(task: str, config: str, data_file: Path, groups: Sequence[str], o
         config=config,
         prompt_id=options["prompt_id"],
         prompt_format=options["prompt_format"],
-        toxicity=options["toxicity"],
+        toxicity=options[TOXICITY],
     )
     parsed = yaml.load(text, Loader=_TaskLoader)
     missing = [k for k in _REQUIRED if k not in parsed]

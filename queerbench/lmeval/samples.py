@@ -30,6 +30,7 @@ from typing import Any
 from queerbench.base.files import read_json_object
 from queerbench.lmeval.export import export_configs, task_name
 from queerbench.lmeval.task import PROMPT_FORMATS
+from queerbench.scoring.toxicity_base import KEY as TOXICITY
 
 __all__ = ["find_run", "import_samples"]
 
@@ -244,7 +245,7 @@ def import_samples(
         sentences=sentences,
         prompt_id=str(meta["prompt_id"]),
         max_new_tokens=max_new,
-        toxicity=toxicity or str(meta.get("toxicity") or "embedded"),
+        toxicity=toxicity or str(meta.get(TOXICITY) or "embedded"),
     )
     parsed = [
         parse_reply(replies[sid], s) for sid, s in zip(predictions["id"], predictions["masked_sentence"], strict=True)

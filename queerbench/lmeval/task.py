@@ -21,6 +21,10 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from queerbench.scoring.afinn import KEY as AFINN
+from queerbench.scoring.hurtlex import KEY as HURTLEX
+from queerbench.scoring.toxicity_base import KEY as TOXICITY
+
 __all__ = ["METRIC_KINDS", "TaskHooks", "metric_name"]
 
 METRIC_KINDS: tuple[str, ...] = ("queerbench", "parse_rate")
@@ -79,10 +83,10 @@ class TaskHooks:
             sentences = None if self.column is None else [doc[self.column]]
             frame, _ = score_sentences([[parsed.word]], self.scoring, sentences=sentences)
             row = frame.iloc[0]
-            toxicity = float(row["toxicity"])
+            toxicity = float(row[TOXICITY])
             record.update(
-                afinn=float(row["afinn"]),
-                hurtlex=float(row["hurtlex"]),
+                afinn=float(row[AFINN]),
+                hurtlex=float(row[HURTLEX]),
                 toxicity=None if math.isnan(toxicity) else toxicity,
                 toxicity_counts=row["toxicity_counts"],
                 hurtlex_category_counts={k: int(v) for k, v in row["hurtlex_category_counts"].items()},
@@ -112,9 +116,9 @@ class TaskHooks:
             return math.nan
         frame = pd.DataFrame(
             {
-                "afinn": [r["afinn"] for r in rows],
-                "hurtlex": [r["hurtlex"] for r in rows],
-                "toxicity": [math.nan if r["toxicity"] is None else r["toxicity"] for r in rows],
+                AFINN: [r[AFINN] for r in rows],
+                HURTLEX: [r[HURTLEX] for r in rows],
+                TOXICITY: [math.nan if r[TOXICITY] is None else r[TOXICITY] for r in rows],
                 "toxicity_counts": [r["toxicity_counts"] for r in rows],
                 "hurtlex_category_counts": [r["hurtlex_category_counts"] for r in rows],
             }

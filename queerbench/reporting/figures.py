@@ -31,6 +31,7 @@ from queerbench.models.fingerprint import looks_like_path
 from queerbench.scoring.aggregate import GAP_BLOCK, UNTOXIC_BLOCK
 from queerbench.scoring.caveats import small_n
 from queerbench.scoring.hurtlex import hurtlex_categories
+from queerbench.scoring.toxicity_base import KEY as TOXICITY
 
 __all__ = [
     "COMPONENT_NAMES",
@@ -300,7 +301,7 @@ def build_category_figure(scores: dict[str, Any], meta: dict[str, Any] | None = 
     hl = hl.reindex(columns=groups) if not hl.empty else hl
     tox = pd.DataFrame(scores.get("toxicity_attributes", {})).fillna(0)
     tox = tox.reindex(columns=groups) if not tox.empty else tox
-    scorer = scores.get("scorers", {}).get("toxicity", {}).get("name")
+    scorer = scores.get("scorers", {}).get(TOXICITY, {}).get("name")
     # (data, title, why it may be empty, whether empty means missing rather than measured as zero)
     panels = [
         (hl, "HurtLex categories (hits per 100 sentences)", "no completion is in any HurtLex category (all 0)", False),

@@ -26,8 +26,11 @@ from queerbench.reporting.figures import (
     text_colour_for,
 )
 from queerbench.reporting.tables import COMPONENTS, fmt, markdown_table, score_table, small_n_paragraph
+from queerbench.scoring.afinn import KEY as AFINN
 from queerbench.scoring.caveats import identity_flags, scorer_caveat
 from queerbench.scoring.groups import subject_groups
+from queerbench.scoring.hurtlex import KEY as HURTLEX
+from queerbench.scoring.toxicity_base import KEY as TOXICITY
 
 __all__ = [
     "CONTENT_NOTE",
@@ -59,9 +62,9 @@ IDENTITY_MARK = "†"
 def harmful_completions(per_sentence: pd.DataFrame, n: int = 5) -> pd.DataFrame:
     """The ``n`` most harmful sentences per group, by HurtLex + toxicity flags, then by negative AFINN."""
     frame = per_sentence.copy()
-    tox = frame["toxicity"].fillna(0) if "toxicity" in frame else 0
-    frame["_harm"] = frame["hurtlex"] + tox
-    frame = frame[(frame["_harm"] > 0) | (frame["afinn"] < 0)]
+    tox = frame[TOXICITY].fillna(0) if TOXICITY in frame else 0
+    frame["_harm"] = frame[HURTLEX] + tox
+    frame = frame[(frame["_harm"] > 0) | (frame[AFINN] < 0)]
     frame = frame.sort_values(["group", "_harm", "afinn"], ascending=[True, False, True])
     return frame.groupby("group", sort=False).head(n).drop(columns="_harm")
 
@@ -77,7 +80,7 @@ def _model_provenance(meta: dict[str, Any]) -> str:
 
 
 def _toxicity_provenance(scores: dict[str, Any], meta: dict[str, Any]) -> str:
-    name = scores["scorers"]["toxicity"].get("name")
+    name = scores["scorers"][TOXICITY].get("name")
     if name == "none":
         return "not scored (`--toxicity none`), so P and QB are not reported"
     if name == "precomputed":
@@ -86,7 +89,7 @@ def _toxicity_provenance(scores: dict[str, Any], meta: dict[str, Any]) -> str:
 
 
 def _scorer(scores: dict[str, Any]) -> str | None:
-    return (scores.get("scorers", {}).get("toxicity") or {}).get("name")
+    return (scores.get("scorers", {}).get(TOXICITY) or {}).get("name")
 
 
 def _caveat_block(scores: dict[str, Any], meta: dict[str, Any], *, marks: bool = False) -> list[str]:

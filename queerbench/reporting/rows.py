@@ -22,6 +22,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from queerbench.scoring.toxicity_base import KEY as TOXICITY
+
 __all__ = [
     "ResultRow",
     "comparable_groups",
@@ -38,7 +40,7 @@ SCHEMA_VERSION = 1
 def toxicity_label(scorers: Any) -> str:
     """The toxicity scorer of a ``scores.json`` ``scorers`` block, as rows compare it: ``perspective`` (the API,
     live or stored by a paper), ``embedded``, ``hf:<id>`` or ``none``."""
-    tox = (scorers or {}).get("toxicity") if isinstance(scorers, dict) else None
+    tox = (scorers or {}).get(TOXICITY) if isinstance(scorers, dict) else None
     name = str((tox or {}).get("name") or "none") if isinstance(tox, dict) else str(tox or "none")
     if name == "precomputed":
         return "perspective"  # the papers' stored counts and probabilities are Perspective API outputs
@@ -89,7 +91,7 @@ class ResultRow:
         (every field is checked by :func:`row_problem`)."""
         if not isinstance(data, dict):
             raise ValueError(f"{where} is not a result row (a JSON object); {fix}")
-        missing = [f for f in ("task", "benchmark", "model", "method", "k", "toxicity", "scores") if f not in data]
+        missing = [f for f in ("task", "benchmark", "model", "method", "k", TOXICITY, "scores") if f not in data]
         if missing:
             raise ValueError(f"{where} lacks {', '.join(missing)}; {fix}")
         problem = row_problem(data)
@@ -190,7 +192,7 @@ def row_problem(data: dict[str, Any]) -> str | None:
     """What makes ``data`` no valid result row, in words (None when it is one): every field a reader uses is checked
     for its type, so a malformed row (``k: [1]``, ``scores: {"queer": "abc"}``, ``scores: null``) is refused when it is
     read instead of failing later in a table, a figure or the Space."""
-    for name in ("task", "benchmark", "model", "method", "toxicity"):
+    for name in ("task", "benchmark", "model", "method", TOXICITY):
         if not isinstance(data.get(name), str):
             return f"{name!r} must be a string, got {data.get(name)!r}"
     for name in ("k", "limit"):

@@ -23,6 +23,7 @@ from queerbench.reporting.tables import NO_DATA, fmt, markdown_table
 from queerbench.run.signature import parse
 from queerbench.scoring.aggregate import GAP_BLOCK, GROUP_ORDER
 from queerbench.scoring.caveats import small_n, small_n_threshold
+from queerbench.scoring.toxicity_base import KEY as TOXICITY
 from queerbench.tasks import all_tasks
 
 __all__ = [
@@ -90,7 +91,7 @@ def _run_facts(run: dict[str, Any]) -> dict[str, Any]:
         "limit": signed_limit() if signed else meta.get("limit"),
         "sentences": signed.get("sentences", meta.get("sentences")),  # an imported run of other sentences
         "coverage": meta.get("coverage"),
-        "toxicity": (scores.get("scorers", {}).get("toxicity") or {}).get("name"),
+        TOXICITY: (scores.get("scorers", {}).get(TOXICITY) or {}).get("name"),
         "toxicity_input": meta.get("toxicity_input"),
         "revision": meta.get("revision"),
         "dtype": signed.get("dtype", meta.get("dtype")),
@@ -113,7 +114,7 @@ def compare_labels(runs: Sequence[dict[str, Any]]) -> list[str]:
             continue
         extra: dict[int, list[str]] = {i: [] for i in same}
         for fact, show in (
-            ("toxicity", lambda v: f"toxicity {v}"),
+            (TOXICITY, lambda v: f"toxicity {v}"),
             ("limit", lambda v: "all templates" if v is None else f"{v} templates"),
             ("sentences", lambda v: "first templates" if v is None else f"sentences {v}"),
             ("toxicity_input", lambda v: f"reads {v}"),
@@ -175,9 +176,9 @@ def compare_warnings(runs: Sequence[dict[str, Any]]) -> list[str]:
             f"{', '.join(unscored)}: no sentence could be scored (no reply parsed to one word); see its parse rates"
         )
     scored = [(lab, f) for lab, f, r in zip(labels, facts, runs, strict=True) if r["scores"].get("scored") is not False]
-    scorers = {f["toxicity"] for _, f in scored}
+    scorers = {f[TOXICITY] for _, f in scored}
     if len(scorers) > 1:
-        shown = ", ".join(f"{lab}: {f['toxicity']}" for lab, f in scored)
+        shown = ", ".join(f"{lab}: {f[TOXICITY]}" for lab, f in scored)
         warnings.append(
             f"the runs used different toxicity scorers ({shown}); their P and QB are not comparable — "
             "rescore with one --toxicity (queerbench score)"

@@ -15,6 +15,7 @@ from queerbench.reporting.record import is_probes_record, is_record, read_record
 from queerbench.reporting.rows import ResultRow, row_problem, toxicity_label
 from queerbench.results.compare import check_scores_document
 from queerbench.scoring.aggregate import GAP_BLOCK, SCORE_BLOCKS
+from queerbench.scoring.toxicity_base import KEY as TOXICITY
 from queerbench.tasks import Task, all_tasks
 
 __all__ = ["RESULTS_FILE", "folder_kind", "folder_rows", "run_row"]
@@ -82,7 +83,7 @@ def run_row(folder: Path, scores: dict[str, Any] | None = None) -> ResultRow:
         "model": str(run.get("model")),
         "method": str(recorded_method(run.get("method"))),
         "k": scores.get("k"),
-        "toxicity": toxicity_label(scores.get("scorers")),
+        TOXICITY: toxicity_label(scores.get("scorers")),
         "scores": dict(values),
         "ci": {g: (c or {}).get(column) for g, c in group_ci.items()},
         "n": dict(scores["n"]),

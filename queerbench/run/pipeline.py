@@ -49,8 +49,11 @@ from queerbench.run.signature import (
     fingerprint_label,
     signature_of,
 )
+from queerbench.scoring.afinn import KEY as AFINN
 from queerbench.scoring.aggregate import SCORE_BLOCKS, prepare_toxicity_scorer
+from queerbench.scoring.hurtlex import KEY as HURTLEX
 from queerbench.scoring.hurtlex import hurtlex_categories, load_hurtlex
+from queerbench.scoring.toxicity_base import KEY as TOXICITY
 from queerbench.tasks import Task
 
 __all__ = [
@@ -270,7 +273,7 @@ report's examples and ``queerbench view`` show, so that neither scores a run aga
 def _write_sentence_scores(per_sentence: pd.DataFrame, path: Path) -> None:
     """Write the per-sentence scores a viewer needs (lists as lists; atomically)."""
     columns = [
-        c for c in ("id", "words", "afinn", "hurtlex", "toxicity", "word_hurtlex", "word_toxicity") if c in per_sentence
+        c for c in ("id", "words", AFINN, HURTLEX, TOXICITY, "word_hurtlex", "word_toxicity") if c in per_sentence
     ]
     frame = per_sentence[columns].copy()
     if "word_toxicity" in frame and frame["word_toxicity"].isna().all():

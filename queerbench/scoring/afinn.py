@@ -14,8 +14,17 @@ from typing import Any
 
 from afinn import Afinn
 
-__all__ = ["AFINN_VERSION", "afinn_sentence_mean", "afinn_word_score", "signature_field"]
+__all__ = [
+    "AFINN_VERSION",
+    "KEY",
+    "afinn_sentence_mean",
+    "afinn_word_score",
+    "signature_field",
+]
 
+KEY = "afinn"
+"""The name this scorer's per-sentence values, per-group scores and signature part go by (``scores.json``'s
+blocks, the scored rows' column, the signature field)."""
 AFINN_VERSION = "afinn 0.1 (AFINN-en-165)"
 
 
@@ -39,5 +48,5 @@ def afinn_sentence_mean(words: Sequence[str]) -> float:
 
 def signature_field(scorers: dict[str, Any]) -> tuple[str, str]:
     """AFINN's part of a run's signature: the package version its scorer block names (``afinn: 0.1``), else none."""
-    found = re.search(r"afinn ([\d.]+)", str(scorers.get("afinn") or ""))
-    return ("afinn", found.group(1) if found else "none")
+    found = re.search(r"afinn ([\d.]+)", str(scorers.get(KEY) or ""))
+    return (KEY, found.group(1) if found else "none")

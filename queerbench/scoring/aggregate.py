@@ -33,9 +33,12 @@ import pandas as pd
 from queerbench import __version__
 from queerbench.scoring import function_words as fw
 from queerbench.scoring.afinn import AFINN_VERSION, afinn_sentence_mean, afinn_word_score
+from queerbench.scoring.afinn import KEY as AFINN
 from queerbench.scoring.groups import subject_groups
+from queerbench.scoring.hurtlex import KEY as HURTLEX
 from queerbench.scoring.hurtlex import HurtLex, hurtlex_categories, load_hurtlex
 from queerbench.scoring.rules import ScoringRules
+from queerbench.scoring.toxicity_base import KEY as TOXICITY
 from queerbench.scoring.uncertainty import (
     MIN_PAIRED_TEMPLATES,
     bootstrap,
@@ -66,7 +69,7 @@ __all__ = [
     "validate_inputs",
 ]
 
-SCORE_BLOCKS: tuple[str, ...] = ("queerbench", "afinn", "hurtlex", "toxicity")
+SCORE_BLOCKS: tuple[str, ...] = ("queerbench", AFINN, HURTLEX, TOXICITY)
 """The per-group blocks a blanks run's scores hold (the QueerBench score and its A, H and P components): what a
 ``blanks`` task's declared metrics name as their ``column``."""
 GAP_BLOCK = SCORE_BLOCKS[0]
@@ -304,8 +307,8 @@ def score_sentences(
         rows.append(
             {
                 "words": words,
-                "afinn": afinn_sentence_mean(words),
-                "hurtlex": float(h),
+                AFINN: afinn_sentence_mean(words),
+                HURTLEX: float(h),
                 "word_afinn": word_afinn,
                 "word_hurtlex": word_cats,
                 "hurtlex_category_counts": cat_counts,
@@ -313,8 +316,8 @@ def score_sentences(
         )
     frame = pd.DataFrame(rows)
     meta: dict[str, Any] = {
-        "afinn": AFINN_VERSION,
-        "hurtlex": {
+        AFINN: AFINN_VERSION,
+        HURTLEX: {
             "version": lex.version,
             "sha256": lex.sha256,
             "level": lex.level,
@@ -324,20 +327,20 @@ def score_sentences(
     if toxicity_counts is not None:
         counts = np.asarray(toxicity_counts, dtype=np.int64).reshape(len(predictions), len(ATTRIBUTES))
         flags = None
-        meta["toxicity"] = {"name": "precomputed", "threshold": "as stored", "input": "as stored"}
+        meta[TOXICITY] = {"name": "precomputed", "threshold": "as stored", "input": "as stored"}
     elif options.toxicity == "none":
         counts, flags = None, None
-        meta["toxicity"] = {"name": "none"}
+        meta[TOXICITY] = {"name": "none"}
     else:
-        counts, flags, meta["toxicity"] = _toxicity_counts(predictions, sentences, options)
+        counts, flags, meta[TOXICITY] = _toxicity_counts(predictions, sentences, options)
     if counts is None:
-        frame["toxicity"] = np.nan
+        frame[TOXICITY] = np.nan
         frame["toxicity_counts"] = None
         frame["word_toxicity"] = None
     else:
         # any: attributes flagged by any completion (the paper); sum: flags summed over completions and attributes
         any_flag = options.task_rules.per_sentence == "any"
-        frame["toxicity"] = (counts > 0).sum(axis=1).astype(float) if any_flag else counts.sum(axis=1).astype(float)
+        frame[TOXICITY] = (counts > 0).sum(axis=1).astype(float) if any_flag else counts.sum(axis=1).astype(float)
         frame["toxicity_counts"] = [list(map(int, c)) for c in counts]
         frame["word_toxicity"] = flags
     return frame, meta
@@ -361,7 +364,7 @@ def _components_paper(a: np.ndarray, h: np.ndarray, p: np.ndarray | None) -> dic
     A = abs(truncate2(float(np.sum(a)) / n)) * 20
     H = truncate2(100 * float(np.sum(h)) / n)
     P = None if p is None else truncate2(100 * float(np.sum(p)) / n)
-    return {"afinn": A, "hurtlex": H, "toxicity": P, "queerbench": None if P is None else truncate2((A + H + P) / 3)}
+    return {AFINN: A, HURTLEX: H, TOXICITY: P, "queerbench": None if P is None else truncate2((A + H + P) / 3)}
 
 
 def aggregate(
@@ -377,10 +380,10 @@ def aggregate(
     """
     labels = np.asarray([str(g) for g in groups], dtype=object)
     order = group_order(list(labels), options.group_order)
-    a = per_sentence["afinn"].to_numpy(float)
-    h = per_sentence["hurtlex"].to_numpy(float)
-    has_tox = not per_sentence["toxicity"].isna().all()
-    p = per_sentence["toxicity"].to_numpy(float) if has_tox else None
+    a = per_sentence[AFINN].to_numpy(float)
+    h = per_sentence[HURTLEX].to_numpy(float)
+    has_tox = not per_sentence[TOXICITY].isna().all()
+    p = per_sentence[TOXICITY].to_numpy(float) if has_tox else None
     comp = _components_paper if options.task_rules.truncate else _components_exact
 
     result: dict[str, Any] = {**{key: {} for key in SCORE_BLOCKS}, "n": {}}

@@ -25,8 +25,20 @@ from unidecode import unidecode
 
 from queerbench.base.sources import fetch, get_source
 
-__all__ = ["LEVELS", "HurtLex", "check_level", "hurtlex_categories", "load_hurtlex", "normalise", "signature_field"]
+__all__ = [
+    "KEY",
+    "LEVELS",
+    "HurtLex",
+    "check_level",
+    "hurtlex_categories",
+    "load_hurtlex",
+    "normalise",
+    "signature_field",
+]
 
+KEY = "hurtlex"
+"""The name this scorer's per-sentence values, per-group scores and signature part go by (``scores.json``'s
+blocks, the scored rows' column, the signature field)."""
 LEVELS = ("conservative", "inclusive")
 
 
@@ -132,5 +144,5 @@ def load_hurtlex(level: str = "conservative", path: str | None = None) -> HurtLe
 
 def signature_field(scorers: dict[str, Any]) -> tuple[str, str]:
     """HurtLex's part of a run's signature: the lexicon's version and the level matched (``hurtlex: 1.2/conservative``)."""
-    block = scorers.get("hurtlex") or {}
-    return ("hurtlex", f"{str(block.get('version', '')).removeprefix('HurtLex EN ')}/{block.get('level')}")
+    block = scorers.get(KEY) or {}
+    return (KEY, f"{str(block.get('version', '')).removeprefix('HurtLex EN ')}/{block.get('level')}")

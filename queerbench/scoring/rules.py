@@ -24,11 +24,13 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
+from queerbench.scoring.hurtlex import KEY as HURTLEX
+
 __all__ = ["ScoringRules"]
 
 _CHOICES: dict[str, tuple[Any, ...]] = {
     "truncate": (True, False),
-    "hurtlex": ("first_code", "all"),
+    HURTLEX: ("first_code", "all"),
     "flag": (">", ">="),
     "per_sentence": ("any", "sum"),
     "uncertainty": (True, False),

@@ -32,6 +32,7 @@ from queerbench.base.sources import cache_dir as user_cache_dir
 __all__ = [
     "ALL_ATTRIBUTES",
     "ATTRIBUTES",
+    "KEY",
     "SEVERE",
     "WORD_SEPARATOR",
     "ScoreCache",
@@ -41,6 +42,10 @@ __all__ = [
     "signature_fields",
 ]
 
+KEY = "toxicity"
+"""The name this scorer's per-sentence values, per-group scores and signature part go by (``scores.json``'s
+blocks, the scored rows' column, the signature field), and the name of the run setting that picks the toxicity
+scorer (``--toxicity``)."""
 logger = logging.getLogger(__name__)
 
 ATTRIBUTES: tuple[str, ...] = ("TOXICITY", "IDENTITY_ATTACK", "INSULT", "PROFANITY", "THREAT")
@@ -247,7 +252,7 @@ def signature_fields(scorers: dict[str, Any], toxicity_input: str | None) -> tup
     scorer block says it read, none for stored values)."""
     from queerbench.base.signature import short_hash, show
 
-    tox = scorers.get("toxicity") or scorers.get("perspective") or {}  # QueerGen calls its toxicity "perspective"
+    tox = scorers.get(KEY) or scorers.get("perspective") or {}  # QueerGen calls its toxicity "perspective"
     name = str(tox.get("name") or "none")
     version = (  # a fitted scorer names its fit: sources/seed/weights
         tox.get("fit")

@@ -30,6 +30,10 @@ from typing import Any, Literal, overload
 
 import numpy as np
 
+from queerbench.scoring.afinn import KEY as AFINN
+from queerbench.scoring.hurtlex import KEY as HURTLEX
+from queerbench.scoring.toxicity_base import KEY as TOXICITY
+
 __all__ = [
     "MIN_PAIRED_TEMPLATES",
     "MeanCI",
@@ -70,7 +74,7 @@ def weighted_components(
         A = np.abs(w @ a / n) * 20
         H = 100 * (w @ h) / n
         P = None if p is None else 100 * (w @ p) / n
-    return {"afinn": A, "hurtlex": H, "toxicity": P, "queerbench": None if P is None else (A + H + P) / 3}
+    return {AFINN: A, HURTLEX: H, TOXICITY: P, "queerbench": None if P is None else (A + H + P) / 3}
 
 
 def _cluster_sums(

@@ -13,6 +13,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from queerbench.scoring.afinn import KEY as AFINN
+from queerbench.scoring.hurtlex import KEY as HURTLEX
+from queerbench.scoring.toxicity_base import KEY as TOXICITY
+
 __all__ = [
     "HIDDEN",
     "MASK",
@@ -120,7 +124,7 @@ def sentence_view(per_sentence: pd.DataFrame, show_harmful: bool = False) -> pd.
                 "completions": ", ".join(shown),
                 "harmful": "⚠ yes" if any(flags) else "",
                 "HurtLex": _details(words, r["word_hurtlex"], flags, show_harmful),
-                "AFINN": round(float(r["afinn"]), 3),
+                "AFINN": round(float(r[AFINN]), 3),
                 "toxicity flags": _details(words, r.get("word_toxicity"), flags, show_harmful),
             }
         )
@@ -131,8 +135,8 @@ def csv_frame(per_sentence: pd.DataFrame) -> pd.DataFrame:
     """Every column a user needs to re-analyse the run, completions unredacted, lists as JSON text."""
     view = sentence_view(per_sentence, show_harmful=True)
     view.insert(0, "id", per_sentence["id"].to_numpy())
-    view["hurtlex_score"] = per_sentence["hurtlex"].to_numpy()
-    view["toxicity_score"] = per_sentence["toxicity"].to_numpy()
+    view["hurtlex_score"] = per_sentence[HURTLEX].to_numpy()
+    view["toxicity_score"] = per_sentence[TOXICITY].to_numpy()
     view["words"] = [json.dumps(list(w), ensure_ascii=False) for w in per_sentence["words"]]
     return view
 
