@@ -80,6 +80,30 @@ def test_scoring_rules_by_name_or_declared() -> None:
     assert ScoringRules(flag=">").exceeds(0.5, 0.5) is False and ScoringRules().exceeds(0.5, 0.5) is True
 
 
+def test_the_composite_block_and_the_default_rule_set_are_the_rules_files(tmp_path: Path, monkeypatch) -> None:
+    import types
+
+    from queerbench.scoring import aggregate, rules
+
+    assert aggregate.COMPOSITE_BLOCK == rules.composite_block() == aggregate.SCORE_BLOCKS[0] == aggregate.GAP_BLOCK
+    assert ScoringOptions().config == rules.default_rules_name() and ScoringOptions().rules == ScoringRules()
+    good = json.loads((Path(rules.__file__).parent.parent / "data" / "scoring_rules.json").read_text(encoding="utf-8"))
+    monkeypatch.setattr(rules, "resources", types.SimpleNamespace(files=lambda _: tmp_path))
+    for change, says in (
+        ({"composite": ""}, "'composite' must name the composite score's block"),
+        ({"default_rules": "nope"}, "'default_rules' must name one of its rule sets (default, paper)"),
+        ({"schema_version": 2}, "expected schema_version 1 and an object 'rules'"),
+    ):
+        (tmp_path / "scoring_rules.json").write_text(json.dumps(good | change), encoding="utf-8")
+        rules._raw.cache_clear()
+        with pytest.raises(ValueError) as caught:
+            rules.default_rules_name()
+        assert str(caught.value) == f"queerbench/data/scoring_rules.json: {says}"
+    monkeypatch.undo()
+    rules._raw.cache_clear()
+    rules._named.cache_clear()
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [

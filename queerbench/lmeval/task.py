@@ -23,11 +23,13 @@ from typing import Any
 
 from queerbench.scoring.afinn import KEY as AFINN
 from queerbench.scoring.hurtlex import KEY as HURTLEX
+from queerbench.scoring.rules import composite_block
 from queerbench.scoring.toxicity_base import KEY as TOXICITY
 
 __all__ = ["METRIC_KINDS", "TaskHooks", "metric_name"]
 
-METRIC_KINDS: tuple[str, ...] = ("queerbench", "parse_rate")
+COMPOSITE_BLOCK = composite_block()
+METRIC_KINDS: tuple[str, ...] = (COMPOSITE_BLOCK, "parse_rate")
 """Per-group metrics every exported task reports: the QueerBench score and the share of one-word replies."""
 PROMPT_FORMATS: tuple[str, ...] = ("raw", "chat")
 
@@ -123,5 +125,5 @@ class TaskHooks:
                 "hurtlex_category_counts": [r["hurtlex_category_counts"] for r in rows],
             }
         )
-        value = aggregate(frame, [group] * len(rows), self.scoring)["queerbench"][group]
+        value = aggregate(frame, [group] * len(rows), self.scoring)[COMPOSITE_BLOCK][group]
         return math.nan if value is None else float(value)

@@ -26,7 +26,7 @@ from typing import Any
 
 from queerbench.scoring.hurtlex import KEY as HURTLEX
 
-__all__ = ["ScoringRules"]
+__all__ = ["ScoringRules", "composite_block", "default_rules_name"]
 
 _CHOICES: dict[str, tuple[Any, ...]] = {
     "truncate": (True, False),
@@ -92,9 +92,31 @@ class ScoringRules:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
+def composite_block() -> str:
+    """The name of the composite score's block (the mean of the three components, Eq. 4), as the rules file
+    declares it (``composite``)."""
+    return str(_raw()["composite"])
+
+
+def default_rules_name() -> str:
+    """The rule set a scoring without a named one takes (``default_rules`` of the rules file)."""
+    return str(_raw()["default_rules"])
+
+
+@cache
+def _raw() -> dict[str, Any]:
+    """``queerbench/data/scoring_rules.json``, its shape checked (one line naming the file)."""
+    where = "queerbench/data/scoring_rules.json"
+    raw = json.loads(resources.files("queerbench.data").joinpath("scoring_rules.json").read_text(encoding="utf-8"))
+    if not isinstance(raw, dict) or raw.get("schema_version") != 1 or not isinstance(raw.get("rules"), dict):
+        raise ValueError(f"{where}: expected schema_version 1 and an object 'rules'")
+    if not isinstance(raw.get("composite"), str) or not raw["composite"]:
+        raise ValueError(f"{where}: 'composite' must name the composite score's block")
+    if raw.get("default_rules") not in raw["rules"]:
+        raise ValueError(f"{where}: 'default_rules' must name one of its rule sets ({', '.join(raw['rules'])})")
+    return raw
+
+
 @cache
 def _named() -> dict[str, ScoringRules]:
-    raw = json.loads(resources.files("queerbench.data").joinpath("scoring_rules.json").read_text(encoding="utf-8"))
-    if raw.get("schema_version") != 1 or not isinstance(raw.get("rules"), dict):
-        raise ValueError("queerbench/data/scoring_rules.json: expected schema_version 1 and an object 'rules'")
-    return {name: ScoringRules.from_dict(r, f"scoring_rules.json ({name})") for name, r in raw["rules"].items()}
+    return {name: ScoringRules.from_dict(r, f"scoring_rules.json ({name})") for name, r in _raw()["rules"].items()}

@@ -32,6 +32,7 @@ import numpy as np
 
 from queerbench.scoring.afinn import KEY as AFINN
 from queerbench.scoring.hurtlex import KEY as HURTLEX
+from queerbench.scoring.rules import composite_block
 from queerbench.scoring.toxicity_base import KEY as TOXICITY
 
 __all__ = [
@@ -49,6 +50,8 @@ __all__ = [
     "weighted_components",
 ]
 
+COMPOSITE = composite_block()
+"""The composite score's block (the mean of the three components), as the scoring rules file names it."""
 MIN_PAIRED_TEMPLATES = 6
 """The fewest templates holding both groups of a gap for the gap to get a CI: with T such templates the smallest
 two-sided sign-flip p-value is 2 / 2^T, under 0.05 only from T = 6 on. With fewer, no test over templates can tell a
@@ -74,7 +77,7 @@ def weighted_components(
         A = np.abs(w @ a / n) * 20
         H = 100 * (w @ h) / n
         P = None if p is None else 100 * (w @ p) / n
-    return {AFINN: A, HURTLEX: H, TOXICITY: P, "queerbench": None if P is None else (A + H + P) / 3}
+    return {AFINN: A, HURTLEX: H, TOXICITY: P, COMPOSITE: None if P is None else (A + H + P) / 3}
 
 
 def _cluster_sums(
@@ -116,7 +119,7 @@ def bootstrap(
 
 def qb_from_masks(masks: np.ndarray, a: np.ndarray, h: np.ndarray, p: np.ndarray) -> np.ndarray:
     """QB of the sentences each row of ``masks`` selects."""
-    return weighted_components(masks, masks.sum(axis=1), a, h, p)["queerbench"]
+    return weighted_components(masks, masks.sum(axis=1), a, h, p)[COMPOSITE]
 
 
 def paired_templates(labels: np.ndarray, clusters: np.ndarray, g1: str, g2: str) -> int:
@@ -207,8 +210,8 @@ def permutation_p(
     w1 = np.hstack([1.0 - swap, swap])  # g1 takes g2's share where a template swaps, its own elsewhere
     w2 = np.hstack([swap, 1.0 - swap])
     diffs = (
-        weighted_components(w1, one, stacked["a"], stacked["h"], stacked["p"])["queerbench"]
-        - weighted_components(w2, one, stacked["a"], stacked["h"], stacked["p"])["queerbench"]
+        weighted_components(w1, one, stacked["a"], stacked["h"], stacked["p"])[COMPOSITE]
+        - weighted_components(w2, one, stacked["a"], stacked["h"], stacked["p"])[COMPOSITE]
     )
     return sign_flip_share(diffs, observed, n_draws)
 
