@@ -35,11 +35,12 @@ _SUBSET = re.compile(r"[1-9][0-9]*@[0-9a-f]{12}")
 @dataclass(frozen=True)
 class RunOptions:
     """Everything that defines a run, checked and resolved when it is made (one line for each bad value, before
-    anything loads), then frozen: its task and model reference are looked up once (:attr:`task`, :attr:`ref`),
-    how the model runs is one :class:`~queerbench.models.spec.ModelSpec` (:attr:`model_spec`), its default model and
-    toxicity input filled in. A changed run is new options: made anew,
-    or with ``dataclasses.replace`` for a field nothing was resolved from (``limit``, ``seed``, ...); a replaced
-    ``config`` or ``method`` keeps the resolved ``toxicity_input`` and ``model`` unless they are passed as None.
+    anything loads), then frozen: its task and model reference are looked up once (:attr:`task`, :attr:`ref`), how
+    the model runs is one :class:`~queerbench.models.spec.ModelSpec` (:attr:`model_spec`), each method checks the
+    settings it owns (:meth:`~queerbench.methods.base.Method.check_settings`), and the default model and toxicity
+    input are filled in. A changed run is new options: made anew, or with ``dataclasses.replace`` for a field nothing
+    was resolved from (``limit``, ``seed``, ...); a replaced ``config`` or ``method`` keeps the resolved
+    ``toxicity_input`` and ``model`` unless they are passed as None.
 
     What identifies the run (its task, method, model, k, templates, dtype and the method's own settings) is its
     signature (:mod:`queerbench.run.signature`); the rest (device, batch size, the toxicity scorer, the uncertainty
@@ -122,7 +123,7 @@ class RunOptions:
         model_ref(self.model, self.endpoint, self.revision, check_paths=False)  # names and URLs: one line each
         for name in registered_names():  # each method checks the settings it owns (a prompt, a reply length)
             method = get_method(name)
-            method.check_settings({field: getattr(self, field, None) for field in method.key_fields})
+            method.check_settings({setting: getattr(self, setting, None) for setting in method.key_fields})
         if not isinstance(self.top_k, int) or self.top_k < 1:
             raise ValueError(f"--top-k must be a positive integer, got {self.top_k!r}")
         if self.limit is not None and self.limit < 1:

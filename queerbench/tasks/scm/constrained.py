@@ -55,8 +55,8 @@ def _option_logps(
     backend: Backend, prompts: list[str], opts: list[list[str]], prefix: str, bar: Any
 ) -> list[list[LoglikelihoodResult]]:
     """Each option's ``loglikelihood`` as the reply to its prompt after ``prefix`` (``" " + option``, a chat
-    request: the backend formats the prompt as its model reads one), in one call; ``bar`` advances per prompt as the
-    last of its options is scored."""
+    request: the backend formats the prompt as its model reads one), in one call; ``bar`` advances by the prompts'
+    worth of options scored (the backend scores them in an order of its own)."""
     requests = [
         Loglikelihood(prompt, " " + option, chat=True, reply_prefix=prefix)
         for prompt, options in zip(prompts, opts, strict=True)
@@ -72,6 +72,8 @@ def _option_logps(
         bar.update(bisect.bisect_right(ends, done) - before)
 
     results = backend.loglikelihood(requests, tick)
+    if len(results) != len(requests):
+        raise RuntimeError(f"{backend.name} answered {len(results)} of {len(requests)} loglikelihood requests")
     return [results[end - len(o) : end] for o, end in zip(opts, ends, strict=True)]
 
 
