@@ -40,6 +40,13 @@ def test_a_run_and_a_request_run_refuse_them_alike(change: dict, message: str) -
             resolve_request_run("misgendered", model="embedded:smollm2-135m-instruct", **change)
 
 
+def test_no_rate_limit_is_none_and_a_rate_that_is_no_number_is_one_line() -> None:
+    assert ModelSpec(requests_per_minute=None).requests_per_minute is None
+    assert check_model_settings(requests_per_minute=None).requests_per_minute is None  # a library caller's "no limit"
+    with pytest.raises(ValueError, match=r"^--requests-per-minute must be > 0, got 'fast'$"):
+        ModelSpec(requests_per_minute="fast")  # type: ignore[arg-type]
+
+
 def test_the_runs_hold_the_spec_their_settings_make() -> None:
     options = RunOptions(model="bert-base-uncased", device="cpu", dtype="bfloat16", batch_size=3, concurrency=2)
     assert options.model_spec == ModelSpec(

@@ -527,6 +527,21 @@ def test_prefix_groups_keep_a_token_out_and_take_the_longest_common_prefixes() -
     assert group_by_prefix([]) == ([], [])
 
 
+def test_a_model_placed_over_devices_runs_every_row_whole(models: dict[str, Path]) -> None:
+    """A device map may put the layers' caches on several devices: the rows are not shared there (and it says so)."""
+    from queerbench.models.backends.causal import CausalBackend
+
+    runner = open_causal(models, "llama", 4, share=True).runner
+    assert CausalBackend(runner, model_ref(str(models["llama"]))).share_prefixes is True
+    runner.device_map = "auto"  # as accelerate placed it
+    try:
+        backend = CausalBackend(runner, model_ref(str(models["llama"])))
+        assert backend.share_prefixes is False and backend.metadata()["share_prefixes"] is False
+        assert backend.metadata()["device_map"] == "auto"
+    finally:
+        runner.device_map = None
+
+
 def test_a_cache_that_cannot_be_shared_runs_every_row_whole(models: dict[str, Path]) -> None:
     from tests.tiny_models import PastKeyValuesLM
 

@@ -87,11 +87,13 @@ class TaskHooks:
             row = frame.iloc[0]
             toxicity = float(row[TOXICITY])
             record.update(
-                afinn=float(row[AFINN]),
-                hurtlex=float(row[HURTLEX]),
-                toxicity=None if math.isnan(toxicity) else toxicity,
-                toxicity_counts=row["toxicity_counts"],
-                hurtlex_category_counts={k: int(v) for k, v in row["hurtlex_category_counts"].items()},
+                {
+                    AFINN: float(row[AFINN]),
+                    HURTLEX: float(row[HURTLEX]),
+                    TOXICITY: None if math.isnan(toxicity) else toxicity,
+                    "toxicity_counts": row["toxicity_counts"],
+                    "hurtlex_category_counts": {k: int(v) for k, v in row["hurtlex_category_counts"].items()},
+                }
             )
         return dict.fromkeys(self.metric_names(), record)
 

@@ -41,12 +41,12 @@ class ModelSpec:
     """Rows per forward pass of a local model; prompts per completions request of an endpoint."""
     concurrency: int = DEFAULT_CONCURRENCY
     """Endpoint requests in flight."""
-    requests_per_minute: float = DEFAULT_REQUESTS_PER_MINUTE
-    """An endpoint's rate limit."""
+    requests_per_minute: float | None = DEFAULT_REQUESTS_PER_MINUTE
+    """An endpoint's rate limit (None: none)."""
     request_timeout: float = DEFAULT_REQUEST_TIMEOUT
     """Seconds an endpoint's reply may take."""
     safetensors_only: bool = False
-    """Refuse pickle checkpoints (the Space)."""
+    """Refuse a masked LM's pickle checkpoints (the Space)."""
 
     def __post_init__(self) -> None:
         if self.dtype not in DTYPES:
@@ -55,7 +55,8 @@ class ModelSpec:
             raise ValueError(f"--batch-size must be at least 1, got {self.batch_size!r}")
         if isinstance(self.concurrency, bool) or not isinstance(self.concurrency, int) or self.concurrency < 1:
             raise ValueError(f"--concurrency must be at least 1 (requests in flight), got {self.concurrency!r}")
-        if isinstance(self.requests_per_minute, bool) or not self.requests_per_minute > 0:
+        rate = self.requests_per_minute
+        if rate is not None and (isinstance(rate, bool) or not isinstance(rate, (int, float)) or not rate > 0):
             raise ValueError(f"--requests-per-minute must be > 0, got {self.requests_per_minute!r}")
         if isinstance(self.request_timeout, bool) or not self.request_timeout > 0:
             raise ValueError(f"--request-timeout must be > 0 seconds, got {self.request_timeout!r}")

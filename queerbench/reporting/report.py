@@ -65,7 +65,7 @@ def harmful_completions(per_sentence: pd.DataFrame, n: int = 5) -> pd.DataFrame:
     tox = frame[TOXICITY].fillna(0) if TOXICITY in frame else 0
     frame["_harm"] = frame[HURTLEX] + tox
     frame = frame[(frame["_harm"] > 0) | (frame[AFINN] < 0)]
-    frame = frame.sort_values(["group", "_harm", "afinn"], ascending=[True, False, True])
+    frame = frame.sort_values(["group", "_harm", AFINN], ascending=[True, False, True])
     return frame.groupby("group", sort=False).head(n).drop(columns="_harm")
 
 
@@ -193,8 +193,8 @@ def render_report(
         f"top-k = {scores['k']}, sentences = {meta.get('n_sentences')}{sentences_note(meta)}",
         f"- toxicity: {_toxicity_provenance(scores, meta)}"
         + ("; its known limits are stated with its flags below" if scorer_caveat(_scorer(scores)) else "")
-        + f"; HurtLex: {scores['scorers']['hurtlex']['version']} ({scores['scorers']['hurtlex']['level']}); "
-        f"AFINN: {scores['scorers']['afinn']}",
+        + f"; HurtLex: {scores['scorers'][HURTLEX]['version']} ({scores['scorers'][HURTLEX]['level']}); "
+        f"AFINN: {scores['scorers'][AFINN]}",
         f"- function words: {_function_word_setting(scores)}",
         f"- queerbench {scores['queerbench_version']}",
         *([f"- signature: `{meta['signature']}`"] if meta.get("signature") else []),
@@ -248,7 +248,7 @@ def render_report(
             flags = r.get("word_toxicity")
             tox = "" if flags is None else _flag_text(r["words"], flags, identities)
             sentence = str(r.get("masked_sentence", "")).replace("|", "\\|")
-            lines.append(f"| {sentence} | {', '.join(r['words'])} | {cats} | {tox} | {r['afinn']:.2f} |")
+            lines.append(f"| {sentence} | {', '.join(r['words'])} | {cats} | {tox} | {r[AFINN]:.2f} |")
         lines.append("")
     return "\n".join(lines)
 

@@ -65,7 +65,7 @@ def check_model_settings(
     device: str = "auto",
     dtype: str = "float32",
     device_map: str | None = None,
-    requests_per_minute: float = DEFAULT_REQUESTS_PER_MINUTE,
+    requests_per_minute: float | None = DEFAULT_REQUESTS_PER_MINUTE,
     concurrency: int = DEFAULT_CONCURRENCY,
     request_timeout: float | None = None,
 ) -> ModelSpec:

@@ -19,40 +19,35 @@ one of them or declares its own.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from functools import cache
 from importlib import resources
 from typing import Any
 
-from queerbench.scoring.hurtlex import KEY as HURTLEX
-
 __all__ = ["ScoringRules", "composite_block", "default_rules_name"]
 
-_CHOICES: dict[str, tuple[Any, ...]] = {
-    "truncate": (True, False),
-    HURTLEX: ("first_code", "all"),
-    "flag": (">", ">="),
-    "per_sentence": ("any", "sum"),
-    "uncertainty": (True, False),
-}
+
+def _rule(default: Any, *choices: Any) -> Any:
+    """A rule field: its default and the values it may take (checked when the rules are made)."""
+    return field(default=default, metadata={"choices": choices})
 
 
 @dataclass(frozen=True)
 class ScoringRules:
     """The scoring rules of a task (the defaults are Eq. 1–4 as written, with uncertainty)."""
 
-    truncate: bool = False
-    hurtlex: str = "all"
-    flag: str = ">="
-    per_sentence: str = "sum"
-    uncertainty: bool = True
+    truncate: bool = _rule(False, True, False)
+    hurtlex: str = _rule("all", "first_code", "all")
+    flag: str = _rule(">=", ">", ">=")
+    per_sentence: str = _rule("sum", "any", "sum")
+    uncertainty: bool = _rule(True, True, False)
 
     def __post_init__(self) -> None:
-        for name, choices in _CHOICES.items():
-            value = getattr(self, name)
+        for rule in fields(self):
+            value, choices = getattr(self, rule.name), rule.metadata["choices"]
             if value not in choices or type(value) is not type(choices[0]):
                 shown = ", ".join(repr(c) for c in choices)
-                raise ValueError(f"scoring rule {name!r} must be one of {shown}, got {value!r}")
+                raise ValueError(f"scoring rule {rule.name!r} must be one of {shown}, got {value!r}")
 
     @classmethod
     def named(cls, name: str) -> ScoringRules:
@@ -74,10 +69,12 @@ class ScoringRules:
             except ValueError as exc:
                 raise ValueError(f"{where}: {exc}") from None
         if not isinstance(raw, dict):
-            raise ValueError(f"{where}: 'scoring' must be an object with {', '.join(_CHOICES)}")
+            raise ValueError(f"{where}: 'scoring' must be an object with {', '.join(f.name for f in fields(cls))}")
         unknown = sorted(set(raw) - {f.name for f in fields(cls)})
         if unknown:
-            raise ValueError(f"{where}: unknown scoring rule(s) {unknown}; known: {', '.join(_CHOICES)}")
+            raise ValueError(
+                f"{where}: unknown scoring rule(s) {unknown}; known: {', '.join(f.name for f in fields(cls))}"
+            )
         try:
             return cls(**raw)
         except ValueError as exc:

@@ -39,7 +39,7 @@ class InstructedPredictor:
         batch_size: int,
         concurrency: int,
         seed: int,
-        requests_per_minute: float = DEFAULT_REQUESTS_PER_MINUTE,
+        requests_per_minute: float | None = DEFAULT_REQUESTS_PER_MINUTE,
         request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
         prompt_id: str | None,
         max_new_tokens: int | None,

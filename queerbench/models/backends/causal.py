@@ -19,8 +19,9 @@ depend on the rows it shares a batch with (to float rounding).
 With ``share_prefixes`` (the default), the rows of one call whose token ids share a long common prefix (sentences
 that differ only from one slot on, as a task's candidates in one sentence) run that prefix once and their suffixes
 on its KV cache (:mod:`queerbench.models.backends.prefixes`); the other rows run as above. The values are the same
-to float rounding. A model whose cache cannot be shared that way (no cache, sliding-window layers) runs every row
-whole, and ``metadata()`` records ``share_prefixes`` as false.
+to float rounding. A model whose cache cannot be shared that way (no cache, sliding-window layers) or whose layers
+accelerate placed over several devices (a ``device_map``) runs every row whole, and ``metadata()`` records
+``share_prefixes`` as false.
 
 **generate.** Greedy decoding of at most ``max_new_tokens`` tokens through the runner: the tokenizer's chat template
 (a user turn, the generation prompt) when it has one, else the plain prompt (warned once by the runner).
@@ -96,7 +97,7 @@ class CausalBackend:
         self.log = log
         self._pad = int(self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0)
         self._fingerprint: dict[str, Any] | None = None
-        self.share_prefixes = bool(share_prefixes)
+        self.share_prefixes = bool(share_prefixes) and runner.device_map is None  # a placed model: rows run whole
         self._prefixes: PrefixScorer | None = None  # built (and checked) at the first call that shares
 
     # ----------------------------------------------------------------------------------------------- records --

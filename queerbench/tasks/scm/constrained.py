@@ -73,7 +73,10 @@ def _option_logps(
 
     results = backend.loglikelihood(requests, tick)
     if len(results) != len(requests):
-        raise RuntimeError(f"{backend.name} answered {len(results)} of {len(requests)} loglikelihood requests")
+        raise RuntimeError(
+            f"{backend.name} answered {len(results)} of {len(requests)} loglikelihood requests (a backend must answer "
+            "each one: a bug in it); --no-constrained skips constrained scoring"
+        )
     return [results[end - len(o) : end] for o, end in zip(opts, ends, strict=True)]
 
 
