@@ -3,6 +3,8 @@ same for a fill-in-the-blank run, a request run and a probes run; and what each 
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from queerbench.cli import main
@@ -83,3 +85,27 @@ def test_scm_run_refuses_a_bad_device_map_before_the_model_loads(tmp_path, capsy
     err = capsys.readouterr().err
     assert err.startswith("queerbench: error: unknown --device-map 'everywhere'") and err.count("\n") == 1
     assert not (tmp_path / "out").exists()
+
+
+def test_a_request_run_takes_the_device_map_and_the_rate(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`queerbench run --config misgendered` passes --device-map and --requests-per-minute to its run's spec (they
+    were ignored for request tasks before); a device map with an endpoint is one line."""
+    import queerbench.run.requests as requests_module
+
+    pytest.importorskip("accelerate", reason="a device map needs accelerate, which the test extra installs")
+    run = resolve_request_run(
+        "misgendered", model="embedded:smollm2-135m-instruct", device_map="auto", requests_per_minute=30.0
+    )
+    assert (run.model_spec.device_map, run.model_spec.requests_per_minute) == ("auto", 30.0)
+    with pytest.raises(ValueError, match=r"^--device-map places a local model's layers; an --endpoint serves"):
+        resolve_request_run("misgendered", model="served", endpoint="http://127.0.0.1:9/v1", device_map="auto")
+    seen: list[Any] = []
+
+    def stop(run: Any, out: Any = None, **_: Any) -> None:
+        seen.append(run)
+        raise KeyboardInterrupt  # nothing is run: the resolved run is what is checked
+
+    monkeypatch.setattr(requests_module, "run_requests", stop)
+    argv = ["run", "--config", "misgendered", "--model", "embedded:smollm2-135m-instruct", "--device-map", "auto"]
+    assert main([*argv, "--requests-per-minute", "45", "--out", "unused"]) != 0  # "interrupted", as by ctrl-c
+    assert (seen[0].model_spec.device_map, seen[0].model_spec.requests_per_minute) == ("auto", 45.0)

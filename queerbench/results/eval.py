@@ -406,6 +406,7 @@ def _request_run(part: EvalPart, settings: EvalSettings) -> RequestRun:
         device=settings.device,
         dtype=settings.dtype,
         concurrency=settings.concurrency,
+        requests_per_minute=settings.requests_per_minute,
         request_timeout=settings.request_timeout,
         n_resamples=settings.n_bootstrap,
         n_permutations=settings.n_permutations,

@@ -32,7 +32,7 @@ from queerbench.base.redact import redact_url
 from queerbench.base.signature import format_signature
 from queerbench.methods.registry import get_method, resolve_method
 from queerbench.models.backends import check_request_type, open_backend
-from queerbench.models.generation.settings import DEFAULT_REQUEST_TIMEOUT
+from queerbench.models.generation.settings import DEFAULT_REQUEST_TIMEOUT, DEFAULT_REQUESTS_PER_MINUTE
 from queerbench.models.registry import ModelRef, model_ref
 from queerbench.models.requests import GENERATE, Backend, Request, Result
 from queerbench.models.spec import ModelSpec
@@ -142,8 +142,10 @@ def resolve_request_run(
     limit: int | None = None,
     device: str = "auto",
     dtype: str = "float32",
+    device_map: str | None = None,
     batch_size: int = 16,
     concurrency: int = 8,
+    requests_per_minute: float | None = DEFAULT_REQUESTS_PER_MINUTE,
     request_timeout: float | None = None,
     n_resamples: int = 1000,
     n_permutations: int = 1000,
@@ -160,10 +162,13 @@ def resolve_request_run(
     spec = ModelSpec(
         device=device,
         dtype=dtype,
+        device_map=device_map,
         batch_size=batch_size,
         concurrency=concurrency,
+        requests_per_minute=requests_per_minute,
         request_timeout=DEFAULT_REQUEST_TIMEOUT if request_timeout is None else request_timeout,
     )
+    spec.check_endpoint(endpoint)
     if not isinstance(n_resamples, int) or n_resamples < 0:
         raise ValueError(f"--bootstrap must be a non-negative integer (resamples for the CIs), got {n_resamples!r}")
     if not isinstance(n_permutations, int) or n_permutations < 0:
