@@ -14,6 +14,7 @@ and how fast it runs.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from queerbench.models.generation.settings import (
     DEFAULT_CONCURRENCY,
@@ -63,6 +64,16 @@ class ModelSpec:
         from queerbench.models.memory import check_device_map
 
         check_device_map(self.device_map)  # an unknown value or a missing accelerate fails before anything loads
+
+    @classmethod
+    def from_flags(
+        cls, endpoint: str | None = None, *, request_timeout: float | None = None, **settings: Any
+    ) -> ModelSpec:
+        """The spec of a command's model flags (``request_timeout`` None: the default), checked against the
+        ``endpoint`` the command names (:meth:`check_endpoint`)."""
+        spec = cls(request_timeout=DEFAULT_REQUEST_TIMEOUT if request_timeout is None else request_timeout, **settings)
+        spec.check_endpoint(endpoint)
+        return spec
 
     def check_endpoint(self, endpoint: str | None) -> None:
         """A one-line ``ValueError`` for a setting that places a local model's layers given with an endpoint."""

@@ -27,7 +27,6 @@ from queerbench.models.generation.collect import collect_groups
 from queerbench.models.generation.failures import describe_failures, failed_prompts
 from queerbench.models.generation.settings import (
     DEFAULT_CONCURRENCY,
-    DEFAULT_REQUEST_TIMEOUT,
     DEFAULT_REQUESTS_PER_MINUTE,
 )
 from queerbench.models.requests import GENERATE
@@ -74,16 +73,15 @@ def check_model_settings(
     :class:`~queerbench.models.spec.ModelSpec`'s (``request_timeout`` None: the default)."""
     if endpoint and not model:
         raise ValueError("--endpoint needs --model NAME (the model the endpoint serves)")
-    spec = ModelSpec(
+    return ModelSpec.from_flags(
+        endpoint,
         device=device,
         dtype=dtype,
         device_map=device_map,
         concurrency=concurrency,
         requests_per_minute=requests_per_minute,
-        request_timeout=DEFAULT_REQUEST_TIMEOUT if request_timeout is None else request_timeout,
+        request_timeout=request_timeout,
     )
-    spec.check_endpoint(endpoint)
-    return spec
 
 
 def open_probe_model(

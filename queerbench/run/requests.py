@@ -32,7 +32,7 @@ from queerbench.base.redact import redact_url
 from queerbench.base.signature import format_signature
 from queerbench.methods.registry import get_method, resolve_method
 from queerbench.models.backends import check_request_type, open_backend
-from queerbench.models.generation.settings import DEFAULT_REQUEST_TIMEOUT, DEFAULT_REQUESTS_PER_MINUTE
+from queerbench.models.generation.settings import DEFAULT_REQUESTS_PER_MINUTE
 from queerbench.models.registry import ModelRef, model_ref
 from queerbench.models.requests import GENERATE, Backend, Request, Result
 from queerbench.models.spec import ModelSpec
@@ -159,16 +159,16 @@ def resolve_request_run(
         raise ValueError(f"--config {config} is not run on the request runner ({task.spec.title})")
     if limit is not None and (not isinstance(limit, int) or limit < 1):
         raise ValueError(f"--limit must be at least 1 template (or omitted for all), got {limit}")
-    spec = ModelSpec(
+    spec = ModelSpec.from_flags(
+        endpoint,
         device=device,
         dtype=dtype,
         device_map=device_map,
         batch_size=batch_size,
         concurrency=concurrency,
         requests_per_minute=requests_per_minute,
-        request_timeout=DEFAULT_REQUEST_TIMEOUT if request_timeout is None else request_timeout,
+        request_timeout=request_timeout,
     )
-    spec.check_endpoint(endpoint)
     if not isinstance(n_resamples, int) or n_resamples < 0:
         raise ValueError(f"--bootstrap must be a non-negative integer (resamples for the CIs), got {n_resamples!r}")
     if not isinstance(n_permutations, int) or n_permutations < 0:
