@@ -22,6 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from queerbench.methods.scored.endpoint import EndpointScoredPredictor
+from queerbench.models.spec import ModelSpec
 from queerbench.tasks.queerbench.templates import build_sentences
 from tests.completions_server import CompletionsServer
 from tests.tiny_models import tiny_letters_llama
@@ -35,8 +36,7 @@ def _once(url: str, concurrency: int, ids: list[str], sentences: list[str], fold
         endpoint=url,
         top_k=5,
         cache_path=folder / f"c{concurrency}-{time.perf_counter_ns()}" / "replies.sqlite",  # probe.sqlite beside it
-        concurrency=concurrency,
-        requests_per_minute=None,
+        spec=ModelSpec(concurrency=concurrency, requests_per_minute=None),
         log=lambda _: None,
     )
     loaded = time.perf_counter()

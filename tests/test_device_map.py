@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import shutil
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,7 @@ import queerbench.models.memory as memory
 from queerbench.cli import main
 from queerbench.methods.scored.predictor import ScoredPredictor
 from queerbench.models.masked.predict import load_masked_lm, predict
+from queerbench.models.spec import ModelSpec
 from tests.tiny_models import tiny_bert, tiny_llama
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -74,8 +76,9 @@ def test_mlm_predictions_are_the_same_with_a_device_map(bert: Path, placed: list
 
 
 def test_scored_predictions_are_the_same_with_a_device_map(llama: Path, placed: list) -> None:
-    kw = {"top_k": 3, "device": "cpu", "dtype": "float32", "batch_size": 8}
-    plain, mapped = ScoredPredictor(str(llama), **kw), ScoredPredictor(str(llama), device_map="auto", **kw)
+    spec = ModelSpec(device="cpu", dtype="float32", batch_size=8)
+    plain = ScoredPredictor(str(llama), top_k=3, spec=spec)
+    mapped = ScoredPredictor(str(llama), top_k=3, spec=replace(spec, device_map="auto"))
     assert placed == [None, "auto"]
     assert mapped.metadata()["device_map"] == "auto" and plain.metadata()["device_map"] is None
     a, b = plain.predict([], BLANKS, lambda n: None), mapped.predict([], BLANKS, lambda n: None)

@@ -10,6 +10,7 @@ offline, answered) where a revision must reach it: everything between is the rea
 from __future__ import annotations
 
 import types
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -203,7 +204,7 @@ def test_same_weights() -> None:
 # ------------------------------------------------------------------------------------------ the predictors ---
 def test_scored_predictor(folders: dict[str, str]) -> None:
     path = folders["gpt2"]
-    predictor = ScoredPredictor(path, top_k=3, device="cpu", dtype="float32", batch_size=2)
+    predictor = ScoredPredictor(path, top_k=3, spec=ModelSpec(device="cpu", dtype="float32", batch_size=2))
     meta = predictor.metadata()
     lm = predictor.lm
     assert meta == {
@@ -238,23 +239,16 @@ def test_scored_predictor(folders: dict[str, str]) -> None:
         )
     assert all(len(t) == 3 for t in out["tokens"])
     assert ticks == [2, 1]  # batch_size sentences at a time
-    half = ScoredPredictor(path, top_k=1, device="cpu", dtype="bfloat16", batch_size=1)
+    half = ScoredPredictor(path, top_k=1, spec=ModelSpec(device="cpu", dtype="bfloat16", batch_size=1))
     assert half.metadata()["dtype"] == "bfloat16" and half.metadata()["decoding"]["candidates"] == 4
 
 
 def _instructed(model: str, **kw) -> InstructedPredictor:
-    args = {
-        "endpoint": None,
-        "top_k": 1,
-        "device": "cpu",
-        "dtype": "float32",
-        "batch_size": 2,
-        "concurrency": 1,
-        "seed": 0,
-        "prompt_id": None,
-        "max_new_tokens": 4,
-    }
-    return InstructedPredictor(model, **{**args, **kw})
+    """An instructed predictor: ``kw`` overrides its arguments and, for ModelSpec's fields, its spec's."""
+    spec = {"device": "cpu", "dtype": "float32", "batch_size": 2, "concurrency": 1}
+    spec.update({k: kw.pop(k) for k in list(kw) if k in {f.name for f in fields(ModelSpec)}})
+    args = {"endpoint": None, "top_k": 1, "seed": 0, "prompt_id": None, "max_new_tokens": 4}
+    return InstructedPredictor(model, spec=ModelSpec(**spec), **{**args, **kw})
 
 
 def test_instructed_predictor_on_a_local_model(folders: dict[str, str], tmp_path: Path) -> None:
@@ -454,7 +448,7 @@ def test_the_device_reaches_the_loader(folders: dict[str, str], tmp_path: Path, 
     with pytest.raises(ValueError, match="CUDA is not available"):
         load_runner(folders["chat"], device="cuda")
     with pytest.raises(ValueError, match="CUDA is not available"):
-        ScoredPredictor(folders["gpt2"], top_k=1, device="cuda", dtype="float32", batch_size=1)
+        ScoredPredictor(folders["gpt2"], top_k=1, spec=ModelSpec(device="cuda", dtype="float32", batch_size=1))
     for model, method in ((folders["gpt2"], "scored"), (folders["chat"], "instructed")):
         options = _options(
             model=model,
@@ -505,6 +499,6 @@ def test_a_hub_model_is_fingerprinted_by_the_commit_it_loaded(folders, stand_in_
     """The id ``org/tiny`` loads the tiny GPT-2's files from a stand-in Hub (tests/conftest.py), resolved at commit
     ``c0ffee``; the run records that commit, not the files."""
     stand_in_hub("org/tiny", folders["gpt2"])
-    predictor = ScoredPredictor("org/tiny", top_k=1, device="cpu", dtype="float32", batch_size=1)
+    predictor = ScoredPredictor("org/tiny", top_k=1, spec=ModelSpec(device="cpu", dtype="float32", batch_size=1))
     assert predictor.metadata()["fingerprint"] == {"kind": "hub", "commit_hash": "c0ffee"}
     assert model_fingerprint("org/tiny") == {"kind": "hub", "commit_hash": "c0ffee"}

@@ -25,6 +25,7 @@ from queerbench.methods.scored.predictor import ScoredPredictor
 from queerbench.models.fingerprint import fingerprint_model
 from queerbench.models.generation import ResponseCache
 from queerbench.models.masked.predict import load_masked_lm, paper_one_at_a_time, predict
+from queerbench.models.spec import ModelSpec
 from queerbench.run import parts as run_predict
 from queerbench.run import pipeline as run_module
 from queerbench.run.pipeline import RunOptions
@@ -169,7 +170,7 @@ def test_scored_chunks_come_from_a_predictor_built_with_the_run_options(models: 
     ticks = Ticks()
     out = tmp_path / "run"
     chunks, meta, predicted = _chunks(frame, options, out, ticks)
-    direct = ScoredPredictor(models["llama"], top_k=2, device="auto", dtype="float32", batch_size=3)
+    direct = ScoredPredictor(models["llama"], top_k=2, spec=ModelSpec(device="auto", dtype="float32", batch_size=3))
     expected = direct.predict(frame["id"].tolist(), frame["masked_sentence"].tolist(), lambda n: None)
     assert predicted == N and list(chunks.index) == list(range(N))
     assert chunks["id"].tolist() == frame["id"].tolist()

@@ -28,6 +28,7 @@ from queerbench.methods.scored.endpoint import EndpointScoredPredictor
 from queerbench.methods.scored.endpoint_steps import SETTINGS
 from queerbench.models.generation.cache import cache_key
 from queerbench.models.generation.completions import CompletionsRunner, completion_job
+from queerbench.models.spec import ModelSpec
 from queerbench.tasks.queerbench.templates import build_sentences
 from tests.completions_server import CompletionsServer
 from tests.tiny_models import tiny_letters_llama
@@ -76,9 +77,12 @@ class Parts:
         return time.monotonic()
 
 
-def _predictor(server: CompletionsServer, folder: Path, **options: Any) -> EndpointScoredPredictor:
+def _predictor(
+    server: CompletionsServer, folder: Path, concurrency: int = 8, **options: Any
+) -> EndpointScoredPredictor:
+    spec = ModelSpec(concurrency=concurrency, requests_per_minute=None)
     return EndpointScoredPredictor("tiny", endpoint=server.url, top_k=TOP_K, cache_path=folder / "replies.sqlite",
-                                   requests_per_minute=None, log=lambda _: None, **options)  # fmt: skip
+                                   spec=spec, log=lambda _: None, **options)  # fmt: skip
 
 
 def _columns(parts: list[Rows]) -> dict[str, dict[str, Any]]:

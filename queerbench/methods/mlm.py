@@ -18,6 +18,7 @@ from queerbench.methods.base import Method, Pacing, Rows, predict_in_parts
 
 if TYPE_CHECKING:
     from queerbench.methods.base import RunSettings
+    from queerbench.models.spec import ModelSpec
 
 __all__ = ["MLM", "MaskedLMPredictor"]
 
@@ -40,39 +41,32 @@ class MaskedLMPredictor:
         *,
         config: str,
         top_k: int,
-        device: str,
-        dtype: str,
-        batch_size: int,
+        spec: ModelSpec,
         revision: str | None = None,
         fingerprint: dict[str, Any] | None = None,
-        device_map: str | None = None,
-        safetensors_only: bool = False,
         lm: Any = None,
     ) -> None:
         from queerbench.models.backends.masked import MaskedBackend
         from queerbench.models.registry import load_model, model_ref
 
-        self.config, self.top_k, self.batch_size = config, top_k, batch_size
+        self.config, self.top_k, self.batch_size = config, top_k, spec.batch_size
         self.mode = _mode(config)  # the task's, looked up once
         ref = model_ref(model, revision=revision, check_paths=lm is None)
         self.lm = lm or load_model(
-            ref, "masked_lm", device=device, dtype=dtype, device_map=device_map, safetensors_only=safetensors_only
+            ref,
+            "masked_lm",
+            device=spec.device,
+            dtype=spec.dtype,
+            device_map=spec.device_map,
+            safetensors_only=spec.safetensors_only,
         )
-        self.backend = MaskedBackend(self.lm, ref, batch_size=batch_size)
+        self.backend = MaskedBackend(self.lm, ref, batch_size=spec.batch_size)
         self.fingerprint = fingerprint
 
     @classmethod
     def from_loaded(cls, lm: Any, options: RunSettings) -> MaskedLMPredictor:
         """The predictor of a run's ``options`` over a masked LM already loaded (the Space's cached models)."""
-        return cls(
-            options.model_id,
-            config=options.config,
-            top_k=options.top_k,
-            device=options.model_spec.device,
-            dtype=options.model_spec.dtype,
-            batch_size=options.model_spec.batch_size,
-            lm=lm,
-        )
+        return cls(options.model_id, config=options.config, top_k=options.top_k, spec=options.model_spec, lm=lm)
 
     @classmethod
     def from_options(
@@ -91,13 +85,9 @@ class MaskedLMPredictor:
             options.model_id,
             config=options.config,
             top_k=options.top_k,
-            device=options.model_spec.device,
-            dtype=options.model_spec.dtype,
-            batch_size=options.model_spec.batch_size,
+            spec=options.model_spec,
             revision=revision,
             fingerprint=fingerprint,
-            device_map=options.model_spec.device_map,
-            safetensors_only=options.model_spec.safetensors_only,
         )
 
     @staticmethod

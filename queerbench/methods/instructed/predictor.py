@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from queerbench.base.redact import redact_url
 from queerbench.methods.base import Pacing, Rows, predict_in_parts
 from queerbench.methods.common import preflight_local
-from queerbench.models.generation.settings import DEFAULT_REQUEST_TIMEOUT, DEFAULT_REQUESTS_PER_MINUTE
 
 if TYPE_CHECKING:
     from queerbench.methods.base import RunSettings
+    from queerbench.models.spec import ModelSpec
 
 __all__ = ["InstructedPredictor"]
 
@@ -34,19 +34,13 @@ class InstructedPredictor:
         *,
         endpoint: str | None,
         top_k: int,
-        device: str,
-        dtype: str,
-        batch_size: int,
-        concurrency: int,
+        spec: ModelSpec,
         seed: int,
-        requests_per_minute: float | None = DEFAULT_REQUESTS_PER_MINUTE,
-        request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
         prompt_id: str | None,
         max_new_tokens: int | None,
         cache_path: Path,
         log: Callable[[str], None] = print,
         revision: str | None = None,
-        device_map: str | None = None,
     ) -> None:
         from queerbench.methods.instructed.replies import instructed_settings, load_prompts
         from queerbench.models.generation import ResponseCache
@@ -54,18 +48,18 @@ class InstructedPredictor:
 
         self.model_id, self.endpoint, self.top_k = model, endpoint, top_k
         self.prompt_id = prompt_id or load_prompts()["default_prompt"]
-        self.settings = instructed_settings(top_k, seed, batch_size, max_new_tokens)
+        self.settings = instructed_settings(top_k, seed, spec.batch_size, max_new_tokens)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             ref = model_ref(model, endpoint, revision)
             self.runner = open_generator(
                 ref,
-                device=device,
-                dtype=dtype,
-                device_map=device_map,
-                concurrency=concurrency,
-                requests_per_minute=requests_per_minute,
-                **({"timeout": request_timeout} if endpoint else {}),  # a local model has no requests
+                device=spec.device,
+                dtype=spec.dtype,
+                device_map=spec.device_map,
+                concurrency=spec.concurrency,
+                requests_per_minute=spec.requests_per_minute,
+                **({"timeout": spec.request_timeout} if endpoint else {}),  # a local model has no requests
             )
         for w in caught:  # e.g. "no chat template: plain prompt" — said once, here, and recorded in the metadata
             log(f"note: {w.message}")
@@ -92,19 +86,13 @@ class InstructedPredictor:
             str(options.model),
             endpoint=options.endpoint,
             top_k=options.top_k,
-            device=options.model_spec.device,
-            dtype=options.model_spec.dtype,
-            batch_size=options.model_spec.batch_size,
-            concurrency=options.model_spec.concurrency,
-            requests_per_minute=options.model_spec.requests_per_minute,
-            request_timeout=options.model_spec.request_timeout,
+            spec=options.model_spec,
             seed=options.seed,
             prompt_id=options.prompt_id,
             max_new_tokens=options.max_new_tokens,
             cache_path=cache_path,
             log=log,
             revision=options.revision,
-            device_map=options.model_spec.device_map,
         )
 
     def metadata(self) -> dict[str, Any]:

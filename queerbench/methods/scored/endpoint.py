@@ -56,6 +56,7 @@ from queerbench.methods.scored.endpoint_steps import (
 from queerbench.models.generation.cache import ResponseCache
 from queerbench.models.generation.completions import CompletionsRunner, completion_job
 from queerbench.models.generation.settings import EndpointError, MethodUnsupportedError
+from queerbench.models.spec import ModelSpec
 
 __all__ = [
     "CONSISTENCY_TOLERANCE",
@@ -179,8 +180,7 @@ class EndpointScoredPredictor:
         endpoint: str,
         top_k: int,
         cache_path: Path,
-        concurrency: int = 8,
-        requests_per_minute: float | None = 600.0,
+        spec: ModelSpec | None = None,
         prompts_per_request: int = 16,
         logprobs: int | None = None,
         log: Callable[[str], None] = print,
@@ -189,11 +189,13 @@ class EndpointScoredPredictor:
         from queerbench.methods.scored.local import CANDIDATES_PER_K
 
         self.model_id, self.top_k, self.cache_path = model, top_k, Path(cache_path)
+        spec = spec if spec is not None else ModelSpec()
         self.runner = CompletionsRunner(
             endpoint,
             model,
-            concurrency=concurrency,
-            requests_per_minute=requests_per_minute,
+            concurrency=spec.concurrency,
+            requests_per_minute=spec.requests_per_minute,
+            timeout=spec.request_timeout,
             prompts_per_request=prompts_per_request,
             **runner_options,
         )
@@ -230,9 +232,7 @@ class EndpointScoredPredictor:
             endpoint=options.endpoint,
             top_k=options.top_k,
             cache_path=cache_path,
-            concurrency=options.model_spec.concurrency,
-            requests_per_minute=options.model_spec.requests_per_minute,
-            timeout=options.model_spec.request_timeout,
+            spec=options.model_spec,
             log=log,
         )
 

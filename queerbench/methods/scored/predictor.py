@@ -16,6 +16,7 @@ from queerbench.models.generation.settings import DEFAULT_MODEL
 
 if TYPE_CHECKING:
     from queerbench.methods.base import RunSettings
+    from queerbench.models.spec import ModelSpec
 
 __all__ = ["ScoredPredictor"]
 
@@ -30,20 +31,20 @@ class ScoredPredictor:
         model: str,
         *,
         top_k: int,
-        device: str,
-        dtype: str,
-        batch_size: int,
+        spec: ModelSpec,
         revision: str | None = None,
-        device_map: str | None = None,
         loaded: tuple[Any, Any] | None = None,
     ) -> None:
         from queerbench.methods.scored.local import ScoredLM
         from queerbench.models.registry import load_model, model_ref
 
-        self.model_id, self.top_k, self.batch_size = model, top_k, batch_size
+        self.model_id, self.top_k, self.batch_size = model, top_k, spec.batch_size
         ref = model_ref(None if model == DEFAULT_MODEL else model, revision=revision)
-        lm, tokenizer = loaded or load_model(ref, "causal_lm", device=device, dtype=dtype, device_map=device_map)
-        self.lm, self.device_map = ScoredLM(lm, tokenizer), device_map
+        lm, tokenizer = loaded or load_model(
+            ref, "causal_lm", device=spec.device, dtype=spec.dtype, device_map=spec.device_map
+        )
+        self.device_map = None if loaded else spec.device_map  # a loaded model was placed by whoever loaded it
+        self.lm = ScoredLM(lm, tokenizer)
         # what was loaded: a Hub model's commit at --revision, else the files themselves
         self.fingerprint = ref.fingerprint(loaded=True)
 
@@ -55,27 +56,13 @@ class ScoredPredictor:
     @classmethod
     def from_options(cls, options: RunSettings, **_: Any) -> ScoredPredictor:
         """The predictor for a run's ``options`` (nothing to resume from: a resume re-checks the fingerprint)."""
-        return cls(
-            str(options.model),
-            top_k=options.top_k,
-            device=options.model_spec.device,
-            dtype=options.model_spec.dtype,
-            batch_size=options.model_spec.batch_size,
-            revision=options.revision,
-            device_map=options.model_spec.device_map,
-        )
+        return cls(str(options.model), top_k=options.top_k, spec=options.model_spec, revision=options.revision)
 
     @classmethod
     def from_loaded(cls, loaded: tuple[Any, Any], options: RunSettings) -> ScoredPredictor:
         """The predictor of a run's ``options`` over a causal LM already loaded (``(model, tokenizer)``)."""
         return cls(
-            str(options.model),
-            top_k=options.top_k,
-            device=options.model_spec.device,
-            dtype=options.model_spec.dtype,
-            batch_size=options.model_spec.batch_size,
-            revision=options.revision,
-            loaded=loaded,
+            str(options.model), top_k=options.top_k, spec=options.model_spec, revision=options.revision, loaded=loaded
         )
 
     def metadata(self) -> dict[str, Any]:
