@@ -82,6 +82,8 @@ def test_a_local_scm_run_writes_the_result_record_with_its_own_numbers(tmp_path:
     record = read_record(out / "scores.json")
     constrained = record.results["warmth_constrained"]["groups"]
     assert sum(s["n"] for s in constrained.values()) > 0  # a local model's option scores are in the record
+    # the replies are generated, the options scored: the record names both, the items' type first
+    assert record.request_type == "generate" and record.request_types == ["generate", "loglikelihood"]
     assert not record.reused_predictions and set(record.timings_s) == {"generate_s", "analyze_s"}
     # the folder is still the SCM run's for every reader: its rows are the task's
     assert folder_kind(out) == "scm" and folder_rows(out) == get_task("scm").folder_rows(out)
@@ -102,6 +104,7 @@ def test_an_endpoint_run_records_no_constrained_rating_and_compare_reads_the_rec
         _assert_same_numbers(out)
     document = json.loads((tmp_path / "a" / "scores.json").read_text(encoding="utf-8"))
     assert is_probes_record(document) and is_record(document)
+    assert document["request_types"] == ["generate"]  # an endpoint scores no options: no loglikelihood asked
     warmth = read_record(tmp_path / "a" / "scores.json").results["warmth_free"]["groups"]
     assert {s["value"] for s in warmth.values() if s["n"]} == {4.0}  # the fake server rates everything 4
     capsys.readouterr()
@@ -157,6 +160,16 @@ def test_compare_names_what_differs_refuses_a_repeat_and_a_task_without_metrics(
     assert capsys.readouterr().err == (
         "queerbench: error: task scm declares no metrics, so its runs have nothing to compare\n"
     )
+
+
+def test_a_record_written_before_request_types_lists_its_request_type(tmp_path: Path) -> None:
+    model = str(tiny_llama(tmp_path / "chat"))
+    out = tmp_path / "scm"
+    run_scm(out, model=model, limit=14, mapper_factory=_FakeMapper, log=lambda m: None, **_tiny_settings())
+    document = json.loads((out / "scores.json").read_text(encoding="utf-8"))
+    del document["request_types"]
+    (out / "scores.json").write_text(json.dumps(document), encoding="utf-8")
+    assert read_record(out / "scores.json").request_types == ["generate"]
 
 
 def test_a_record_whose_task_reads_no_folder_is_one_line_naming_it(tmp_path: Path, monkeypatch) -> None:

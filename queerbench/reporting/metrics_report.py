@@ -67,7 +67,8 @@ def metric_table(record: RunRecord) -> pd.DataFrame:
 def _title(record: RunRecord) -> str:
     limit = record.settings.get("limit")
     scope = "all templates" if limit is None else f"first {limit} template{'s' if limit != 1 else ''}"
-    return f"{model_label(record.model)} · {record.task} · {record.method} ({record.request_type}) · {scope}"
+    asked = " + ".join(record.request_types)
+    return f"{model_label(record.model)} · {record.task} · {record.method} ({asked}) · {scope}"
 
 
 def render_metrics_report(record: RunRecord, figure: str | None = FIGURE) -> str:

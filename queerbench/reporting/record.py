@@ -53,6 +53,7 @@ class RunRecord:
     benchmark: str
     method: str
     request_type: str
+    """The request type the run's items were predicted by (a probes run: its replies')."""
     model: str
     """The model's name (an endpoint's URL is in ``settings`` without credentials)."""
     model_fingerprint: dict[str, Any]
@@ -68,6 +69,10 @@ class RunRecord:
     n_items: int
     backend: dict[str, Any] = field(default_factory=dict)
     """The backend's metadata (kind, device, dtype, batch size)."""
+    request_types: list[str] = field(default_factory=list)
+    """Every request type the run asked, ``request_type`` first (a probes run whose local model also rated by
+    ``loglikelihood`` lists both; each metric's block says which it was read from where it is not
+    ``request_type``). Empty when made, or in a record written before the field: ``[request_type]``."""
     timings_s: dict[str, float] = field(default_factory=dict)
     reused_predictions: bool = False
     parse_rate: float | None = None
@@ -79,6 +84,10 @@ class RunRecord:
     """Which run wrote it (:data:`RECORD_KINDS`); a record written before the field is a request run's."""
     extra: dict[str, Any] = field(default_factory=dict)
     """A ``blanks`` run's own blocks, kept at the top level of ``scores.json`` where its readers find them."""
+
+    def __post_init__(self) -> None:
+        asked = [self.request_type, *(t for t in self.request_types if t != self.request_type)]
+        object.__setattr__(self, "request_types", asked)
 
     def to_json(self) -> dict[str, Any]:
         """The record as the JSON object ``scores.json`` holds: its fields, then ``extra``'s blocks beside them."""

@@ -229,15 +229,21 @@ def probe_record(
     included), whether no new reply was asked (a rerun from the cache, a re-analysis) and the timings of this
     command (``generate_s``: asking; ``analyze_s``: reading the replies, with a local model's option scoring). The
     method and request type are those of the task's replies (``generate``); a metric read from other requests says
-    so in its block (``request_type``: the SCM probes' constrained rating, ``loglikelihood``). The task's own record
-    keeps the rest."""
+    so in its block (``request_type``: the SCM probes' constrained rating, ``loglikelihood``), and ``request_types``
+    lists every type the metrics were read from. The task's own record keeps the rest."""
     stored = analysis.replies
     cached = int(stored["cached"].sum()) if "cached" in stored else 0
+    asked = {  # the request types the metrics with data were read from (an endpoint scores no options)
+        block.get("request_type")
+        for block in analysis.metrics.values()
+        if isinstance(block, dict) and (block.get("overall") or {}).get("n", 1)
+    }
     return RunRecord(
         task=task.name,
         benchmark=task.benchmark,
         method=task.spec.methods[0],
         request_type=GENERATE,
+        request_types=[GENERATE, *sorted(t for t in asked if isinstance(t, str) and t != GENERATE)],
         model=str(meta.get("model")),
         model_fingerprint=dict(meta.get("fingerprint") or {}),
         signature=str(meta["signature"]),
