@@ -4,7 +4,7 @@ About ``--n`` sentences of the ``default`` set (16 subjects each of a few templa
 mid-sentence in the set's proportions; see :func:`sample_sentences`) are scored with SmolLM2-135M-Instruct (``embedded:smollm2-135m-instruct``,
 the pinned GGUF dequantised to float32; ``--model`` takes any causal LM folder):
 
-1. **shared cache** — :func:`queerbench.methods.scored.local.score_blanks`, the whole method: the prefix is run once per
+1. **shared cache** — :func:`queerbench.models.causal_blanks.local.score_blanks`, the whole method: the prefix is run once per
    sentence, its top-N word-start tokens proposed and extended, and every candidate ``[word, text after the blank]``
    run as one batch of continuations on the prefix's KV cache;
 2. **one pass per candidate sentence** — the *same* candidates, each full sentence (start token + prefix + word +
@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import torch
 from predict_speed import matmul_rate  # the same floor measurement as the masked-LM benchmark
 
-from queerbench.methods.scored.local import ScoredLM, _encode, _gather_logprobs, score_blanks
+from queerbench.models.causal_blanks.local import ScoredLM, _encode, _gather_logprobs, score_blanks
 from queerbench.models.generation import DEFAULT_MODEL, load_causal_lm
 from queerbench.tasks.queerbench.templates import build_sentences
 

@@ -22,8 +22,8 @@ from queerbench.base.sources import get_source
 from queerbench.methods.instructed.predictor import InstructedPredictor
 from queerbench.methods.instructed.replies import build_prompt, instructed_settings, load_prompts
 from queerbench.methods.registry import GENERATIVE_METHODS, METHODS, load_predictor, resolve_method, same_weights
-from queerbench.methods.scored.local import ScoredLM, score_blanks
 from queerbench.methods.scored.predictor import ScoredPredictor
+from queerbench.models.causal_blanks.local import ScoredLM, score_blanks
 from queerbench.models.fingerprint import fingerprint_model
 from queerbench.models.generation import (
     DEFAULT_MODEL,

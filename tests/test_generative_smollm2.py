@@ -19,7 +19,7 @@ SENTENCES = [
 def test_smollm2_scored_and_instructed(tmp_path: Path) -> None:
     import torch
 
-    from queerbench.methods.scored.local import ScoredLM, score_blanks
+    from queerbench.models.causal_blanks.local import ScoredLM, score_blanks
     from queerbench.models.generation import ResponseCache, TransformersRunner
 
     runner = TransformersRunner()  # the embedded model, loaded once for both methods

@@ -139,7 +139,7 @@ def test_each_blanks_task_declares_its_request_types_and_the_blocks_of_its_score
         assert task.leaderboard_metrics() == {"QueerBench score": "score"}, task.name
         assert task.headline_metric.column == "queerbench" and not task.headline_metric.higher_is_better
     assert get_task("default").request_type("mlm") == "fill_mask"
-    assert get_task("default").request_type("scored") == "loglikelihood"
+    assert get_task("default").request_type("scored") == "fill_mask"  # a causal LM's top-k, proposed and ranked
     assert get_task("paper").request_type("instructed") == "generate"
 
 

@@ -77,8 +77,9 @@ def test_request_types_come_from_the_config_alone(models: dict[str, Path], tmp_p
             weights.unlink()  # nothing below may read weights
         types = backend_request_types(model_ref(str(folder)))
         masked = name in ("bert", "roberta")
-        assert types == ({"fill_mask", "loglikelihood"} if masked else {"loglikelihood", "generate"})
-    assert backend_request_types(model_ref("embedded:smollm2-135m-instruct")) == {"loglikelihood", "generate"}
+        assert types == ({"fill_mask", "loglikelihood"} if masked else {"fill_mask", "loglikelihood", "generate"})
+    embedded = backend_request_types(model_ref("embedded:smollm2-135m-instruct"))
+    assert embedded == {"fill_mask", "loglikelihood", "generate"}
     assert backend_request_types(model_ref("served", "http://127.0.0.1:9/v1")) == {"generate", "loglikelihood"}
 
 
@@ -96,13 +97,12 @@ def test_unsupported_type_is_refused_in_one_line_before_any_weight_loads(
         assert str(bert) in message and "generate" in message and "fill_mask, loglikelihood" in message
         assert "a causal LM" in message  # the fix: which model answers it
     gpt2 = model_ref(str(models["gpt2"]))
-    with pytest.raises(UnsupportedRequestError) as caught:
-        check_request_type(gpt2, "fill_mask")
-    assert "a masked LM" in one_line(caught) and "generate, loglikelihood" in str(caught.value)
+    check_request_type(gpt2, "fill_mask")  # a causal LM answers the top-k words of a blank (proposed and ranked)
     with pytest.raises(UnsupportedRequestError) as caught:
         check_request_type(model_ref("served", "http://user:hunter2@127.0.0.1:9/v1"), "fill_mask")
     message = one_line(caught)
     assert "served at http://127.0.0.1:9/v1" in message and "hunter2" not in message and "a masked LM" in message
+    assert "generate, loglikelihood" in message and "a causal LM" in message
     with pytest.raises(ValueError, match="unknown request type 'rank'"):
         check_request_type(gpt2, "rank")
 
@@ -111,9 +111,38 @@ def test_each_backend_refuses_in_one_line_what_it_does_not_answer(backends: dict
     with pytest.raises(UnsupportedRequestError) as caught:
         backends["bert"].generate([Generate("Hello")])
     assert "cannot answer generate" in one_line(caught)
-    with pytest.raises(UnsupportedRequestError) as caught:
-        backends["gpt2"].fill_mask([FillMask("The [MASK] is.", ("person",))])
-    assert "cannot answer fill_mask" in one_line(caught)
+    # a causal LM answers the top-k words of a blank, not a candidate list nor a masked LM's raw vocabulary entries
+    for request, asked in (
+        (FillMask("The [MASK] is.", ("person",)), "not the candidate words ['person']"),
+        (FillMask("The [MASK] is.", top_k=2, mode="raw"), "not raw top-k tokens"),
+    ):
+        with pytest.raises(UnsupportedRequestError) as caught:
+            backends["gpt2"].fill_mask([FillMask("A [MASK] is.", top_k=1), request])
+        assert "is a causal LM" in one_line(caught) and asked in str(caught.value)
+        assert "ask loglikelihood of each filled sentence" in str(caught.value)
+
+
+@pytest.mark.parametrize("name", ["gpt2", "llama"])
+def test_a_causal_lm_answers_top_k_fill_mask_as_the_ranking_engine_does(backends: dict[str, object], name: str) -> None:
+    """Top-k fill_mask requests on a causal LM are the ranking engine's results for those sentences, number for
+    number, whatever their order and mix of k (each k's sentences run together); every sentence is ticked once."""
+    from queerbench.models.causal_blanks.local import ScoredLM, score_blanks
+
+    backend = backends[name]
+    sentences = ["The gay person is a [MASK].", "[MASK] is a nurse.", "They work as a [MASK] in the city."]
+    ks = [3, 2, 3]
+    ticks: list[int] = []
+    got = backend.fill_mask([FillMask(s, top_k=k) for s, k in zip(sentences, ks, strict=True)], ticks.append)
+    assert sum(ticks) == len(sentences)
+    lm = ScoredLM(backend.model, backend.tokenizer)
+    for k in (2, 3):
+        idx = [i for i, kk in enumerate(ks) if kk == k]
+        want = score_blanks(lm, [sentences[i] for i in idx], k, batch_size=3)
+        for j, i in enumerate(idx):
+            assert list(got[i].words) == want.tokens[j] and len(got[i].words) <= k
+            assert list(got[i].probs) == want.probs[j] and list(got[i].logprobs) == want.logprobs[j]
+            assert list(got[i].n_tokens) == want.n_word_tokens[j] and got[i].token_ids == ()
+    assert backend.blank_filler() is backend.blank_filler()  # the engine's tables are built once
 
 
 def test_a_chat_loglikelihood_is_refused_in_one_line_where_there_is_no_prompt_to_reply_to(

@@ -49,7 +49,7 @@ def _predictor(url: str, cache: Path, **kwargs) -> EndpointScoredPredictor:
 def test_endpoint_scored_equals_local_scored(letters: Path, server: CompletionsServer, tmp_path: Path) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from queerbench.methods.scored.local import ScoredLM, score_blanks
+    from queerbench.models.causal_blanks.local import ScoredLM, score_blanks
 
     local = score_blanks(ScoredLM(AutoModelForCausalLM.from_pretrained(letters), AutoTokenizer.from_pretrained(letters)),
                          SENTENCES, 5)  # fmt: skip

@@ -3,7 +3,7 @@ each sentence's next step asked as soon as its previous one is in, each row hand
 
 Against the test completions server (``tests/completions_server.py``) serving the tiny letters Llama, which answers
 each distinct prompt from memory once computed (``memo``), so every run here gets the very same numbers. The batch
-form (:func:`~queerbench.methods.scored.endpoint_steps.score_blanks_endpoint` in parts of 64 sentences, what a run did
+form (:func:`~queerbench.models.causal_blanks.endpoint_steps.score_blanks_endpoint` in parts of 64 sentences, what a run did
 before) is the reference: the same words, the same cache entries, requests of the same order.
 """
 
@@ -23,9 +23,9 @@ import pytest
 
 from queerbench.cli import main
 from queerbench.methods.base import Rows, predict_in_parts
-from queerbench.methods.scored.blanks import split_blank
 from queerbench.methods.scored.endpoint import EndpointScoredPredictor
-from queerbench.methods.scored.endpoint_steps import SETTINGS
+from queerbench.models.causal_blanks.blanks import split_blank
+from queerbench.models.causal_blanks.endpoint_steps import SETTINGS
 from queerbench.models.generation.cache import cache_key
 from queerbench.models.generation.completions import CompletionsRunner, completion_job
 from queerbench.models.spec import ModelSpec

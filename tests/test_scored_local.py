@@ -9,7 +9,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from queerbench.methods.scored.local import ScoredLM, _encode, score_blanks, sentence_logprob_reference
+from queerbench.models.causal_blanks.local import ScoredLM, _encode, score_blanks, sentence_logprob_reference
 from tests.tiny_models import tiny_gpt2, tiny_llama, train_briefly
 
 SENTENCES = [

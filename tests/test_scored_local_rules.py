@@ -1,6 +1,6 @@
 """The ``scored`` method's rules, fast: tiny random causal LMs built in-process, checked against a brute-force reading.
 
-Every expectation here is computed independently of :mod:`queerbench.methods.scored.local`'s batched, cached code: the
+Every expectation here is computed independently of :mod:`queerbench.models.causal_blanks.local`'s batched, cached code: the
 candidates come from a plain re-implementation of the documented procedure (top-N word-start tokens after the prefix,
 greedy extension by plain forward passes, the cap, the whole-word rule), every log-probability from one plain forward
 pass over the filled sentence, the ranking from summed probabilities per lowercased word, the continuation table
@@ -20,8 +20,8 @@ import torch
 from tokenizers import ByteLevelBPETokenizer
 from transformers import GPT2Config, GPT2LMHeadModel, GPT2Model, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
-from queerbench.methods.scored import local as scored
-from queerbench.methods.scored.local import (
+from queerbench.models.causal_blanks import local as scored
+from queerbench.models.causal_blanks.local import (
     Candidate,
     ScoredLM,
     _encode,
@@ -33,7 +33,7 @@ from queerbench.methods.scored.local import (
     split_blank,
     start_token_id,
 )
-from queerbench.methods.scored.local import (
+from queerbench.models.causal_blanks.local import (
     rank_candidates as _rank,
 )
 from queerbench.models.masked.vocab_filter import WORD as _WORD

@@ -11,7 +11,7 @@ The file, one array of tables per module of ``tools/mutation_modules.toml``::
 
     [[llm_scored]]
     reason = "the probe text of start_token_id: any one-letter word starts with the text's own, non-special token"
-    mutants = ["queerbench.methods.scored.local.x_start_token_id__mutmut_6 1f0c3a9b2e7d", ...]  # name, then its digest
+    mutants = ["queerbench.models.causal_blanks.local.x_start_token_id__mutmut_6 1f0c3a9b2e7d", ...]  # name, then its digest
 
 ``python tools/mutation.py MODULE --survivors`` prints every survivor with its digest, ready to be judged.
 """

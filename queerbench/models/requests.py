@@ -5,7 +5,8 @@ A task turns each of its items into requests of three types and never asks what 
 answers the types it can:
 
 - :class:`FillMask` — how likely each candidate word is in the ``[MASK]`` of a text (a masked LM's probabilities),
-  or, asked for its ``top_k``, the words the model itself puts there;
+  or, asked for its ``top_k``, the words the model itself puts there (a masked LM's top fills, or a causal LM's
+  proposed words ranked by the probability of the whole sentence);
 - :class:`Loglikelihood` — the log-probability of a continuation after a context, or of a whole text when the
   context is empty (for a masked LM, a pseudo-log-likelihood);
 - :class:`Generate` — the text a model writes for a prompt (a chat turn, or a completion).
@@ -129,12 +130,14 @@ Request = FillMask | Loglikelihood | Generate
 @dataclass(frozen=True)
 class FillMaskResult:
     """One log-probability per candidate of a :class:`FillMask`, in the request's order; for a top-k request, its
-    fills (``words``, most probable first), their vocabulary ids and probabilities (``logprobs`` empty)."""
+    fills (``words``, most probable first) and their probabilities, with a masked LM's vocabulary ids, or a causal
+    LM's summed log-probability that ranked each word (``logprobs``) and its number of tokens (``n_tokens``)."""
 
     logprobs: tuple[float, ...] = ()
     words: tuple[str, ...] = ()
     token_ids: tuple[int, ...] = ()
     probs: tuple[float, ...] = ()
+    n_tokens: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ with the library: :mod:`.models` (settings, the model check, the model cache), :
 what a public demo needs on top:
 
 - a model check *before* anything is downloaded: the Hub id exists, is a masked LM (run with ``mlm``) or a causal
-  LM (run with ``scored``: candidates ranked by whole-sentence probability, :mod:`queerbench.methods.scored.local`), has
+  LM (run with ``scored``: candidates ranked by whole-sentence probability, :mod:`queerbench.models.causal_blanks.local`), has
   safetensors weights (pickle checkpoints can run code when loaded) and stays under a size cap;
   ``trust_remote_code`` is never used; the status line says which method ran;
 - local folders only when ``QUEERBENCH_SPACE_ALLOW_LOCAL=1`` (tests and self-hosting; never on a public Space);

@@ -1,6 +1,6 @@
 """The ``scored`` method over an OpenAI-compatible completions endpoint (vLLM, SGLang, TGI, llama.cpp's server).
 
-The three steps of local ``scored`` (:mod:`queerbench.methods.scored.local`), made of the calls lm-evaluation-harness's
+The three steps of local ``scored`` (:mod:`queerbench.models.causal_blanks.local`), made of the calls lm-evaluation-harness's
 ``local-completions`` model makes, with the server's own tokenizer (no local tokenizer is needed):
 
 1. **Propose**: the start token and the text before ``[MASK]`` with ``max_tokens: 1, logprobs: M`` give the top-``M``
@@ -12,7 +12,7 @@ The three steps of local ``scored`` (:mod:`queerbench.methods.scored.local`), ma
    max_tokens: 4``; the returned tokens that are alphabetic and carry no space continue the word, up to 4 tokens
    in all (a word still going on there is dropped).
 3. **Rank** by the echoed log-probability (``echo: true, max_tokens: 1, logprobs: 1``) of the word's tokens and of
-   every token after it, the final ``.`` included; :func:`queerbench.methods.scored.local._rank` selects the top ``k`` distinct
+   every token after it, the final ``.`` included; :func:`queerbench.models.causal_blanks.local._rank` selects the top ``k`` distinct
    lowercased words and renormalises, as for a local model.
 
 The start token follows local ``scored``'s rule: the one the server's tokenizer adds itself, else
@@ -31,8 +31,8 @@ would ask them), so a killed run resumes and a rerun with the same cache makes n
 
 A run streams (:meth:`EndpointScoredPredictor.stream`): every sentence's calls flow through one stream of requests,
 each step asked as soon as the one before is in, each row handed out as its last reply arrives
-(:func:`~queerbench.methods.scored.endpoint_steps.stream_blanks_endpoint`); :meth:`EndpointScoredPredictor.predict`
-asks a step at a time for a batch of sentences (:func:`~queerbench.methods.scored.endpoint_steps.score_blanks_endpoint`).
+(:func:`~queerbench.models.causal_blanks.endpoint_steps.stream_blanks_endpoint`); :meth:`EndpointScoredPredictor.predict`
+asks a step at a time for a batch of sentences (:func:`~queerbench.models.causal_blanks.endpoint_steps.score_blanks_endpoint`).
 Both ask the same jobs under the same cache keys and give the same words.
 """
 
@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from queerbench.methods.base import Pacing, Rows
-from queerbench.methods.scored.endpoint_steps import (
+from queerbench.models.causal_blanks.endpoint_steps import (
     START_TEXT,
     ServerReport,
     ask_jobs,
@@ -186,7 +186,7 @@ class EndpointScoredPredictor:
         log: Callable[[str], None] = print,
         **runner_options: Any,
     ) -> None:
-        from queerbench.methods.scored.local import CANDIDATES_PER_K
+        from queerbench.models.causal_blanks.local import CANDIDATES_PER_K
 
         self.model_id, self.top_k, self.cache_path = model, top_k, Path(cache_path)
         spec = spec if spec is not None else ModelSpec()
@@ -252,7 +252,7 @@ class EndpointScoredPredictor:
 
     def metadata(self) -> dict[str, Any]:
         """Method, endpoint and what the server reported, the probe's figures, the scoring settings."""
-        from queerbench.methods.scored.local import CANDIDATES_PER_K, MAX_WORD_TOKENS
+        from queerbench.models.causal_blanks.local import CANDIDATES_PER_K, MAX_WORD_TOKENS
 
         return {
             "method": self.method,

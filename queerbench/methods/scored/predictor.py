@@ -1,4 +1,7 @@
-"""``scored`` as a predictor: a local causal LM ranks candidate words (see :mod:`queerbench.methods.scored.local`).
+"""``scored`` as a predictor: a local causal LM's top-k words for each blank, asked as top-k ``fill_mask`` requests
+(:mod:`queerbench.models.requests`) that the causal-LM backend answers by proposing whole-word candidates and ranking
+them by the whole sentence's probability (:class:`~queerbench.models.backends.causal.CausalBackend`, by the engine
+:mod:`queerbench.models.causal_blanks.local`), the seam every task asks a model through.
 
 It has the interface of :class:`queerbench.methods.registry.Predictor`: ``from_options`` builds one from a run's options,
 ``metadata()`` names the method, the model's fingerprint and the scoring settings (recorded in every output),
@@ -7,6 +10,7 @@ It has the interface of :class:`queerbench.methods.registry.Predictor`: ``from_o
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -21,8 +25,12 @@ if TYPE_CHECKING:
 __all__ = ["ScoredPredictor"]
 
 
+def _quiet(_: str) -> None:
+    """The backend's opening line, not shown: a ``scored`` run says what it loaded in its own report."""
+
+
 class ScoredPredictor:
-    """``scored`` on a local causal LM (see :mod:`queerbench.methods.scored.local`)."""
+    """``scored`` on a local causal LM (see :mod:`queerbench.models.causal_blanks.local`)."""
 
     method: ClassVar[str] = "scored"
 
@@ -35,8 +43,10 @@ class ScoredPredictor:
         revision: str | None = None,
         loaded: tuple[Any, Any] | None = None,
     ) -> None:
-        from queerbench.methods.scored.local import ScoredLM
+        from queerbench.models.backends import open_backend
+        from queerbench.models.backends.causal import CausalBackend
         from queerbench.models.registry import load_model, model_ref
+        from queerbench.models.requests import FILL_MASK
 
         self.model_id, self.top_k, self.batch_size = model, top_k, spec.batch_size
         ref = model_ref(None if model == DEFAULT_MODEL else model, revision=revision)
@@ -44,7 +54,13 @@ class ScoredPredictor:
             ref, "causal_lm", device=spec.device, dtype=spec.dtype, device_map=spec.device_map
         )
         self.device_map = None if loaded else spec.device_map  # a loaded model was placed by whoever loaded it
-        self.lm = ScoredLM(lm, tokenizer)
+        with warnings.catch_warnings():  # "no chat template: plain prompts" is about prompts, which scored never sends
+            warnings.simplefilter("ignore")
+            backend = open_backend(ref, FILL_MASK, spec, loaded=(lm, tokenizer), log=_quiet)
+        if not isinstance(backend, CausalBackend):  # a local causal LM opens the causal-LM backend
+            raise TypeError(f"{model}: expected a causal LM backend, got {type(backend).__name__}")
+        self.backend = backend
+        self.lm = backend.blank_filler()
         # what was loaded: a Hub model's commit at --revision, else the files themselves
         self.fingerprint = ref.fingerprint(loaded=True)
 
@@ -70,7 +86,7 @@ class ScoredPredictor:
         import torch
         import transformers
 
-        from queerbench.methods.scored.local import CANDIDATES_PER_K, MAX_WORD_TOKENS
+        from queerbench.models.causal_blanks.local import CANDIDATES_PER_K, MAX_WORD_TOKENS
 
         return {
             "method": self.method,
@@ -91,11 +107,17 @@ class ScoredPredictor:
         }
 
     def predict(self, ids: Sequence[str], sentences: Sequence[str], tick: Callable[[int], None]) -> dict[str, list]:
-        """tokens (lowercased top-k words), probs (renormalised over candidates), logprobs, n_word_tokens."""
-        from queerbench.methods.scored.local import score_blanks
+        """tokens (lowercased top-k words), probs (renormalised over candidates), logprobs, n_word_tokens: one top-k
+        ``fill_mask`` request per sentence."""
+        from queerbench.models.requests import FillMask
 
-        res = score_blanks(self.lm, sentences, self.top_k, batch_size=self.batch_size, progress=tick)
-        return {"tokens": res.tokens, "probs": res.probs, "logprobs": res.logprobs, "n_word_tokens": res.n_word_tokens}
+        found = self.backend.fill_mask([FillMask(s, top_k=self.top_k) for s in sentences], tick)
+        return {
+            "tokens": [list(r.words) for r in found],
+            "probs": [list(r.probs) for r in found],
+            "logprobs": [list(r.logprobs) for r in found],
+            "n_word_tokens": [list(r.n_tokens) for r in found],
+        }
 
     def stream(
         self, ids: Sequence[str], sentences: Sequence[str], tick: Callable[[int], None], pacing: Pacing

@@ -6,7 +6,8 @@ for the request type a task asks:
 - a masked LM (:class:`~queerbench.models.backends.masked.MaskedBackend`): ``fill_mask`` and ``loglikelihood``
   (a pseudo-log-likelihood);
 - a local causal LM, the embedded SmolLM2 and a GGUF file included
-  (:class:`~queerbench.models.backends.causal.CausalBackend`): ``loglikelihood`` and ``generate``;
+  (:class:`~queerbench.models.backends.causal.CausalBackend`): ``fill_mask`` (the top-k words of a blank, proposed
+  and ranked by the whole sentence's probability), ``loglikelihood`` and ``generate``;
 - an OpenAI-compatible endpoint (:class:`~queerbench.models.backends.endpoint.EndpointBackend`): ``generate``
   (chat) and ``loglikelihood`` (a completions route that echoes prompt log-probabilities).
 
@@ -44,7 +45,7 @@ __all__ = [
 
 REQUEST_TYPES_OF_KIND: dict[str, frozenset[str]] = {
     "masked": frozenset({FILL_MASK, LOGLIKELIHOOD}),
-    "causal": frozenset({LOGLIKELIHOOD, GENERATE}),
+    "causal": frozenset({FILL_MASK, LOGLIKELIHOOD, GENERATE}),
     "endpoint": frozenset({GENERATE, LOGLIKELIHOOD}),
 }
 """The request types each kind of model answers (:meth:`ModelRef.kind`); a seq2seq or headless model answers none."""
@@ -56,7 +57,7 @@ _KIND_NAMES = {
     "seq2seq": "an encoder-decoder (seq2seq) model",
 }
 _WHO_ANSWERS = {
-    FILL_MASK: "a masked LM (e.g. bert-base-uncased, roberta-base)",
+    FILL_MASK: "a masked LM (e.g. bert-base-uncased, roberta-base) or, for the top-k words of a blank, a causal LM",
     LOGLIKELIHOOD: "a masked LM, a causal LM or an --endpoint with a completions route",
     GENERATE: "a causal LM (e.g. embedded:smollm2-135m-instruct) or an --endpoint",
 }
@@ -173,7 +174,7 @@ def open_backend(
 
 def runner_backend(runner: Any, *, batch_size: int, log: Callable[[str], None] = print) -> Backend | None:
     """The request backend of a generator a run has open already: a local causal LM's runner as its
-    :class:`~queerbench.models.backends.causal.CausalBackend` (``loglikelihood`` and ``generate`` on the weights
+    :class:`~queerbench.models.backends.causal.CausalBackend` (``fill_mask``, ``loglikelihood`` and ``generate`` on the weights
     loaded, ``batch_size`` rows per forward pass), None for an endpoint's runner (it answers the run's ``generate``
     requests itself, and no chat-formatted ``loglikelihood``)."""
     from queerbench.models.generation.local import TransformersRunner

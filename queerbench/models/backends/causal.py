@@ -1,4 +1,5 @@
-"""A local causal LM as a request backend (:class:`CausalBackend`): ``loglikelihood`` and ``generate``.
+"""A local causal LM as a request backend (:class:`CausalBackend`): ``fill_mask`` (top-k), ``loglikelihood`` and
+``generate``.
 
 The model is loaded once, as the generation layer's :class:`~queerbench.models.generation.local.TransformersRunner`
 (a folder, Hub id, ``.gguf`` file or the embedded SmolLM2), which also writes the replies.
@@ -22,6 +23,13 @@ on its KV cache (:mod:`queerbench.models.backends.prefixes`); the other rows run
 to float rounding. A model whose cache cannot be shared that way (no cache, sliding-window layers) or whose layers
 accelerate placed over several devices (a ``device_map``) runs every row whole, and ``metadata()`` records
 ``share_prefixes`` as false.
+
+**fill_mask.** A causal LM sees no mask, so a top-k request is answered by proposing and ranking
+(:mod:`queerbench.models.causal_blanks.local`): whole-word candidates from the next-token distribution after the text
+before the blank, ranked by the log-probability of the whole sentence with each in place; the result holds the
+``top_k`` words, their probabilities renormalised over the candidates, the summed log-probability that ranked each
+and its number of tokens. ``batch_size`` sentences share a prefix pass. A candidate-word request (or the ``raw``
+mode, a masked LM's vocabulary entries) is refused in one line: ask ``loglikelihood`` of each filled sentence.
 
 **generate.** Greedy decoding of at most ``max_new_tokens`` tokens through the runner: the tokenizer's chat template
 (a user turn, the generation prompt) when it has one, else the plain prompt (warned once by the runner).
@@ -48,6 +56,7 @@ from queerbench.models.generation.settings import GenerationSettings
 from queerbench.models.registry import ModelRef
 from queerbench.models.requests import (
     FILL_MASK,
+    FILL_MASK_MODES,
     GENERATE,
     LOGLIKELIHOOD,
     FillMask,
@@ -56,7 +65,7 @@ from queerbench.models.requests import (
     GenerateResult,
     Loglikelihood,
     LoglikelihoodResult,
-    require,
+    UnsupportedRequestError,
 )
 
 __all__ = ["CausalBackend", "loglikelihood_positions"]
@@ -75,7 +84,8 @@ def loglikelihood_positions(tokenizer: Any, context: str, continuation: str) -> 
 
 
 class CausalBackend:
-    """A loaded causal LM answering ``loglikelihood`` and ``generate`` requests (see the module doc)."""
+    """A loaded causal LM answering ``fill_mask`` (top-k), ``loglikelihood`` and ``generate`` requests (see the
+    module doc)."""
 
     kind = "causal_lm"
 
@@ -93,12 +103,13 @@ class CausalBackend:
         self.model, self.tokenizer = runner.model, runner.tokenizer
         self.batch_size = check_batch_size(batch_size)
         self.name = ref.name
-        self.request_types = frozenset({LOGLIKELIHOOD, GENERATE})
+        self.request_types = frozenset({FILL_MASK, LOGLIKELIHOOD, GENERATE})
         self.log = log
         self._pad = int(self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0)
         self._fingerprint: dict[str, Any] | None = None
         self.share_prefixes = bool(share_prefixes) and runner.device_map is None  # a placed model: rows run whole
         self._prefixes: PrefixScorer | None = None  # built (and checked) at the first call that shares
+        self._blanks: Any = None  # the top-k engine's tables, built at the first fill_mask call
 
     # ----------------------------------------------------------------------------------------------- records --
     def fingerprint(self) -> dict[str, Any]:
@@ -134,9 +145,45 @@ class CausalBackend:
     def fill_mask(
         self, requests: Sequence[FillMask], tick: Callable[[int], None] | None = None
     ) -> list[FillMaskResult]:
-        """A causal LM has no mask: a one-line :class:`~queerbench.models.requests.UnsupportedRequestError`."""
-        require(self, [FILL_MASK])
-        return []
+        """The top-k whole words of each request's blank, proposed and ranked (see the module doc), in order; a
+        one-line :class:`~queerbench.models.requests.UnsupportedRequestError` for a candidate-word or ``raw``
+        request, before any forward pass."""
+        from queerbench.models.causal_blanks.local import score_blanks
+
+        for request in requests:
+            if not request.top_k or request.mode != FILL_MASK_MODES[0]:
+                asked = f"the candidate words {list(request.candidates)}" if not request.top_k else "raw top-k tokens"
+                raise UnsupportedRequestError(
+                    f"{self.name} is a causal LM: it answers fill_mask requests for the top-k whole words of a blank, "
+                    f"not {asked}; ask loglikelihood of each filled sentence instead"
+                )
+        done = ticker(tick)
+        results: list[FillMaskResult | None] = [None] * len(requests)
+        by_k: dict[int, list[int]] = {}
+        for i, request in enumerate(requests):
+            by_k.setdefault(request.top_k, []).append(i)
+        for k, idx in by_k.items():
+            got = score_blanks(
+                self.blank_filler(), [requests[i].text for i in idx], k, batch_size=self.batch_size, progress=done
+            )
+            for j, i in enumerate(idx):
+                results[i] = FillMaskResult(
+                    logprobs=tuple(got.logprobs[j]),
+                    words=tuple(got.tokens[j]),
+                    probs=tuple(got.probs[j]),
+                    n_tokens=tuple(got.n_word_tokens[j]),
+                )
+        return [r for r in results if r is not None]
+
+    def blank_filler(self) -> Any:
+        """The model prepared for top-k fills (:class:`~queerbench.models.causal_blanks.local.ScoredLM`: its
+        vocabulary tables, built once): what ``fill_mask`` runs on, and whose ``metadata()`` (tokenizer family,
+        start token, device, dtype) a run records."""
+        if self._blanks is None:
+            from queerbench.models.causal_blanks.local import ScoredLM
+
+            self._blanks = ScoredLM(self.model, self.tokenizer)
+        return self._blanks
 
     def loglikelihood(
         self, requests: Sequence[Loglikelihood], tick: Callable[[int], None] | None = None

@@ -39,7 +39,7 @@ from typing import Any
 
 import torch
 
-from queerbench.methods.scored.blanks import (
+from queerbench.models.causal_blanks.blanks import (
     CANDIDATES_PER_K,
     MAX_WORD_TOKENS,
     Candidate,

@@ -24,7 +24,7 @@ from queerbench.models.generation.settings import EndpointError, GenerationSetti
 from queerbench.models.masked.vocab_filter import WORD  # the whole-word rule of local `scored` and the masked-LM engine
 
 if TYPE_CHECKING:
-    from queerbench.methods.scored.blanks import Candidate
+    from queerbench.models.causal_blanks.blanks import Candidate
 
 __all__ = [
     "SETTINGS",
@@ -120,7 +120,7 @@ def is_word_start(token: str, at_start: bool) -> bool:
 def _blanks(url: str, report: ServerReport, sentences: Sequence[str]) -> list[tuple[str, str]]:
     """Each sentence's text before and after its blank; a blank at the very start of a sentence on a server without
     a start token is refused in one line, before any call."""
-    from queerbench.methods.scored.blanks import split_blank
+    from queerbench.models.causal_blanks.blanks import split_blank
 
     parts = [split_blank(s) for s in sentences]
     for sentence, (before, _) in zip(sentences, parts, strict=True):
@@ -167,7 +167,7 @@ def _words(firsts: Sequence[str], records: Sequence[dict], cap: int) -> dict[str
 def _candidate(url: str, word: str, n_tokens: int, parts: tuple[str, str], sent: str, record: dict) -> Candidate:
     """Step 3: the candidate ``word`` scored by the echoed log-probabilities of its tokens and of the text after the
     blank (``sent`` is the filled text that was asked); echoed tokens that do not spell it stop the run in one line."""
-    from queerbench.methods.scored.blanks import Candidate
+    from queerbench.models.causal_blanks.blanks import Candidate
 
     before, after = parts
     where = echoed_span(record, word + after)
@@ -189,14 +189,14 @@ COLUMNS = ("tokens", "probs", "logprobs", "n_word_tokens", "n_proposed")
 
 def _row(candidates: list[Candidate], k: int, n_proposed: int) -> dict[str, Any]:
     """One sentence's prediction columns from its scored candidates."""
-    from queerbench.methods.scored.blanks import rank_candidates
+    from queerbench.models.causal_blanks.blanks import rank_candidates
 
     return dict(zip(COLUMNS, (*rank_candidates(candidates, k), n_proposed), strict=True))
 
 
 def _limits(k: int, candidates_per_k: int | None, max_word_tokens: int | None) -> tuple[int, int]:
     """``(N, cap)``: candidates per sentence and the most tokens a word may take (local ``scored``'s defaults)."""
-    from queerbench.methods.scored.blanks import CANDIDATES_PER_K, MAX_WORD_TOKENS
+    from queerbench.models.causal_blanks.blanks import CANDIDATES_PER_K, MAX_WORD_TOKENS
 
     return (candidates_per_k or CANDIDATES_PER_K) * k, max_word_tokens or MAX_WORD_TOKENS
 

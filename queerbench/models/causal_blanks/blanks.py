@@ -1,4 +1,4 @@
-"""What a scored blank is, whichever backend scores it (a local causal LM, :mod:`queerbench.methods.scored.local`, or a
+"""What a scored blank is, whichever backend scores it (a local causal LM, :mod:`queerbench.models.causal_blanks.local`, or a
 completions endpoint): the sentence split at its ``[MASK]``, the start token the text is scored after, a candidate
 filling with its log-probability, and the selection of the top-k words with probabilities renormalised over every
 candidate word of the sentence. Both backends share these so that they give the same words from the same numbers.
