@@ -81,6 +81,8 @@ def test_scored_predictions_are_the_same_with_a_device_map(llama: Path, placed: 
     mapped = ScoredPredictor(str(llama), top_k=3, spec=replace(spec, device_map="auto"))
     assert placed == [None, "auto"]
     assert mapped.metadata()["device_map"] == "auto" and plain.metadata()["device_map"] is None
+    # the backend knows the model is placed: it shares no prefixes over devices
+    assert mapped.backend.metadata()["device_map"] == "auto" and not mapped.backend.metadata()["share_prefixes"]
     a, b = plain.predict([], BLANKS, lambda n: None), mapped.predict([], BLANKS, lambda n: None)
     assert a["tokens"] == b["tokens"]
     assert torch.allclose(torch.tensor(a["logprobs"]), torch.tensor(b["logprobs"]), atol=1e-5)

@@ -170,6 +170,12 @@ def test_a_record_written_before_request_types_lists_its_request_type(tmp_path: 
     del document["request_types"]
     (out / "scores.json").write_text(json.dumps(document), encoding="utf-8")
     assert read_record(out / "scores.json").request_types == ["generate"]
+    document["request_types"] = None
+    (out / "scores.json").write_text(json.dumps(document), encoding="utf-8")
+    assert read_record(out / "scores.json").request_types == ["generate"]
+    document["request_types"] = ["loglikelihood", "generate", "loglikelihood"]  # each once, the items' type first
+    (out / "scores.json").write_text(json.dumps(document), encoding="utf-8")
+    assert read_record(out / "scores.json").request_types == ["generate", "loglikelihood"]
 
 
 def test_a_record_whose_task_reads_no_folder_is_one_line_naming_it(tmp_path: Path, monkeypatch) -> None:

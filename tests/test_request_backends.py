@@ -112,14 +112,17 @@ def test_each_backend_refuses_in_one_line_what_it_does_not_answer(backends: dict
         backends["bert"].generate([Generate("Hello")])
     assert "cannot answer generate" in one_line(caught)
     # a causal LM answers the top-k words of a blank, not a candidate list nor a masked LM's raw vocabulary entries
-    for request, asked in (
-        (FillMask("The [MASK] is.", ("person",)), "not the candidate words ['person']"),
-        (FillMask("The [MASK] is.", top_k=2, mode="raw"), "not raw top-k tokens"),
+    many = tuple(f"w{i}" for i in range(9))
+    for request, asked, fix in (
+        (FillMask("The [MASK] is.", ("person",)), "the candidate words ['person']", "ask loglikelihood of each"),
+        (FillMask("The [MASK] is.", many), "['w0', 'w1', 'w2', 'w3', 'w4', …]", "filled sentence instead"),
+        (FillMask("The [MASK] is.", top_k=2, mode="raw"), "not raw top-k tokens", "ask mode 'whole_word'"),
     ):
         with pytest.raises(UnsupportedRequestError) as caught:
             backends["gpt2"].fill_mask([FillMask("A [MASK] is.", top_k=1), request])
-        assert "is a causal LM" in one_line(caught) and asked in str(caught.value)
-        assert "ask loglikelihood of each filled sentence" in str(caught.value)
+        assert "is a causal LM" in one_line(caught) and asked in str(caught.value) and fix in str(caught.value)
+    with pytest.raises(ValueError, match="needs one \\[MASK\\] in its text"):
+        FillMask(float("nan"), top_k=1)  # type: ignore[arg-type]  # a missing sentence (NaN) is one line
 
 
 @pytest.mark.parametrize("name", ["gpt2", "llama"])

@@ -144,3 +144,11 @@ def test_echo_shift_figures_are_named(server: CompletionsServer, tmp_path: Path,
         ValueError, match=r"as the next token but -?\d+\.\d{4} echoed in the prompt \(gap 0\.5000 > 0\.001\)"
     ):
         _predictor(server.url, tmp_path / "c.sqlite")
+
+
+def test_the_endpoint_settings_are_the_specs_and_a_stray_one_is_one_line(tmp_path: Path) -> None:
+    for stray in ({"concurrency": 4}, {"timeout": 5.0}, {"requests_per_minute": 60.0}):
+        with pytest.raises(ValueError, match="pass them in spec=ModelSpec") as caught:
+            _predictor("http://127.0.0.1:9/v1", tmp_path / "c.sqlite", **stray)  # refused before any request
+        assert "\n" not in str(caught.value)
+    assert not (tmp_path / "probe.sqlite").exists()

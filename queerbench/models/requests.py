@@ -63,7 +63,7 @@ class FillMask:
     mode: str = FILL_MASK_MODES[0]
 
     def __post_init__(self) -> None:
-        if self.text.count(MASK) != 1:
+        if not isinstance(self.text, str) or self.text.count(MASK) != 1:
             raise ValueError(f"a fill_mask request needs one {MASK} in its text, got {self.text!r}")
         if self.top_k:
             if self.candidates or not isinstance(self.top_k, int) or self.top_k < 1:

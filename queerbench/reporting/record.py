@@ -70,9 +70,10 @@ class RunRecord:
     backend: dict[str, Any] = field(default_factory=dict)
     """The backend's metadata (kind, device, dtype, batch size)."""
     request_types: list[str] = field(default_factory=list)
-    """Every request type the run asked, ``request_type`` first (a probes run whose local model also rated by
-    ``loglikelihood`` lists both; each metric's block says which it was read from where it is not
-    ``request_type``). Empty when made, or in a record written before the field: ``[request_type]``."""
+    """The request types the record's results were read from, ``request_type`` first, each once (a probes run whose
+    local model also rated by ``loglikelihood`` lists both; each metric's block says which it was read from where it
+    is not ``request_type``). Empty (or null) when made, or in a record written before the field:
+    ``[request_type]``."""
     timings_s: dict[str, float] = field(default_factory=dict)
     reused_predictions: bool = False
     parse_rate: float | None = None
@@ -86,8 +87,8 @@ class RunRecord:
     """A ``blanks`` run's own blocks, kept at the top level of ``scores.json`` where its readers find them."""
 
     def __post_init__(self) -> None:
-        asked = [self.request_type, *(t for t in self.request_types if t != self.request_type)]
-        object.__setattr__(self, "request_types", asked)
+        asked = dict.fromkeys([self.request_type, *(self.request_types or [])])
+        object.__setattr__(self, "request_types", list(asked))
 
     def to_json(self) -> dict[str, Any]:
         """The record as the JSON object ``scores.json`` holds: its fields, then ``extra``'s blocks beside them."""

@@ -230,7 +230,8 @@ def probe_record(
     command (``generate_s``: asking; ``analyze_s``: reading the replies, with a local model's option scoring). The
     method and request type are those of the task's replies (``generate``); a metric read from other requests says
     so in its block (``request_type``: the SCM probes' constrained rating, ``loglikelihood``), and ``request_types``
-    lists every type the metrics were read from. The task's own record keeps the rest."""
+    lists every type the metrics with data were read from (an endpoint's run scores no options: ``generate``
+    only). The task's own record keeps the rest."""
     stored = analysis.replies
     cached = int(stored["cached"].sum()) if "cached" in stored else 0
     asked = {  # the request types the metrics with data were read from (an endpoint scores no options)

@@ -1,7 +1,8 @@
 """The ``scored`` method over an OpenAI-compatible completions endpoint (vLLM, SGLang, TGI, llama.cpp's server).
 
-The three steps of local ``scored`` (:mod:`queerbench.models.causal_blanks.local`), made of the calls lm-evaluation-harness's
-``local-completions`` model makes, with the server's own tokenizer (no local tokenizer is needed):
+The three steps of local ``scored`` (:mod:`queerbench.models.causal_blanks.local`), made of the calls
+lm-evaluation-harness's ``local-completions`` model makes, with the server's own tokenizer (no local tokenizer is
+needed):
 
 1. **Propose**: the start token and the text before ``[MASK]`` with ``max_tokens: 1, logprobs: M`` give the top-``M``
    next tokens; the ``N = 4·k`` most likely *word-start* ones are kept (a token of a space and a whole word; at the
@@ -12,8 +13,8 @@ The three steps of local ``scored`` (:mod:`queerbench.models.causal_blanks.local
    max_tokens: 4``; the returned tokens that are alphabetic and carry no space continue the word, up to 4 tokens
    in all (a word still going on there is dropped).
 3. **Rank** by the echoed log-probability (``echo: true, max_tokens: 1, logprobs: 1``) of the word's tokens and of
-   every token after it, the final ``.`` included; :func:`queerbench.models.causal_blanks.local._rank` selects the top ``k`` distinct
-   lowercased words and renormalises, as for a local model.
+   every token after it, the final ``.`` included; :func:`queerbench.models.causal_blanks.blanks.rank_candidates`
+   selects the top ``k`` distinct lowercased words and renormalises, as for a local model.
 
 The start token follows local ``scored``'s rule: the one the server's tokenizer adds itself, else
 ``<|endoftext|>`` when the server reads it as one token, else none (then a blank at the very start of a sentence
@@ -31,8 +32,9 @@ would ask them), so a killed run resumes and a rerun with the same cache makes n
 
 A run streams (:meth:`EndpointScoredPredictor.stream`): every sentence's calls flow through one stream of requests,
 each step asked as soon as the one before is in, each row handed out as its last reply arrives
-(:func:`~queerbench.models.causal_blanks.endpoint_steps.stream_blanks_endpoint`); :meth:`EndpointScoredPredictor.predict`
-asks a step at a time for a batch of sentences (:func:`~queerbench.models.causal_blanks.endpoint_steps.score_blanks_endpoint`).
+(:func:`~queerbench.models.causal_blanks.endpoint_steps.stream_blanks_endpoint`);
+:meth:`EndpointScoredPredictor.predict` asks a step at a time for a batch of sentences
+(:func:`~queerbench.models.causal_blanks.endpoint_steps.score_blanks_endpoint`).
 Both ask the same jobs under the same cache keys and give the same words.
 """
 
@@ -186,10 +188,17 @@ class EndpointScoredPredictor:
         log: Callable[[str], None] = print,
         **runner_options: Any,
     ) -> None:
+        """``spec``: the endpoint's concurrency, rate and timeout (its ``batch_size`` is not used: a completions
+        request holds ``prompts_per_request`` prompts); ``runner_options`` go to the
+        :class:`~queerbench.models.generation.completions.CompletionsRunner` (``api_key_env``, ``max_retries``, …)."""
         from queerbench.models.causal_blanks.local import CANDIDATES_PER_K
 
         self.model_id, self.top_k, self.cache_path = model, top_k, Path(cache_path)
         spec = spec if spec is not None else ModelSpec()
+        spec.check_endpoint(endpoint)
+        owned = sorted({"concurrency", "requests_per_minute", "timeout"} & set(runner_options))
+        if owned:
+            raise ValueError(f"{', '.join(owned)}: pass them in spec=ModelSpec(...) (concurrency, rate, timeout)")
         self.runner = CompletionsRunner(
             endpoint,
             model,

@@ -10,7 +10,6 @@ It has the interface of :class:`queerbench.methods.registry.Predictor`: ``from_o
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -26,7 +25,7 @@ __all__ = ["ScoredPredictor"]
 
 
 def _quiet(_: str) -> None:
-    """The backend's opening line, not shown: a ``scored`` run says what it loaded in its own report."""
+    """The backend's notes are not shown: ``scored`` asks only ``fill_mask``, whose engine says nothing."""
 
 
 class ScoredPredictor:
@@ -43,10 +42,9 @@ class ScoredPredictor:
         revision: str | None = None,
         loaded: tuple[Any, Any] | None = None,
     ) -> None:
-        from queerbench.models.backends import open_backend
         from queerbench.models.backends.causal import CausalBackend
+        from queerbench.models.generation.local import TransformersRunner
         from queerbench.models.registry import load_model, model_ref
-        from queerbench.models.requests import FILL_MASK
 
         self.model_id, self.top_k, self.batch_size = model, top_k, spec.batch_size
         ref = model_ref(None if model == DEFAULT_MODEL else model, revision=revision)
@@ -54,15 +52,19 @@ class ScoredPredictor:
             ref, "causal_lm", device=spec.device, dtype=spec.dtype, device_map=spec.device_map
         )
         self.device_map = None if loaded else spec.device_map  # a loaded model was placed by whoever loaded it
-        with warnings.catch_warnings():  # "no chat template: plain prompts" is about prompts, which scored never sends
-            warnings.simplefilter("ignore")
-            backend = open_backend(ref, FILL_MASK, spec, loaded=(lm, tokenizer), log=_quiet)
-        if not isinstance(backend, CausalBackend):  # a local causal LM opens the causal-LM backend
-            raise TypeError(f"{model}: expected a causal LM backend, got {type(backend).__name__}")
-        self.backend = backend
-        self.lm = backend.blank_filler()
         # what was loaded: a Hub model's commit at --revision, else the files themselves
         self.fingerprint = ref.fingerprint(loaded=True)
+        runner = TransformersRunner(
+            None if ref.is_embedded else ref.name,
+            dtype=spec.dtype,
+            revision=ref.revision,
+            device_map=self.device_map,
+            loaded=(lm, tokenizer),
+            weights=self.fingerprint,
+            prompts=False,  # scored formats no prompt
+        )
+        self.backend = CausalBackend(runner, ref, dtype=spec.dtype, batch_size=spec.batch_size, log=_quiet)
+        self.lm = self.backend.blank_filler()
 
     @staticmethod
     def preflight(options: RunSettings) -> None:

@@ -38,7 +38,7 @@ mode, a masked LM's vocabulary entries) is refused in one line: ask ``loglikelih
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -67,6 +67,9 @@ from queerbench.models.requests import (
     LoglikelihoodResult,
     UnsupportedRequestError,
 )
+
+if TYPE_CHECKING:
+    from queerbench.models.causal_blanks.local import ScoredLM
 
 __all__ = ["CausalBackend", "loglikelihood_positions"]
 
@@ -109,7 +112,7 @@ class CausalBackend:
         self._fingerprint: dict[str, Any] | None = None
         self.share_prefixes = bool(share_prefixes) and runner.device_map is None  # a placed model: rows run whole
         self._prefixes: PrefixScorer | None = None  # built (and checked) at the first call that shares
-        self._blanks: Any = None  # the top-k engine's tables, built at the first fill_mask call
+        self._blanks: ScoredLM | None = None  # the top-k engine's tables, built at the first fill_mask call
 
     # ----------------------------------------------------------------------------------------------- records --
     def fingerprint(self) -> dict[str, Any]:
@@ -151,11 +154,19 @@ class CausalBackend:
         from queerbench.models.causal_blanks.local import score_blanks
 
         for request in requests:
-            if not request.top_k or request.mode != FILL_MASK_MODES[0]:
-                asked = f"the candidate words {list(request.candidates)}" if not request.top_k else "raw top-k tokens"
+            if not request.top_k:
+                shown = ", ".join(repr(c) for c in request.candidates[:5]) + (
+                    ", …" if len(request.candidates) > 5 else ""
+                )
                 raise UnsupportedRequestError(
                     f"{self.name} is a causal LM: it answers fill_mask requests for the top-k whole words of a blank, "
-                    f"not {asked}; ask loglikelihood of each filled sentence instead"
+                    f"not for the candidate words [{shown}]; ask loglikelihood of each filled sentence instead"
+                )
+            if request.mode != FILL_MASK_MODES[0]:
+                raise UnsupportedRequestError(
+                    f"{self.name} is a causal LM: it answers fill_mask requests for the top-k whole words of a blank, "
+                    f"not raw top-k tokens (a masked LM's vocabulary entries); ask mode {FILL_MASK_MODES[0]!r}, or "
+                    "use a masked LM"
                 )
         done = ticker(tick)
         results: list[FillMaskResult | None] = [None] * len(requests)
@@ -175,7 +186,7 @@ class CausalBackend:
                 )
         return [r for r in results if r is not None]
 
-    def blank_filler(self) -> Any:
+    def blank_filler(self) -> ScoredLM:
         """The model prepared for top-k fills (:class:`~queerbench.models.causal_blanks.local.ScoredLM`: its
         vocabulary tables, built once): what ``fill_mask`` runs on, and whose ``metadata()`` (tokenizer family,
         start token, device, dtype) a run records."""

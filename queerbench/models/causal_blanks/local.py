@@ -55,8 +55,6 @@ from queerbench.models.masked.vocab_filter import (
     whole_word_table,
 )
 
-_rank = rank_candidates  # the name the endpoint backend and older tests import
-
 __all__ = [
     "CANDIDATES_PER_K",
     "MAX_WORD_TOKENS",

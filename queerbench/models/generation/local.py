@@ -56,7 +56,8 @@ class TransformersRunner:
     Without a chat template the prompt is fed as plain text; this is warned about once and recorded in every
     reply's ``meta['prompt_format']`` (``chat`` or ``plain``) and in the run report. ``loaded``: a ``(model,
     tokenizer)`` that :func:`load_causal_lm` already loaded for ``model`` (the Space's cached models), wrapped instead
-    of loading the weights again.
+    of loading the weights again, with ``weights``, their fingerprint when the caller took it already.
+    ``prompts=False``: a model loaded only to score text, which formats no prompt (no note on a missing template).
     """
 
     def __init__(
@@ -69,6 +70,8 @@ class TransformersRunner:
         revision: str | None = None,
         device_map: str | None = None,
         loaded: tuple[Any, Any] | None = None,
+        weights: dict[str, Any] | None = None,
+        prompts: bool = True,
     ) -> None:
         self.model_id = model or DEFAULT_MODEL
         self.name = self.model_id
@@ -78,10 +81,11 @@ class TransformersRunner:
         self.device = str(self.model.device)  # the first device of a device map: inputs go there
         self.device_map = device_map
         self.revision = revision
-        self.weights = fingerprint_model(model, hub="commit", revision=revision)
+        # the fingerprint of the files loaded, unless the caller took it already (a Hub id's commit is asked once)
+        self.weights = weights if weights is not None else fingerprint_model(model, hub="commit", revision=revision)
         self.system_prompt = system_prompt
         self.has_chat_template = bool(getattr(self.tokenizer, "chat_template", None))
-        if not self.has_chat_template:
+        if not self.has_chat_template and prompts:
             warnings.warn(
                 f"model {self.model_id!r} has no chat template: prompts are fed as plain text "
                 "(recorded as prompt_format='plain' in the outputs)",
