@@ -174,6 +174,13 @@ def test_a_folder_of_another_run_or_of_other_files_is_refused_before_any_request
     with pytest.raises(FileExistsError, match="not empty and holds no queerbench run"):
         _run(tmp_path / "other")
     assert len(toy["backends"]) == n and (tmp_path / "other" / "notes.txt").read_text() == "mine"
+    # the folder is read by the same rules as a fill-in-the-blank run's (queerbench.run.folder.inspect_out_dir)
+    (tmp_path / "run" / "run.json").write_text("{cut", encoding="utf-8")
+    with pytest.raises(
+        ValueError, match=r"run\.json is unreadable \(.*\); delete the folder .* or choose another --out"
+    ):
+        _run(tmp_path / "run", limit=2)
+    assert len(toy["backends"]) == n
 
 
 def test_limit_keeps_the_first_templates_and_a_limit_over_all_is_none(toy, tmp_path):

@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,16 @@ from queerbench.base.lock import LOCK_FILES
 from queerbench.models.fingerprint import fingerprints_differ
 from queerbench.run.signature import Signature
 
-__all__ = ["KEY_FILE", "check_same_model", "check_writable", "claim_out_dir", "inspect_out_dir", "unclaim_out_dir"]
+__all__ = [
+    "KEY_FILE",
+    "blanks_meaning",
+    "check_same_model",
+    "check_writable",
+    "claim_out_dir",
+    "inspect_out_dir",
+    "literal_meaning",
+    "unclaim_out_dir",
+]
 
 KEY_FILE = "run.json"
 
@@ -49,20 +59,33 @@ def check_writable(out: Path, chosen: bool) -> None:
         raise _unwritable(out, f"{probe} is not writable ({exc.strerror or type(exc).__name__})", chosen) from None
 
 
-def _meaning(key: dict[str, Any], n_templates: int | None) -> dict[str, Any]:
-    """A key by what its settings mean (defaults written out, a ``--limit`` covering every template as none), so that
-    keys of earlier versions (with ``mode``, without defaults) compare equal to today's for the same run."""
+def blanks_meaning(key: dict[str, Any], n_templates: int | None) -> dict[str, Any]:
+    """A fill-in-the-blank run's key by what its settings mean (defaults written out, a ``--limit`` covering every
+    template as none), so that keys of earlier versions (with ``mode``, without defaults) compare equal to today's
+    for the same run."""
     return Signature.from_key(key, n_templates=n_templates).key()
 
 
+def literal_meaning(key: dict[str, Any], n_templates: int | None) -> dict[str, Any]:
+    """A key as written (a request run's: every field it holds is compared as it is)."""
+    return key
+
+
 def inspect_out_dir(
-    out: Path, key: dict[str, Any], *, chosen: bool = True, n_templates: int | None = None
+    out: Path,
+    key: dict[str, Any],
+    *,
+    chosen: bool = True,
+    n_templates: int | None = None,
+    meaning: Callable[[dict[str, Any], int | None], dict[str, Any]] = blanks_meaning,
 ) -> tuple[str, dict[str, Any] | None]:
     """What ``out`` holds, without writing anything: ``("new" | "restart" | "resume" | "finished", run.json)``.
 
     ``restart``: an earlier attempt with this key predicted nothing. Refuses (``FileExistsError``/``ValueError``,
     one line) a folder that holds another run or foreign files, a file, and a place that cannot be written.
-    ``n_templates``: the task's number of templates (a ``--limit`` at or above it is no limit).
+    ``n_templates``: the task's number of templates (a ``--limit`` at or above it is no limit). ``meaning``: how a
+    key is read before two are compared (:func:`blanks_meaning` for a fill-in-the-blank run, :func:`literal_meaning`
+    for a request run, whose stored key may hold more fields than it compares).
     """
     check_writable(out, chosen)
     key_path = out / KEY_FILE
@@ -77,7 +100,7 @@ def inspect_out_dir(
             raise ValueError(
                 f"{key_path} holds no run record (a JSON object); delete the folder {out} or choose another --out"
             )
-        was, now = _meaning(stored, n_templates), _meaning(key, n_templates)
+        was, now = meaning(stored, n_templates), meaning(key, n_templates)
         diff = {k: (was.get(k), v) for k, v in now.items() if was.get(k) != v}
         if diff:
             raise FileExistsError(

@@ -26,7 +26,7 @@ from typing import Any, cast
 import pandas as pd
 
 from queerbench.base.files import atomic_path, read_json_object, read_parquet, write_json
-from queerbench.base.lock import LOCK_FILES, folder_lock
+from queerbench.base.lock import folder_lock
 from queerbench.base.progress import progress_bar
 from queerbench.base.redact import redact_url
 from queerbench.base.signature import format_signature
@@ -38,7 +38,14 @@ from queerbench.models.requests import GENERATE, Backend, Request, Result
 from queerbench.models.spec import ModelSpec
 from queerbench.reporting.metrics_report import write_metrics_report
 from queerbench.reporting.record import RunRecord, write_record
-from queerbench.run.folder import KEY_FILE, check_same_model, check_writable, claim_out_dir, unclaim_out_dir
+from queerbench.run.folder import (
+    check_same_model,
+    check_writable,
+    claim_out_dir,
+    inspect_out_dir,
+    literal_meaning,
+    unclaim_out_dir,
+)
 from queerbench.scoring.metrics import group_metrics
 from queerbench.tasks import Task, get_task
 
@@ -199,25 +206,6 @@ def resolve_request_run(
 
 
 # ------------------------------------------------------------------------------------------------ the folder --
-def _state(out: Path, key: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
-    """``new``, ``resume`` (saved parts) or ``finished`` (predictions), without writing; another run's folder or
-    foreign files are refused in one line."""
-    key_path = out / KEY_FILE
-    if key_path.is_file():
-        stored = read_json_object(key_path, fix=f"delete the folder {out} or choose another --out")
-        was = {k: stored.get(k) for k in key}
-        diff = {k: (was[k], v) for k, v in key.items() if was[k] != v}
-        if diff:
-            shown = ", ".join(f"{k}: {a!r} there, {b!r} now" for k, (a, b) in diff.items())
-            raise FileExistsError(f"output folder {out} holds another run ({shown}); choose another --out")
-        if (out / "predictions.parquet").is_file():
-            return "finished", stored
-        return ("resume" if any((out / ".chunks").glob("chunk-*.parquet")) else "restart"), stored
-    if out.exists() and any(p.name not in LOCK_FILES for p in out.iterdir()):  # the run's own lock aside
-        raise FileExistsError(f"output folder {out} is not empty and holds no queerbench run; choose another --out")
-    return "new", None
-
-
 def _saved(chunks: Path) -> pd.DataFrame:
     """The rows of every saved part (empty when none)."""
     parts = sorted(chunks.glob("chunk-*.parquet"))
@@ -278,7 +266,7 @@ def _run_locked(
     run: RequestRun, out: Path, chosen: bool, created: bool, log: Callable[[str], None], loaded: Any = None
 ) -> RequestRunResult:
     key = run.key()
-    state, stored = _state(out, key)
+    state, stored = inspect_out_dir(out, key, chosen=chosen, meaning=literal_meaning)  # writes nothing
     fingerprint = run.model.fingerprint()
     if state in ("resume", "finished"):
         check_same_model(out, run.model.name, stored, fingerprint)
