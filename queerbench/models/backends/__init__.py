@@ -48,7 +48,9 @@ REQUEST_TYPES_OF_KIND: dict[str, frozenset[str]] = {
     "causal": frozenset({FILL_MASK, LOGLIKELIHOOD, GENERATE}),
     "endpoint": frozenset({GENERATE, LOGLIKELIHOOD}),
 }
-"""The request types each kind of model answers (:meth:`ModelRef.kind`); a seq2seq or headless model answers none."""
+"""The request types each kind of model answers (:meth:`ModelRef.kind`); a seq2seq or headless model answers none.
+A causal LM's ``fill_mask`` is the top-k form (the words of a blank); its backend refuses a candidate-word request in
+one line, and no method asks one of it (``mlm``, which does, is refused for a causal LM when the run is resolved)."""
 
 _KIND_NAMES = {
     "masked": "a masked LM",
