@@ -74,3 +74,38 @@ def test_few_templates_give_no_interval_but_an_exact_p_and_drawn_flips_bound_it(
     assert drawn is not None and 1 / 11 <= drawn <= 1  # 16 patterns > 10 draws: (extreme + 1) / (draws + 1)
     none = sign_flip_p(np.ones(2), np.array(["a", "b"]), np.array([0, 1]), 2, ("a", "b"), 100, np.random.default_rng(0))
     assert none is None  # no template holds both groups: nothing to swap
+
+
+@pytest.mark.parametrize("seed", [0, 5])
+def test_a_blanks_tasks_hurtlex_interval_is_the_declared_metric_engines_interval_of_the_same_values(seed: int) -> None:
+    """One engine: the H of a fill-in-the-blank run (100 × the mean h_i, aggregate.compute) and a declared metric
+    over the column 100·h_i (group_metrics) are one statistic, so with the same seed they get the same bootstrap
+    interval over templates: same resamples, same replicates."""
+    from queerbench.scoring.aggregate import ScoringOptions, compute
+    from queerbench.scoring.hurtlex import KEY as HURTLEX
+
+    rng = np.random.default_rng(seed)
+    words = ["whore", "idiot", "kind", "nurse", "stupid", "happy"]
+    n = 90
+    predictions = [[str(w) for w in rng.choice(words, size=2)] for _ in range(n)]
+    groups = [str(g) for g in rng.choice(["queer", "non-queer"], size=n)]
+    templates = [int(t) for t in rng.integers(0, 9, size=n)]
+    options = ScoringOptions(toxicity="none", n_bootstrap=400, n_permutations=0, seed=seed)
+    result = compute(predictions, groups, template_ids=templates, options=options, return_per_sentence=True)
+    frame = pd.DataFrame(
+        {"group": groups, "template_id": templates, "h": 100 * result["per_sentence"][HURTLEX].to_numpy(float)}
+    )
+    stats = group_metrics(
+        frame,
+        metrics=[("H", "h")],
+        group_column="group",
+        order=["queer", "non-queer"],
+        cluster_column="template_id",
+        n_resamples=400,
+        seed=seed,
+    )
+    for group in ("queer", "non-queer"):
+        declared = stats["H"]["groups"][group]
+        assert declared["value"] == pytest.approx(result[HURTLEX][group], rel=1e-12)
+        assert declared["ci"] == pytest.approx(result["ci"][group][HURTLEX], rel=1e-12)
+        assert declared["ci"][0] < declared["ci"][1]

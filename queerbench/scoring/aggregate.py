@@ -37,16 +37,10 @@ from queerbench.scoring.afinn import KEY as AFINN
 from queerbench.scoring.groups import subject_groups
 from queerbench.scoring.hurtlex import KEY as HURTLEX
 from queerbench.scoring.hurtlex import HurtLex, hurtlex_categories, load_hurtlex
+from queerbench.scoring.resampling import MIN_PAIRED_TEMPLATES, paired_templates, percentile_ci
 from queerbench.scoring.rules import ScoringRules, composite_block, default_rules_name
 from queerbench.scoring.toxicity_base import KEY as TOXICITY
-from queerbench.scoring.uncertainty import (
-    MIN_PAIRED_TEMPLATES,
-    bootstrap,
-    paired_templates,
-    percentile_ci,
-    permutation_p,
-    weighted_components,
-)
+from queerbench.scoring.uncertainty import bootstrap, permutation_p, weighted_components
 
 __all__ = [
     "ATTRIBUTES",

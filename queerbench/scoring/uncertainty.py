@@ -1,7 +1,9 @@
 """The uncertainty of QueerBench group scores: cluster bootstrap CIs and the template-level test of a gap.
 
-Every figure comes from :func:`weighted_components` (Eq. 1–4 for weighted samples), so the exact score, its
-bootstrap replicates and the permutation statistic cannot disagree. Templates are the clusters: a sentence set has
+The QueerBench score is one statistic (:func:`qb_statistic`: Eq. 1–4 for weighted samples,
+:func:`weighted_components`) of the shared resampling engine (:mod:`queerbench.scoring.resampling`), which gives every
+task's declared metrics their intervals and tests too; so the exact score, its bootstrap replicates and the
+permutation statistic cannot disagree. Templates are the clusters: a sentence set has
 many sentences per template, which are not independent draws.
 
 A gap (QB(g1) − QB(g2)) gets its CI and its p-value from the same question: *how far does this gap move when the
@@ -22,9 +24,8 @@ probes' ratings, QueerGen's per-sentence scores and diversity batches): one func
 
 from __future__ import annotations
 
-import itertools
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, overload
 
@@ -32,31 +33,28 @@ import numpy as np
 
 from queerbench.scoring.afinn import KEY as AFINN
 from queerbench.scoring.hurtlex import KEY as HURTLEX
+from queerbench.scoring.resampling import (
+    Units,
+    group_replicates,
+    label_permutation_p,
+    resample_weights,
+    sign_flip_p,
+)
 from queerbench.scoring.rules import composite_block
 from queerbench.scoring.toxicity_base import KEY as TOXICITY
 
 __all__ = [
-    "MIN_PAIRED_TEMPLATES",
     "MeanCI",
     "bootstrap",
     "mean_ci",
-    "paired_templates",
-    "percentile_ci",
     "permutation_p",
-    "qb_from_masks",
-    "sign_flip_share",
+    "qb_statistic",
     "signature_field",
-    "swap_patterns",
     "weighted_components",
 ]
 
 COMPOSITE = composite_block()
 """The composite score's block (the mean of the three components), as the scoring rules file names it."""
-MIN_PAIRED_TEMPLATES = 6
-"""The fewest templates holding both groups of a gap for the gap to get a CI: with T such templates the smallest
-two-sided sign-flip p-value is 2 / 2^T, under 0.05 only from T = 6 on. With fewer, no test over templates can tell a
-gap from chance, and a percentile interval over 2–5 templates only spans their own gaps (it would exclude 0 while
-the test cannot), so the CI is ``None`` and the p-value says how little the templates can show."""
 
 
 @overload
@@ -80,18 +78,10 @@ def weighted_components(
     return {AFINN: A, HURTLEX: H, TOXICITY: P, COMPOSITE: None if P is None else (A + H + P) / 3}
 
 
-def _cluster_sums(
-    mask: np.ndarray, cl: np.ndarray, t: int, a: np.ndarray, h: np.ndarray, p: np.ndarray | None
-) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-    """Per cluster: how many sentences ``mask`` selects, and the sums of their a_i, h_i and p_i (no ``"p"`` key
-    when ``p`` is ``None``)."""
-    cnt = np.bincount(cl[mask], minlength=t).astype(float)
-    sums = {
-        k: np.bincount(cl[mask], weights=v[mask], minlength=t)
-        for k, v in (("a", a), ("h", h), ("p", p))
-        if v is not None
-    }
-    return cnt, sums
+def qb_statistic(w: np.ndarray, n: np.ndarray, sums: Mapping[str, np.ndarray]) -> dict[str, np.ndarray | None]:
+    """:func:`weighted_components` as a :data:`~queerbench.scoring.resampling.Statistic` of the per-unit sums of the
+    columns ``a``, ``h`` and ``p`` (no ``p``: no toxicity, so no P and no QueerBench score)."""
+    return weighted_components(w, n, sums["a"], sums["h"], sums.get("p"))
 
 
 def bootstrap(
@@ -106,66 +96,14 @@ def bootstrap(
 ) -> dict[str, np.ndarray]:
     """Bootstrap over clusters (templates): per group and component, ``n_boot`` replicate values. Every group of a
     replicate uses the same resampled clusters, so the difference of two groups' replicates is paired by cluster."""
-    _, cl = np.unique(clusters, return_inverse=True)
-    t = int(cl.max()) + 1
-    weights = rng.multinomial(t, np.full(t, 1.0 / t), size=n_boot).astype(float)  # (B, T) resample counts
+    units = Units.of(clusters)
+    weights = resample_weights(units.t, n_boot, rng)  # (B, T) resample counts
+    columns = {"a": a, "h": h, "p": p}
     out: dict[str, np.ndarray] = {}
     for g in order:
-        cnt, sums = _cluster_sums(labels == g, cl, t, a, h, p)
-        comps = weighted_components(weights, weights @ cnt, sums["a"], sums["h"], sums.get("p"))
+        comps = group_replicates(weights, units, labels == g, columns, qb_statistic)
         out.update({f"{g}/{key}": values for key, values in comps.items() if values is not None})
     return out
-
-
-def qb_from_masks(masks: np.ndarray, a: np.ndarray, h: np.ndarray, p: np.ndarray) -> np.ndarray:
-    """QB of the sentences each row of ``masks`` selects."""
-    return weighted_components(masks, masks.sum(axis=1), a, h, p)[COMPOSITE]
-
-
-def paired_templates(labels: np.ndarray, clusters: np.ndarray, g1: str, g2: str) -> int:
-    """How many clusters (templates) hold sentences of both ``g1`` and ``g2``."""
-    both = set(clusters[labels == g1].tolist()) & set(clusters[labels == g2].tolist())
-    return len(both)
-
-
-def _two_sided(diffs: np.ndarray, observed: float) -> np.ndarray:
-    """Which values of ``diffs`` are at least as far from 0 as ``observed`` (a relative tolerance for ties)."""
-    return np.abs(diffs) >= abs(observed) - 1e-9 * max(1.0, abs(observed))
-
-
-def _global_permutation_p(
-    labels: np.ndarray, a: np.ndarray, h: np.ndarray, p: np.ndarray, g1: str, g2: str, n_perm: int, rng, observed
-) -> float:
-    """Sentences as the unit: the labels of the g1 and g2 sentences permuted over all of them."""
-    sel = np.flatnonzero((labels == g1) | (labels == g2))
-    is_g1 = labels[sel] == g1
-    perm = np.argsort(rng.random((n_perm, len(sel))), axis=1)
-    m1 = is_g1[perm].astype(float)  # (B, n): permuted membership of g1 at each position
-    aa, hh, pp = a[sel], h[sel], p[sel]
-    diffs = qb_from_masks(m1, aa, hh, pp) - qb_from_masks(1.0 - m1, aa, hh, pp)
-    return float((np.sum(_two_sided(diffs, observed)) + 1) / (n_perm + 1))
-
-
-def swap_patterns(both: np.ndarray, t: int, n_perm: int, rng: np.random.Generator) -> tuple[np.ndarray, int | None]:
-    """The sign-flip test's swap patterns over ``t`` templates, one row each (1: the template's two groups swap):
-    every pattern of the templates in ``both`` when there are at most ``n_perm`` of them (the observed one, no swap,
-    among them; draws ``None``: exact), else ``n_perm`` random ones (draws ``n_perm``)."""
-    if 2 ** len(both) <= n_perm:
-        pattern = np.array(list(itertools.product((0.0, 1.0), repeat=len(both))))
-        n_draws = None
-    else:
-        pattern = rng.integers(0, 2, size=(n_perm, len(both))).astype(float)
-        n_draws = n_perm
-    swap = np.zeros((len(pattern), t))
-    swap[:, both] = pattern
-    return swap, n_draws
-
-
-def sign_flip_share(diffs: np.ndarray, observed: float, n_draws: int | None) -> float:
-    """The two-sided p-value from the gaps of :func:`swap_patterns`' patterns: the share as far from 0 as
-    ``observed`` (exact), or (as extreme + 1) / (draws + 1)."""
-    extreme = int(np.sum(_two_sided(diffs, observed)))
-    return extreme / len(diffs) if n_draws is None else (extreme + 1) / (n_draws + 1)
 
 
 def permutation_p(
@@ -183,46 +121,20 @@ def permutation_p(
     """Two-sided permutation p-value of the gap QB(g1) − QB(g2) (``observed``, unrounded), over the same unit as
     :func:`bootstrap`.
 
-    With ``clusters`` (templates): a sign-flip test. Each group's score is the sum of its templates' shares (a
-    template's share: the group's a_i, h_i, p_i summed there, divided by the group's size), and under the null
-    hypothesis the two groups' shares of a template are exchangeable, so each template holding both groups swaps
-    them with probability 1/2 (a template holding one group keeps its share). All 2^T swaps are enumerated when
-    there are at most ``n_perm`` of them (an exact p-value), otherwise ``n_perm`` random ones are drawn and p is
-    (as extreme + 1) / (n_perm + 1). ``None`` when no template holds both groups: then nothing can be swapped.
+    With ``clusters`` (templates): the sign-flip test of :func:`queerbench.scoring.resampling.sign_flip_p`. Each
+    group's score is the sum of its templates' shares (a template's share: the group's a_i, h_i, p_i summed there,
+    divided by the group's size), and under the null hypothesis the two groups' shares of a template are
+    exchangeable, so each template holding both groups swaps them with probability 1/2 (a template holding one group
+    keeps its share). All 2^T swaps are enumerated when there are at most ``n_perm`` of them (an exact p-value),
+    otherwise ``n_perm`` random ones are drawn and p is (as extreme + 1) / (n_perm + 1). ``None`` when no template
+    holds both groups: then nothing can be swapped.
 
     With ``clusters`` ``None``: each sentence is its own unit, and the labels are permuted over all sentences.
     """
+    columns = {"a": a, "h": h, "p": p}
     if clusters is None:
-        return _global_permutation_p(labels, a, h, p, g1, g2, n_perm, rng, observed)
-    _, cl = np.unique(clusters, return_inverse=True)
-    t = int(cl.max()) + 1
-    shares = []
-    for g in (g1, g2):
-        mask = labels == g
-        cnt, sums = _cluster_sums(mask, cl, t, a, h, p)
-        shares.append((cnt, {k: v / mask.sum() for k, v in sums.items()}))
-    both = np.flatnonzero((shares[0][0] > 0) & (shares[1][0] > 0))
-    if len(both) == 0:
-        return None
-    swap, n_draws = swap_patterns(both, t, n_perm, rng)
-    stacked = {k: np.concatenate([shares[0][1][k], shares[1][1][k]]) for k in ("a", "h", "p")}
-    one = np.ones(len(swap))
-    w1 = np.hstack([1.0 - swap, swap])  # g1 takes g2's share where a template swaps, its own elsewhere
-    w2 = np.hstack([swap, 1.0 - swap])
-    diffs = (
-        weighted_components(w1, one, stacked["a"], stacked["h"], stacked["p"])[COMPOSITE]
-        - weighted_components(w2, one, stacked["a"], stacked["h"], stacked["p"])[COMPOSITE]
-    )
-    return sign_flip_share(diffs, observed, n_draws)
-
-
-def percentile_ci(values: np.ndarray) -> list[float] | None:
-    """The 95% percentile interval of the finite replicates; ``None`` when there are none."""
-    values = values[np.isfinite(values)]
-    if len(values) == 0:
-        return None
-    lo, hi = np.percentile(values, [2.5, 97.5])
-    return [float(lo), float(hi)]
+        return label_permutation_p(labels, columns, qb_statistic, COMPOSITE, (g1, g2), n_perm, rng, observed)
+    return sign_flip_p(labels, Units.of(clusters), columns, qb_statistic, COMPOSITE, (g1, g2), n_perm, rng, observed)
 
 
 HalfWidthArithmetic = Literal["scipy_sem", "t_sd_root_n"]
