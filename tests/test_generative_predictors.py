@@ -22,7 +22,14 @@ import transformers
 from queerbench.base.sources import get_source
 from queerbench.methods.instructed.predictor import InstructedPredictor
 from queerbench.methods.instructed.replies import build_prompt, instructed_settings, load_prompts
-from queerbench.methods.registry import GENERATIVE_METHODS, METHODS, load_predictor, resolve_method, same_weights
+from queerbench.methods.registry import (
+    GENERATIVE_METHODS,
+    METHODS,
+    get_method,
+    load_predictor,
+    resolve_method,
+    same_weights,
+)
 from queerbench.methods.scored.predictor import ScoredPredictor
 from queerbench.models.causal_blanks.local import ScoredLM, score_blanks
 from queerbench.models.fingerprint import fingerprint_model
@@ -33,6 +40,7 @@ from queerbench.models.generation import (
     describe_model,
     load_runner,
 )
+from queerbench.models.registry import model_ref
 from queerbench.models.spec import ModelSpec
 from tests.openai_server import FakeOpenAI
 from tests.tiny_models import tiny_gpt2, tiny_llama
@@ -41,9 +49,11 @@ _SPEC_FIELDS = ("device", "dtype", "device_map", "batch_size", "concurrency", "r
 
 
 def _options(**fields: Any) -> types.SimpleNamespace:
-    """Run options as the methods read them: the model's settings in one ModelSpec (``model_spec``)."""
+    """Run options as the methods read them: the model's settings in one ModelSpec (``model_spec``), the model
+    reference and the method resolved (``ref``, ``method_impl``)."""
     spec = ModelSpec(**{k: fields.pop(k) for k in _SPEC_FIELDS if k in fields})
-    return types.SimpleNamespace(**fields, model_spec=spec)
+    ref = model_ref(fields.get("model"), fields.get("endpoint"), fields.get("revision"))
+    return types.SimpleNamespace(**fields, model_spec=spec, ref=ref, method_impl=get_method(fields["method"]))
 
 
 SENTENCES = ["The gay person is a [MASK].", "[MASK] is kind.", "The person was a [MASK] in town."]

@@ -15,12 +15,15 @@ import importlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import pandas as pd
 
 from queerbench.base.redact import redact_url
 from queerbench.models.spec import ModelSpec
+
+if TYPE_CHECKING:
+    from queerbench.models.registry import ModelRef
 
 __all__ = ["GenerationError", "Method", "Pacing", "Predictor", "Rows", "predict_in_parts"]
 
@@ -119,6 +122,21 @@ class RunSettings(Protocol):
     @property
     def model_spec(self) -> ModelSpec:
         """How the model runs: device, dtype, device map, batch size, concurrency, rate, timeout."""
+        ...
+
+    @property
+    def ref(self) -> ModelRef:
+        """The model reference, resolved once."""
+        ...
+
+    @property
+    def method_impl(self) -> Method:
+        """The registered method ``method`` names, looked up once."""
+        ...
+
+    @property
+    def mlm_mode(self) -> str:
+        """How the task reads a masked LM's top-k fills (its ``mlm_mode``), looked up once."""
         ...
 
     @property

@@ -18,6 +18,7 @@ from queerbench.methods.base import Method, Pacing, Rows, predict_in_parts
 
 if TYPE_CHECKING:
     from queerbench.methods.base import RunSettings
+    from queerbench.models.registry import ModelRef
     from queerbench.models.spec import ModelSpec
 
 __all__ = ["MLM", "MaskedLMPredictor"]
@@ -45,13 +46,15 @@ class MaskedLMPredictor:
         revision: str | None = None,
         fingerprint: dict[str, Any] | None = None,
         lm: Any = None,
+        mode: str | None = None,
+        ref: ModelRef | None = None,
     ) -> None:
         from queerbench.models.backends.masked import MaskedBackend
         from queerbench.models.registry import load_model, model_ref
 
         self.config, self.top_k, self.batch_size = config, top_k, spec.batch_size
-        self.mode = _mode(config)  # the task's, looked up once
-        ref = model_ref(model, revision=revision, check_paths=lm is None)
+        self.mode = mode or _mode(config)  # the task's (given by a run's options, which looked it up once)
+        ref = ref or model_ref(model, revision=revision, check_paths=lm is None)
         self.lm = lm or load_model(
             ref,
             "masked_lm",
@@ -66,7 +69,14 @@ class MaskedLMPredictor:
     @classmethod
     def from_loaded(cls, lm: Any, options: RunSettings) -> MaskedLMPredictor:
         """The predictor of a run's ``options`` over a masked LM already loaded (the Space's cached models)."""
-        return cls(options.model_id, config=options.config, top_k=options.top_k, spec=options.model_spec, lm=lm)
+        return cls(
+            options.model_id,
+            config=options.config,
+            top_k=options.top_k,
+            spec=options.model_spec,
+            lm=lm,
+            mode=options.mlm_mode,
+        )
 
     @classmethod
     def from_options(
@@ -88,6 +98,8 @@ class MaskedLMPredictor:
             spec=options.model_spec,
             revision=revision,
             fingerprint=fingerprint,
+            mode=options.mlm_mode,
+            ref=options.ref if revision == options.revision else None,  # a resume's stored commit: resolved anew
         )
 
     @staticmethod
@@ -104,7 +116,7 @@ class MaskedLMPredictor:
         if Path(options.model_id).expanduser().is_file():
             raise ValueError(f"--model {options.model} is a file; a masked LM is a folder saved with save_pretrained")
         config, tokenizer = load_masked_lm_tokenizer(options.model_id, revision=options.revision)
-        mode = _mode(options.config)
+        mode = options.mlm_mode
         limit = max_top_k(config, tokenizer, mode)
         if options.top_k > limit:
             what = "whole-word vocabulary entries" if mode == "whole_word" else "vocabulary entries"

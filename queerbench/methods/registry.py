@@ -48,6 +48,7 @@ __all__ = [
     "recorded_method",
     "register",
     "registered",
+    "registered_methods",
     "registered_names",
     "resolve_method",
     "same_weights",
@@ -114,6 +115,11 @@ def registered_names() -> tuple[str, ...]:
     return tuple(_REGISTRY)
 
 
+def registered_methods() -> tuple[Method, ...]:
+    """The registered methods themselves, in the order they were registered."""
+    return tuple(_REGISTRY.values())
+
+
 def registered(name: str | None) -> Method | None:
     """The registered method ``name`` as a stored record names it, or None for none or a name this version does not
     know (a stored result is read back, never refused, for its method's name)."""
@@ -169,19 +175,27 @@ def check_task_spec(spec: TaskSpec) -> None:
             )
 
 
-def resolve_method(method: str, model: str | None, endpoint: str | None, revision: str | None = None) -> str:
+def resolve_method(
+    method: str,
+    model: str | None,
+    endpoint: str | None,
+    revision: str | None = None,
+    *,
+    ref: ModelRef | None = None,
+) -> str:
     """The concrete method for these options, or a one-line ``ValueError``.
 
     ``auto`` reads the model's kind from the model registry (its configuration, never its weights) and picks
     ``mlm`` for a masked LM and ``scored`` for a local causal LM; ``--endpoint URL`` means ``instructed``. A
     mismatch (a causal LM with ``mlm``, a masked LM with a generative method, an endpoint with a method that has no
-    endpoint backend) is one clear error before anything loads.
+    endpoint backend) is one clear error before anything loads. ``ref``: the model's reference when the caller has
+    resolved it already (the run's options), so that it is not resolved again.
     """
     get_method(method)
     if endpoint:
         if not model:
             raise ValueError("--endpoint needs --model NAME (the model name the endpoint serves, e.g. gpt-4o-mini)")
-        ref = model_ref(model, endpoint)
+        ref = ref or model_ref(model, endpoint)
         if method == "auto":
             return auto_method(ref.backends())
         if not set(ref.backends()) & set(_REGISTRY[method].backends):
@@ -191,8 +205,8 @@ def resolve_method(method: str, model: str | None, endpoint: str | None, revisio
             )
         return method
     if model is None:
-        return auto_method(model_ref(None).backends()) if method == "auto" else method
-    ref = model_ref(model, revision=revision)
+        return auto_method((ref or model_ref(None)).backends()) if method == "auto" else method
+    ref = ref or model_ref(model, revision=revision)
     kind, arch = ref.description
     if method == "auto":
         return auto_method(ref.backends())
@@ -212,7 +226,11 @@ def backend_for(method: str, ref: ModelRef) -> str:
     """The model backend ``method`` runs ``ref`` on: an endpoint's route the method uses (``scored``: completions,
     ``instructed``: chat), else the backend of a local model's kind (a model of another kind is left to the
     method's loader, which says precisely why it cannot run it)."""
-    backends = get_method(method).backends
+    return _backend_of(get_method(method), ref)
+
+
+def _backend_of(method: Method, ref: ModelRef) -> str:
+    backends = method.backends
     usable = [b for b in ref.backends() if b in backends] if ref.endpoint else []
     if ref.endpoint:
         return usable[0] if usable else next(iter(backends))
@@ -220,8 +238,8 @@ def backend_for(method: str, ref: ModelRef) -> str:
 
 
 def _predictor_class(options: RunSettings) -> type[Predictor]:
-    ref = model_ref(options.model, options.endpoint, options.revision)
-    return get_method(options.method).predictor_class(backend_for(options.method, ref))
+    """The predictor class of the run's method on its model's backend (both resolved once, by the options)."""
+    return options.method_impl.predictor_class(_backend_of(options.method_impl, options.ref))
 
 
 def preflight(options: RunSettings) -> None:

@@ -8,11 +8,12 @@ templates, the dtype, the device map, the prompt, the toxicity scorer and what i
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from queerbench.methods.registry import METHODS, get_method, registered_names
+from queerbench.methods.base import Method
+from queerbench.methods.registry import METHODS, get_method, registered_methods
 from queerbench.models.generation.settings import (
     DEFAULT_CONCURRENCY,
     DEFAULT_REQUEST_TIMEOUT,
@@ -87,6 +88,17 @@ class RunOptions:
         return model_ref(self.model, self.endpoint, self.revision)
 
     @cached_property
+    def method_impl(self) -> Method:
+        """The registered method ``method`` names, looked up once (``auto``, before the run resolves it, reads as the
+        method of the run key before there were methods: :func:`~queerbench.methods.registry.get_method`)."""
+        return get_method(self.method)
+
+    @cached_property
+    def mlm_mode(self) -> str:
+        """How the task reads a masked LM's top-k fills (its ``mlm_mode``: whole words or raw tokens)."""
+        return str(self.task.spec.mlm_mode)
+
+    @cached_property
     def model_spec(self) -> ModelSpec:
         """How the model runs (:class:`~queerbench.models.spec.ModelSpec`: device, dtype, device map, batch size,
         concurrency, rate, timeout, safetensors only), checked when the options were made: what the method's
@@ -121,8 +133,7 @@ class RunOptions:
                 raise ValueError("--endpoint needs --model NAME (the model name the endpoint serves, e.g. gpt-4o-mini)")
             object.__setattr__(self, "model", get_method(self.method).default_model)  # resolved once, then frozen
         model_ref(self.model, self.endpoint, self.revision, check_paths=False)  # names and URLs: one line each
-        for name in registered_names():  # each method checks the settings it owns (a prompt, a reply length)
-            method = get_method(name)
+        for method in registered_methods():  # each method checks the settings it owns (a prompt, a reply length)
             method.check_settings({setting: getattr(self, setting, None) for setting in method.key_fields})
         if not isinstance(self.top_k, int) or self.top_k < 1:
             raise ValueError(f"--top-k must be a positive integer, got {self.top_k!r}")
@@ -144,6 +155,25 @@ class RunOptions:
             )
         check_toxicity_scorer(self.toxicity, tuple(c for c in TOXICITY_CHOICES if c != "precomputed"))
         self.scoring_options()  # an unknown scorer name fails here, before anything is loaded
+
+    def with_fields(self, **changes: Any) -> RunOptions:
+        """These options with ``changes`` (``dataclasses.replace``, every check made again), keeping what was already
+        resolved from the fields that did not change: the task when ``config`` is the same, the model reference when
+        ``model``, ``endpoint`` and ``revision`` are, the method when ``method`` is. So a run that resolves ``auto``
+        or drops a ``--limit`` covering every template looks nothing up a second time."""
+        if all(getattr(self, name) == value for name, value in changes.items()):
+            return self
+        new = replace(self, **changes)
+        kept = {
+            "task": ("config",),
+            "mlm_mode": ("config",),
+            "ref": ("model", "endpoint", "revision"),
+            "method_impl": ("method",),
+        }
+        for name, inputs in kept.items():  # functools.cached_property keeps its value in the instance's __dict__
+            if name in vars(self) and name not in vars(new) and not set(inputs) & set(changes):
+                vars(new)[name] = vars(self)[name]
+        return new
 
     def scoring_options(self) -> ScoringOptions:
         """The scoring options this run implies (its task's rules)."""

@@ -29,7 +29,7 @@ import pandas as pd
 from queerbench.base.files import atomic_path, read_json_object, read_parquet, write_json
 from queerbench.base.progress import progress_bar
 from queerbench.methods.base import GenerationError, Rows
-from queerbench.methods.registry import Predictor, check_same_weights, get_method, load_predictor
+from queerbench.methods.registry import Predictor, check_same_weights, load_predictor
 
 __all__ = [
     "FIRST_PART",
@@ -248,7 +248,7 @@ def predict_chunks(
             if stored is not None:
                 check_same_weights(stored, meta, str(options.model), chunk_dir)
             write_json(meta_path, meta)
-            calls = get_method(options.method).calls_per_sentence(options)
+            calls = options.method_impl.calls_per_sentence(options)
             predicted = _predict_todo(frame, todo, predictor, chunk_dir, progress, calls, clock)
         finally:
             predictor.close()  # a reply cache (its folder is removed once the predictions are written)

@@ -32,7 +32,7 @@ from queerbench.base.files import atomic_path, read_json_object, read_parquet, w
 from queerbench.base.lock import folder_lock
 from queerbench.base.redact import redact_url
 from queerbench.methods.base import Method
-from queerbench.methods.registry import get_method, in_label, resolve_method
+from queerbench.methods.registry import in_label, resolve_method
 from queerbench.methods.registry import preflight as method_preflight
 from queerbench.reporting.figures import run_label
 from queerbench.reporting.record import write_record
@@ -158,17 +158,18 @@ def run_benchmark(
     task = options.task
     items = task.items()  # the data files first (checksums; offline, the message names QUEERBENCH_DATA_DIR)
     n_templates = int(items["template_id"].nunique())
+    changes: dict[str, Any] = {}
     if options.limit is not None and options.limit >= n_templates:
-        options = replace(options, limit=None)  # a --limit covering every template is no limit, wherever recorded
-    frame = task.first_templates(items, options.limit)
-
+        changes["limit"] = None  # a --limit covering every template is no limit, wherever recorded
     # auto → mlm / scored / instructed from the model's configuration (no weights read); mismatches fail here
     if model_fingerprint is None:
-        options = replace(
-            options, method=resolve_method(options.method, options.model, options.endpoint, options.revision)
+        changes["method"] = resolve_method(
+            options.method, options.model, options.endpoint, options.revision, ref=options.ref
         )
     elif options.method == "auto":
         raise ValueError("an imported run names its method; got --method auto")
+    options = options.with_fields(**changes)  # one new set of options, what was resolved kept
+    frame = task.first_templates(items, options.limit)
     task.check_method(options.method)
     signature = signature_of(options, n_templates=n_templates)
     out = Path(out) if out is not None else Path("runs") / signature.folder_name()
@@ -206,7 +207,7 @@ def _run_locked(
         check_same_model(out, str(options.model), stored, fingerprint)
     record = {**key, "model_fingerprint": fingerprint, "signature": str(signature)}
     claim_out_dir(out, record, state, chosen=chosen)
-    run = _Run(options, task, get_method(options.method), signature, out, fingerprint)
+    run = _Run(options, task, options.method_impl, signature, out, fingerprint)
     resumed = state == "resume"
     timings: dict[str, float] = {}
     pred_path = out / "predictions.parquet"

@@ -38,7 +38,6 @@ from queerbench.scoring.function_words import signature_field as function_words_
 from queerbench.scoring.hurtlex import signature_field as hurtlex_signature
 from queerbench.scoring.toxicity_base import signature_fields as toxicity_signature
 from queerbench.scoring.uncertainty import signature_field as uncertainty_signature
-from queerbench.tasks import get_task
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -203,10 +202,10 @@ def signature_of(
 ) -> Signature:
     """The prediction part of a run's signature (``options.method`` resolved; ``n_templates``: the task's, so that a
     ``--limit`` covering every template means no limit; the task is asked when not given)."""
-    method = get_method(options.method)
+    method = options.method_impl
     limit = options.limit
     if limit is not None:
-        total = n_templates if n_templates is not None else get_task(options.config).n_templates()
+        total = n_templates if n_templates is not None else options.task.n_templates()
         if limit >= total:
             limit = None
     settings = method.key_settings({f.name: getattr(options, f.name) for f in fields(options)})
