@@ -18,6 +18,7 @@ from queerbench.methods.common import preflight_local
 
 if TYPE_CHECKING:
     from queerbench.methods.base import RunSettings
+    from queerbench.models.registry import ModelRef
     from queerbench.models.spec import ModelSpec
 
 __all__ = ["InstructedPredictor"]
@@ -41,6 +42,7 @@ class InstructedPredictor:
         cache_path: Path,
         log: Callable[[str], None] = print,
         revision: str | None = None,
+        ref: ModelRef | None = None,
     ) -> None:
         from queerbench.methods.instructed.replies import instructed_settings, load_prompts
         from queerbench.models.generation import ResponseCache
@@ -51,7 +53,7 @@ class InstructedPredictor:
         self.settings = instructed_settings(top_k, seed, spec.batch_size, max_new_tokens)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            ref = model_ref(model, endpoint, revision)
+            ref = ref or model_ref(model, endpoint, revision)  # a run's: resolved once
             self.runner = open_generator(
                 ref,
                 device=spec.device,
@@ -93,6 +95,7 @@ class InstructedPredictor:
             cache_path=cache_path,
             log=log,
             revision=options.revision,
+            ref=options.ref,
         )
 
     def metadata(self) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from queerbench.models.generation.settings import DEFAULT_MODEL
 
 if TYPE_CHECKING:
     from queerbench.methods.base import RunSettings
+    from queerbench.models.registry import ModelRef
     from queerbench.models.spec import ModelSpec
 
 __all__ = ["ScoredPredictor"]
@@ -41,13 +42,14 @@ class ScoredPredictor:
         spec: ModelSpec,
         revision: str | None = None,
         loaded: tuple[Any, Any] | None = None,
+        ref: ModelRef | None = None,
     ) -> None:
         from queerbench.models.backends.causal import CausalBackend
         from queerbench.models.generation.local import TransformersRunner
         from queerbench.models.registry import load_model, model_ref
 
         self.model_id, self.top_k, self.batch_size = model, top_k, spec.batch_size
-        ref = model_ref(None if model == DEFAULT_MODEL else model, revision=revision)
+        ref = ref or model_ref(None if model == DEFAULT_MODEL else model, revision=revision)  # a run's: resolved once
         lm, tokenizer = loaded or load_model(
             ref, "causal_lm", device=spec.device, dtype=spec.dtype, device_map=spec.device_map
         )
@@ -74,13 +76,24 @@ class ScoredPredictor:
     @classmethod
     def from_options(cls, options: RunSettings, **_: Any) -> ScoredPredictor:
         """The predictor for a run's ``options`` (nothing to resume from: a resume re-checks the fingerprint)."""
-        return cls(str(options.model), top_k=options.top_k, spec=options.model_spec, revision=options.revision)
+        return cls(
+            str(options.model),
+            top_k=options.top_k,
+            spec=options.model_spec,
+            revision=options.revision,
+            ref=options.ref,
+        )
 
     @classmethod
     def from_loaded(cls, loaded: tuple[Any, Any], options: RunSettings) -> ScoredPredictor:
         """The predictor of a run's ``options`` over a causal LM already loaded (``(model, tokenizer)``)."""
         return cls(
-            str(options.model), top_k=options.top_k, spec=options.model_spec, revision=options.revision, loaded=loaded
+            str(options.model),
+            top_k=options.top_k,
+            spec=options.model_spec,
+            revision=options.revision,
+            loaded=loaded,
+            ref=options.ref,
         )
 
     def metadata(self) -> dict[str, Any]:
