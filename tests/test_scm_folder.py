@@ -98,3 +98,26 @@ def test_scm_run_checks_the_mapper_flags_before_any_reply(
     err = capsys.readouterr().err
     assert err.startswith(f"queerbench: error: {message}") and err.count("\n") == 1
     assert not (tmp_path / "scm").exists()
+
+
+@pytest.mark.parametrize("where", ["the file", "below the file"])
+def test_scm_run_refuses_an_out_it_cannot_write_as_every_run_does(
+    where: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    """A file, or a path below one, is one line naming --out (the rule `queerbench run` follows), before any
+    request and with the file untouched."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    blocker = tmp_path / "a-file"
+    blocker.write_text("mine")
+    out = blocker if where == "the file" else blocker / "scm"
+    with FakeOpenAI() as server:
+        args = ["scm", "run", "--endpoint", server.url, "--model", "served", "--limit", "7", "--out", str(out)]
+        assert main(args) == 2
+        assert server.calls == 0
+    err = capsys.readouterr().err
+    what = "it is a file, not a folder" if where == "the file" else f"it lies below {blocker}, which is a file, not a folder"
+    assert (
+        err
+        == f"queerbench: error: cannot write the output folder {out} (--out): {what}; choose an --out in a folder you can write to\n"
+    )
+    assert blocker.read_text() == "mine"

@@ -12,6 +12,7 @@ from typing import Any
 
 from queerbench.base.lock import LOCK_FILES
 from queerbench.base.redact import redact_url
+from queerbench.run.folder import check_writable
 from queerbench.tasks import Task
 from queerbench.tasks.probes import ProbeFiles
 
@@ -29,11 +30,11 @@ def check_probe_folder(task: Task, out: Path, model: str | None = None) -> None:
     """Refuse, in one line and before anything is written, an ``--out`` that is a file, holds files of something
     other than a run of ``task`` (a ``queerbench run`` folder, say: its report would be overwritten), or holds the
     finished run of a model other than ``model`` (None: not checked yet). An empty folder or this model's run (a
-    rerun, which resumes from the cache) is fine."""
+    rerun, which resumes from the cache) is fine. A place that cannot be written (a file, below a file, a read-only
+    folder) is refused by the rule every run's folder follows (:func:`queerbench.run.folder.check_writable`)."""
+    check_writable(out, chosen=True)
     if not out.exists():
         return
-    if not out.is_dir():
-        raise FileExistsError(f"--out {out} is a file; give a folder")
     names = {p.name for p in out.iterdir()} - LOCK_FILES
     if not names:
         return
