@@ -84,7 +84,7 @@ def toy(fresh_registry: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
 
     fresh_registry.setattr(runner, "open_backend", open_backend)
     fresh_registry.setattr(runner, "check_request_type", lambda ref, t: None)
-    fresh_registry.setattr(runner, "resolve_method", lambda m, *a: "scored" if m == "auto" else m)
+    fresh_registry.setattr(runner, "resolve_method", lambda m, *a, **k: "scored" if m == "auto" else m)
     fresh_registry.setattr(ModelRef, "fingerprint", lambda self, **_: {"kind": "fake", "model": self.name})
     yield state
 

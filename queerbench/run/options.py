@@ -8,11 +8,10 @@ templates, the dtype, the device map, the prompt, the toxicity scorer and what i
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from queerbench.methods.base import Method
 from queerbench.methods.registry import METHODS, get_method, registered_methods
 from queerbench.models.generation.settings import (
     DEFAULT_CONCURRENCY,
@@ -26,6 +25,7 @@ from queerbench.tasks import default_task_name, get_task, task_names
 from queerbench.tasks.base import TOXICITY_INPUTS
 
 if TYPE_CHECKING:
+    from queerbench.methods.base import Method
     from queerbench.tasks import Task
 
 __all__ = ["DTYPES", "TOXICITY_INPUTS", "RunOptions"]
@@ -157,15 +157,18 @@ class RunOptions:
         self.scoring_options()  # an unknown scorer name fails here, before anything is loaded
 
     def with_fields(self, **changes: Any) -> RunOptions:
-        """These options with ``changes`` (``dataclasses.replace``, every check made again), keeping what was already
-        resolved from the fields that did not change: the task when ``config`` is the same, the model reference when
-        ``model``, ``endpoint`` and ``revision`` are, the method when ``method`` is. So a run that resolves ``auto``
-        or drops a ``--limit`` covering every template looks nothing up a second time."""
+        """These options with ``changes`` (``dataclasses.replace``, every check made again, the task's among them),
+        keeping what was already resolved from the fields that did not change: the model reference (its paths
+        checked) when ``model``, ``endpoint`` and ``revision`` are the same, the method when ``method`` is, the
+        task's masked-LM mode when ``config`` is. So a run that resolves ``auto`` or drops a ``--limit`` covering every
+        template does not resolve its model again."""
+        unknown = sorted(set(changes) - {f.name for f in fields(self)})
+        if unknown:
+            raise TypeError(f"RunOptions has no field(s) {', '.join(unknown)}")
         if all(getattr(self, name) == value for name, value in changes.items()):
             return self
         new = replace(self, **changes)
         kept = {
-            "task": ("config",),
             "mlm_mode": ("config",),
             "ref": ("model", "endpoint", "revision"),
             "method_impl": ("method",),

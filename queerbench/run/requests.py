@@ -187,7 +187,7 @@ def resolve_request_run(
     if model is None and not endpoint:
         model = get_method(method).default_model
     ref = model_ref(model, endpoint, revision)
-    method = resolve_method(method, ref.name, endpoint, revision)
+    method = resolve_method(method, ref.name, endpoint, revision, ref=ref)
     request_type = task.request_type(method)
     check_request_type(ref, request_type)
     if limit is not None and limit >= task.n_templates():

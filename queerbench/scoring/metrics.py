@@ -6,11 +6,11 @@ interval resamples — templates — and further columns to break each metric do
 and every breakdown value this module gives the mean over items, a 95% percentile bootstrap interval over clusters
 (templates resampled with replacement, items kept with their template), and the counts of items and clusters. The
 resamples and the test are the shared engine's (:mod:`queerbench.scoring.resampling`), the one the QueerBench score's
-intervals come from, with the mean as the statistic. The task's headline comparison (two groups) gets the difference of their means with a
-bootstrap interval paired by template: both groups of one replicate use the same resampled templates; over fewer than
-:data:`~queerbench.scoring.resampling.MIN_PAIRED_TEMPLATES` templates holding both groups it has no interval, as a
-fill-in-the-blank task's gap. Its p-value is the same sign-flip test over templates (:func:`sign_flip_p`), so the
-interval and the test ask one question.
+intervals come from, with the mean as the statistic. The task's headline comparison (two groups) gets the
+difference of their means with a bootstrap interval paired by template: both groups of one replicate use the same
+resampled templates; over fewer than :data:`~queerbench.scoring.resampling.MIN_PAIRED_TEMPLATES` templates holding
+both groups it has no interval, as a fill-in-the-blank task's gap. Its p-value is the same sign-flip test over
+templates (:func:`sign_flip_p`), so the interval and the test ask one question.
 """
 
 from __future__ import annotations

@@ -202,7 +202,10 @@ def label_permutation_p(
     observed: float,
 ) -> float | None:
     """Two-sided permutation p-value of the gap when each item is its own unit: the labels of the two groups' items
-    are permuted over all of them, ``n_permutations`` times; p is (as extreme + 1) / (permutations + 1)."""
+    are permuted over all of them, ``n_permutations`` times; p is (as extreme + 1) / (permutations + 1). ``None``
+    when no permutation is asked, as :func:`sign_flip_p`."""
+    if n_permutations < 1:
+        return None
     g1, g2 = pair
     sel = np.flatnonzero((labels == g1) | (labels == g2))
     is_g1 = labels[sel] == g1
