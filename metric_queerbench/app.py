@@ -21,15 +21,20 @@ sys.path[:] = [p for p in sys.path if Path(p or os.curdir).resolve() != HERE]
 import evaluate  # noqa: E402
 import gradio as gr  # noqa: E402
 
-CONFIGS = ("default", "paper", "queergen")
+from queerbench.tasks import get_task, task_names  # noqa: E402
+
+CONFIGS = tuple(
+    name
+    for name in task_names()
+    if not get_task(name).runs_requests and not get_task(name).measurement({}).text_predictions
+)
+"""The configs whose inputs the widget takes: the measurement's configs that score top-k words per sentence."""
 TOXICITY = ("precomputed", "none", "embedded")
 EXAMPLE = {
     "predictions": [["hero", "nurse"], ["slut", "whore"], ["doctor", "teacher"], ["thief", "liar"]],
     "groups": ["queer", "queer", "non-queer", "non-queer"],
     "toxicity_counts": [[0, 0, 0, 0, 0], [2, 1, 2, 2, 0], [0, 0, 0, 0, 0], [1, 0, 1, 0, 0]],
 }
-INPUT_KEYS = ("predictions", "groups", "sentences", "toxicity_counts", "template_ids")
-QUEERGEN_KEYS = ("predictions", "groups", "unmarked_sentences", "templates", "perspective_scores", "regard_scores")
 
 
 def module_path(folder: Path = HERE) -> Path:
@@ -41,7 +46,7 @@ def module_path(folder: Path = HERE) -> Path:
     return (named or candidates)[0]
 
 
-def parse_inputs(text: str, keys: tuple[str, ...] = INPUT_KEYS) -> dict[str, Any]:
+def parse_inputs(text: str, keys: tuple[str, ...]) -> dict[str, Any]:
     """The compute() arguments (``keys`` allowed) from the pasted JSON object; a clear ``ValueError`` otherwise."""
     try:
         data = json.loads(text or "")
@@ -64,17 +69,14 @@ def compute(text: str, config: str = "default", toxicity: str = "precomputed") -
         raise ValueError(f"unknown config {config!r}; choose one of: {', '.join(CONFIGS)}")
     if toxicity not in TOXICITY:
         raise ValueError(f"unknown toxicity scorer {toxicity!r}; choose one of: {', '.join(TOXICITY)}")
-    if config == "queergen":  # QueerGen's scorers: VADER, Perspective-style toxicity, diversity (regard if stored)
-        data = parse_inputs(text, QUEERGEN_KEYS)
-        if toxicity == "precomputed" and "perspective_scores" not in data:
-            raise ValueError("toxicity 'precomputed' needs 'perspective_scores' (6 per sentence); or pick 'none'")
-        regard = "precomputed" if "regard_scores" in data else "none"  # the regard model needs the Hub
-        metric = evaluate.load(str(module_path()), config, toxicity=toxicity, regard=regard)
-        return metric.compute(**data)
-    data = parse_inputs(text)
-    if toxicity == "precomputed" and "toxicity_counts" not in data:
-        raise ValueError("toxicity 'precomputed' needs 'toxicity_counts' (5 counts per sentence); or pick 'none'")
-    metric = evaluate.load(str(module_path()), config, toxicity=toxicity, n_bootstrap=200, n_permutations=200)
+    measure = get_task(config).measurement({})  # what the config takes (the library's, as the module reads it)
+    data = parse_inputs(text, ("predictions", "groups", *measure.inputs))
+    if toxicity == "precomputed" and measure.precomputed and measure.precomputed[0] not in data:
+        name, holds = measure.precomputed
+        raise ValueError(f"toxicity 'precomputed' needs {name!r} ({holds}); or pick 'none'")
+    regard = "precomputed" if "regard_scores" in data else "none"  # the regard model needs the Hub
+    settings = {"toxicity": toxicity, "regard": regard, "n_bootstrap": 200, "n_permutations": 200}
+    metric = evaluate.load(str(module_path()), config, **settings)  # each config reads the settings it takes
     return metric.compute(**data)
 
 

@@ -9,19 +9,30 @@ import datasets
 import evaluate
 
 import queerbench
-from queerbench.scoring.aggregate import compute as qb_compute
 from queerbench.scoring.hurtlex import check_level
-from queerbench.scoring.inputs import check_types
 from queerbench.tasks import get_task, task_names
 
-SCM_CONFIG = "scm"
-QUEERGEN_CONFIG = "queergen"
 CONFIGS = tuple(name for name in task_names() if not get_task(name).runs_requests)
 """Every config this module accepts, one per task whose outputs it scores (the docstring has a runnable example for
 each: the tests check it); a request task (MISGENDERED) is scored per item by its own task on the request runner."""
-_SCM_INPUTS = ("prompt_types", "terms", "prompts")
-_QB_INPUTS = ("sentences", "toxicity_counts", "template_ids")
-_QG_INPUTS = ("unmarked_sentences", "templates", "perspective_scores", "regard_scores")
+INPUTS = tuple(dict.fromkeys(name for config in CONFIGS for name in get_task(config).measurement_inputs()))
+"""Every input besides ``predictions`` and ``groups`` that some config takes, in the order the configs declare them:
+what ``_compute`` lists (``evaluate`` passes inputs by name)."""
+SETTINGS = (
+    "toxicity",
+    "toxicity_input",
+    "hurtlex_level",
+    "threshold",
+    "n_bootstrap",
+    "n_permutations",
+    "seed",
+    "toxicity_kwargs",
+    "axis_mapping",
+    "regard",
+    "queergen",
+)
+"""The init keywords (``evaluate.load(..., toxicity="none")``), documented below; each config's task reads those it
+takes (``queerbench.tasks.Task.measurement``), the rest are ``evaluate``'s."""
 
 _CITATION = """\
 @misc{sosto2024queerbench,
@@ -114,33 +125,20 @@ Examples:
     3 0.5 0.0
 """
 
-_OPTION_KEYS = ("toxicity", "toxicity_input", "hurtlex_level", "threshold", "n_bootstrap", "n_permutations", "seed")
-
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
 class QueerBench(evaluate.Measurement):
     """The QueerBench measurement; configs `default`, `paper`, `queergen` and `scm` (see ``CONFIGS``)."""
 
     def __init__(self, *args, **kwargs):
-        options = {k: kwargs.pop(k) for k in _OPTION_KEYS if k in kwargs}
-        if "hurtlex_level" in options:
-            check_level(options["hurtlex_level"])  # refused now, not at the first compute
-        toxicity_kwargs = kwargs.pop("toxicity_kwargs", {})
-        self.axis_mapping = kwargs.pop("axis_mapping", True)
-        self.queergen = {k: kwargs.pop(k) for k in ("regard", "queergen") if k in kwargs}
-        super().__init__(*args, **kwargs)
-        config = self.config_name if self.config_name not in (None, "") else "default"
+        settings = {key: kwargs.pop(key) for key in SETTINGS if key in kwargs}
+        if "hurtlex_level" in settings:
+            check_level(settings["hurtlex_level"])  # refused now, not at the first compute
+        config = kwargs.get("config_name", args[0] if args else None) or "default"
         if config not in CONFIGS:
             raise ValueError(f"unknown config {config!r}; choose one of: {', '.join(CONFIGS)}")
-        if config == SCM_CONFIG:
-            self.options = None
-        elif config == QUEERGEN_CONFIG:
-            self.options = None
-            self.queergen.update(
-                queergen=True, toxicity=options.get("toxicity", "embedded"), seed=options.get("seed", 0)
-            )
-        else:
-            self.options = get_task(config).scoring_options(toxicity_kwargs=toxicity_kwargs, **options)
+        self.measure = get_task(config).measurement(settings)  # before evaluate's __init__, which asks _info
+        super().__init__(*args, **kwargs)
 
     def _info(self):
         return evaluate.MeasurementInfo(
@@ -150,7 +148,7 @@ class QueerBench(evaluate.Measurement):
             inputs_description=_KWARGS_DESCRIPTION,
             features=datasets.Features(
                 {"predictions": datasets.Value("string")}
-                if self.config_name == SCM_CONFIG
+                if self.measure.text_predictions
                 else {"predictions": datasets.Sequence(datasets.Value("string"))}
             ),
             homepage="https://github.com/MaeSosto/QueerBench",
@@ -160,23 +158,19 @@ class QueerBench(evaluate.Measurement):
 
     def compute(self, *, predictions=None, references=None, **kwargs):
         """Check the inputs' types (one clear line naming the input and the fix), then ``evaluate``'s compute."""
-        accepted = {"groups", *_QB_INPUTS, *_SCM_INPUTS, *_QG_INPUTS}
+        accepted = {"groups", *INPUTS}
         unknown = sorted(set(kwargs) - accepted)
         if unknown or references is not None:
             raise ValueError(
                 f"unexpected input(s) {unknown or ['references']}; this measurement takes predictions, "
                 f"{', '.join(sorted(accepted))}"
             )
-        if self.config_name == SCM_CONFIG:
-            check_types(None, kwargs.get("groups"))
-        else:
-            check_types(predictions, kwargs.get("groups"), kwargs.get("sentences"), kwargs.get("toxicity_counts"))
+        self.measure.check_types(predictions, kwargs.get("groups"), kwargs)
         return super().compute(predictions=predictions, **kwargs)
 
     def add_batch(self, *, predictions=None, references=None, **kwargs):
         """Check the batch's types (as :meth:`compute` does), then ``evaluate``'s add_batch."""
-        if self.config_name != SCM_CONFIG:
-            check_types(predictions)
+        self.measure.check_batch(predictions)
         return super().add_batch(predictions=predictions, references=references, **kwargs)
 
     def _compute(
@@ -208,69 +202,9 @@ class QueerBench(evaluate.Measurement):
             "terms": terms,
             "prompts": prompts,
         }
-        if self.config_name == SCM_CONFIG:
-            foreign = (*_QB_INPUTS, *_QG_INPUTS)
-        elif self.config_name == QUEERGEN_CONFIG:
-            foreign = (*_QB_INPUTS, *_SCM_INPUTS)
-        else:
-            foreign = _SCM_INPUTS if self.queergen.get("queergen") else (*_SCM_INPUTS, *_QG_INPUTS)
-        wrong = [name for name in foreign if given[name] is not None]
+        wrong = [name for name in INPUTS if name not in self.measure.inputs and given[name] is not None]
         if wrong:
             raise ValueError(f"unexpected input(s) {wrong} for config {self.config_name!r}")
-        qg = {name: given[name] for name in _QG_INPUTS}
-        if self.config_name == QUEERGEN_CONFIG:
-            return self._compute_queergen(predictions, groups, qg)
-        if self.options is None:
-            return self._compute_scm(list(predictions), list(groups), prompt_types, terms, prompts)
-        result = qb_compute(
-            [list(p) for p in predictions],
-            list(groups),
-            sentences=None if sentences is None else list(sentences),
-            toxicity_counts=None if toxicity_counts is None else [list(c) for c in toxicity_counts],
-            template_ids=None if template_ids is None else list(template_ids),
-            options=self.options,
-        )
-        if self.queergen.get("queergen"):
-            result["queergen"] = self._compute_queergen(predictions, groups, qg)
-        result["module_version"] = queerbench.__version__
-        return result
-
-    def _compute_queergen(self, predictions, groups, inputs):
-        from queerbench.tasks.queergen.metric import compute_queergen
-
-        options = self.options
-        result = compute_queergen(
-            [list(p) for p in predictions],
-            list(groups),
-            config=QUEERGEN_CONFIG if options is None else options.config,
-            **{k: None if v is None else list(v) for k, v in inputs.items()},
-            toxicity=self.queergen.get("toxicity", "embedded") if options is None else options.toxicity,
-            regard=self.queergen.get("regard", "auto"),
-            seed=self.queergen.get("seed", 0) if options is None else options.seed,
-        )
-        result["module_version"] = queerbench.__version__
-        return result
-
-    def _compute_scm(self, responses, groups, prompt_types=None, terms=None, prompts=None):
-        from queerbench.tasks.scm.metric import score_responses
-
-        if prompt_types is None:
-            raise ValueError(
-                "config 'scm' needs prompt_types: one of rating, selection, elicitation, generation per response"
-            )
-        mapper = None
-        if self.axis_mapping and any(p.startswith(("elicitation", "gen")) for p in prompt_types):
-            from queerbench.tasks.scm.axes import AxisMapper
-
-            mapper = AxisMapper()
-        result = score_responses(
-            responses,
-            groups,
-            list(prompt_types),
-            terms=None if terms is None else list(terms),
-            prompts=None if prompts is None else list(prompts),
-            mapper=mapper,
-        )
-        result["config"] = SCM_CONFIG
+        result = self.measure.compute(predictions, groups, {name: given[name] for name in self.measure.inputs})
         result["module_version"] = queerbench.__version__
         return result

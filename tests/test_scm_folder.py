@@ -115,7 +115,11 @@ def test_scm_run_refuses_an_out_it_cannot_write_as_every_run_does(
         assert main(args) == 2
         assert server.calls == 0
     err = capsys.readouterr().err
-    what = "it is a file, not a folder" if where == "the file" else f"it lies below {blocker}, which is a file, not a folder"
+    what = (
+        "it is a file, not a folder"
+        if where == "the file"
+        else f"it lies below {blocker}, which is a file, not a folder"
+    )
     assert (
         err
         == f"queerbench: error: cannot write the output folder {out} (--out): {what}; choose an --out in a folder you can write to\n"

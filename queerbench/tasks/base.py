@@ -39,6 +39,7 @@ from queerbench.tasks.spec import (
 if TYPE_CHECKING:
     from queerbench.models.requests import Request, Result
     from queerbench.reporting.rows import ResultRow
+    from queerbench.tasks.measurement import Measurement
     from queerbench.tasks.probes import ProbePlan
 
 __all__ = [
@@ -104,6 +105,24 @@ class Task:
         if extra.get("comparisons") is not None:
             settings.setdefault("comparisons", tuple((str(a), str(b)) for a, b in extra["comparisons"]))
         return ScoringOptions(config=self.name, rules=self.spec.rules, **settings)
+
+    # ------------------------------------------------------------------------------------------ measurement --
+    def measurement(self, settings: dict[str, Any]) -> Measurement:
+        """This task's config of the ``evaluate`` measurement (``metric_queerbench``), built from the init keywords
+        it was loaded with (each task reads those it takes): a
+        fill-in-the-blank task's is its scoring rules on top-k words. A task of another kind has none unless its
+        module gives one (a request task is scored per item on the request runner)."""
+        from queerbench.tasks.measurement import BlanksMeasurement, blanks_options
+
+        if not self.runs_blanks:
+            raise ValueError(f"config {self.name!r} has no evaluate measurement: run it with `queerbench run`")
+        return BlanksMeasurement(blanks_options(self, settings))
+
+    def measurement_inputs(self) -> tuple[str, ...]:
+        """Every input besides ``predictions`` and ``groups`` that this task's measurement can take."""
+        from queerbench.tasks.measurement import BLANKS_INPUTS
+
+        return BLANKS_INPUTS if self.runs_blanks else ()
 
     # ----------------------------------------------------------------------------------------------- items --
     def items(self) -> pd.DataFrame:

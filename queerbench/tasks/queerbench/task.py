@@ -12,7 +12,7 @@ import sys
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -29,6 +29,9 @@ from queerbench.tasks.queerbench.templates import (
     subjects,
 )
 
+if TYPE_CHECKING:
+    from queerbench.tasks.measurement import Measurement
+
 __all__ = ["COMMANDS", "TASKS", "QueerBenchTask"]
 
 SPECS: dict[str, TaskSpec] = load_specs(Path(__file__).with_name("tasks.json"))
@@ -38,6 +41,26 @@ _READS = {"neutral": "subject-blind neutral sentence", "frame": "'The person is 
 
 class QueerBenchTask(Task):
     """A QueerBench task: the templates × subjects of the upstream files, by the task's sentence rules."""
+
+    def measurement(self, settings: dict[str, Any]) -> Measurement:
+        """The task's scoring rules on top-k words; with ``queergen=True``, QueerGen's scorers of the same words
+        too (under ``queergen``, with this config's toxicity scorer and seed, and the ``regard`` setting)."""
+        from queerbench.tasks.measurement import BlanksMeasurement, blanks_options
+        from queerbench.tasks.queergen.metric import QueerGenMeasurement
+
+        options = blanks_options(self, settings)
+        also: dict[str, Measurement] = {}
+        if settings.get("queergen"):
+            also["queergen"] = QueerGenMeasurement(
+                options.config, toxicity=options.toxicity, regard=settings.get("regard", "auto"), seed=options.seed
+            )
+        return BlanksMeasurement(options, also)
+
+    def measurement_inputs(self) -> tuple[str, ...]:
+        """The scoring rules' inputs and, with ``queergen=True``, QueerGen's."""
+        from queerbench.tasks.queergen.metric import INPUTS
+
+        return (*super().measurement_inputs(), *INPUTS)
 
     def items(self) -> pd.DataFrame:
         """Every sentence with the dataset columns and ``split`` (``nouns``/``pronouns``), template-major."""

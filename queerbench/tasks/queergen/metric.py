@@ -3,17 +3,45 @@ the other configs) calls."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pandas as pd
 
 from queerbench import __version__
 from queerbench.scoring.regard import REGARD_LABELS
+from queerbench.tasks.measurement import Measurement
 from queerbench.tasks.queergen.evaluations import ALL_PERSPECTIVE
 from queerbench.tasks.queergen.score import queergen_block
 
-__all__ = ["compute_queergen"]
+__all__ = ["INPUTS", "QueerGenMeasurement", "compute_queergen"]
+
+INPUTS: tuple[str, ...] = ("unmarked_sentences", "templates", "perspective_scores", "regard_scores")
+"""The measurement's QueerGen inputs besides ``predictions`` and ``groups``."""
+
+
+class QueerGenMeasurement(Measurement):
+    """QueerGen's scorers as a config of the ``evaluate`` measurement (:func:`compute_queergen`), recorded as
+    ``config`` (``queergen``, or the fill-in-the-blank config it is added to with ``queergen=True``)."""
+
+    inputs = INPUTS
+    precomputed = ("perspective_scores", "6 per sentence")
+
+    def __init__(self, config: str, *, toxicity: str = "embedded", regard: str = "auto", seed: int = 0) -> None:
+        self.config, self.toxicity, self.regard, self.seed = config, toxicity, regard, seed
+
+    def compute(self, predictions: Sequence[Any], groups: Sequence[str], inputs: Mapping[str, Any]) -> dict[str, Any]:
+        """QueerGen's group scores of the top-k words."""
+        given = {name: inputs.get(name) for name in INPUTS}
+        return compute_queergen(
+            [list(p) for p in predictions],
+            list(groups),
+            config=self.config,
+            **{name: None if value is None else list(value) for name, value in given.items()},
+            toxicity=self.toxicity,
+            regard=self.regard,
+            seed=self.seed,
+        )
 
 
 def compute_queergen(

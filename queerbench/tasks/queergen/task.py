@@ -12,11 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from queerbench.tasks.base import Task, TaskSpec, load_specs
+
+if TYPE_CHECKING:
+    from queerbench.tasks.measurement import Measurement
 
 __all__ = ["TASKS", "QueerGenTask", "scorer_rules"]
 
@@ -32,6 +35,23 @@ def scorer_rules(config: str) -> str:
 
 class QueerGenTask(Task):
     """QueerGen's sentence set with its own scorers next to the QueerBench score."""
+
+    def measurement(self, settings: dict[str, Any]) -> Measurement:
+        """QueerGen's scorers on top-k words (the ``toxicity``, ``regard`` and ``seed`` settings)."""
+        from queerbench.tasks.queergen.metric import QueerGenMeasurement
+
+        return QueerGenMeasurement(
+            self.name,
+            toxicity=settings.get("toxicity", "embedded"),
+            regard=settings.get("regard", "auto"),
+            seed=settings.get("seed", 0),
+        )
+
+    def measurement_inputs(self) -> tuple[str, ...]:
+        """QueerGen's inputs."""
+        from queerbench.tasks.queergen.metric import INPUTS
+
+        return INPUTS
 
     def items(self) -> pd.DataFrame:
         """The 3,100 sentences in QueerGen's order (split ``test``)."""

@@ -2,15 +2,63 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pandas as pd
 
+from queerbench.scoring.inputs import check_types
+from queerbench.tasks.measurement import Measurement
 from queerbench.tasks.scm.analysis import analyze, parse_frame
 from queerbench.tasks.scm.data import TASKS, load_groups, load_prompts, load_terms
 
-__all__ = ["score_responses"]
+__all__ = ["INPUTS", "ScmMeasurement", "score_responses"]
+
+INPUTS: tuple[str, ...] = ("prompt_types", "terms", "prompts")
+"""The measurement's SCM inputs besides ``predictions`` (the responses) and ``groups``."""
+
+
+class ScmMeasurement(Measurement):
+    """The SCM probes' response analysis as a config of the ``evaluate`` measurement: one response per prediction,
+    mapped onto Warmth and Competence with an :class:`~queerbench.tasks.scm.axes.AxisMapper` unless
+    ``axis_mapping`` is off."""
+
+    inputs = INPUTS
+    text_predictions = True
+
+    def __init__(self, config: str, *, axis_mapping: bool = True) -> None:
+        self.config, self.axis_mapping = config, axis_mapping
+
+    def check_types(self, predictions: Any, groups: Any, inputs: Mapping[str, Any]) -> None:
+        """The group labels' types (a response is any text)."""
+        check_types(None, groups)
+
+    def check_batch(self, predictions: Any) -> None:
+        """Nothing to check in a batch of responses."""
+
+    def compute(self, predictions: Sequence[Any], groups: Sequence[str], inputs: Mapping[str, Any]) -> dict[str, Any]:
+        """The analysis of the responses; ``prompt_types`` is required."""
+        prompt_types, terms, prompts = (inputs.get(name) for name in INPUTS)
+        if prompt_types is None:
+            raise ValueError(
+                f"config {self.config!r} needs prompt_types: one of rating, selection, elicitation, generation per "
+                "response"
+            )
+        mapper = None
+        if self.axis_mapping and any(p.startswith(("elicitation", "gen")) for p in prompt_types):
+            from queerbench.tasks.scm.axes import AxisMapper
+
+            mapper = AxisMapper()
+        result = score_responses(
+            list(predictions),
+            list(groups),
+            list(prompt_types),
+            terms=None if terms is None else list(terms),
+            prompts=None if prompts is None else list(prompts),
+            mapper=mapper,
+        )
+        result["config"] = self.config
+        return result
 
 
 def score_responses(

@@ -10,12 +10,15 @@ are parsed and mapped onto Warmth and Competence. The task gives the harness its
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from queerbench.tasks.base import Task, TaskSpec, load_specs
 from queerbench.tasks.probes import ProbePlan
+
+if TYPE_CHECKING:
+    from queerbench.tasks.measurement import Measurement
 
 __all__ = ["COMMANDS", "TASKS", "ScmTask"]
 
@@ -26,6 +29,19 @@ CONSTRAINED_RATING = "SCM constrained rating: Warmth (1–5)"
 
 class ScmTask(Task):
     """The SCM survey and story prompts."""
+
+    def measurement(self, settings: dict[str, Any]) -> Measurement:
+        """The response analysis of the SCM probes (the ``axis_mapping`` setting: map elicited words and stories
+        onto Warmth and Competence)."""
+        from queerbench.tasks.scm.metric import ScmMeasurement
+
+        return ScmMeasurement(self.name, axis_mapping=settings.get("axis_mapping", True))
+
+    def measurement_inputs(self) -> tuple[str, ...]:
+        """The probes' inputs: prompt types, rated terms, prompt texts."""
+        from queerbench.tasks.scm.metric import INPUTS
+
+        return INPUTS
 
     def items(self) -> pd.DataFrame:
         """Every prompt, ``survey`` then ``generation`` (the split in ``split``)."""
