@@ -109,9 +109,9 @@ class Task:
     # ------------------------------------------------------------------------------------------ measurement --
     def measurement(self, settings: dict[str, Any]) -> Measurement:
         """This task's config of the ``evaluate`` measurement (``metric_queerbench``), built from the init keywords
-        it was loaded with (each task reads those it takes): a
-        fill-in-the-blank task's is its scoring rules on top-k words. A task of another kind has none unless its
-        module gives one (a request task is scored per item on the request runner)."""
+        it was loaded with (each task reads those it takes): a fill-in-the-blank task's is its scoring rules on top-k
+        words. A task of another kind has none unless its module gives one (a request task is scored per item on the
+        request runner)."""
         from queerbench.tasks.measurement import BlanksMeasurement, blanks_options
 
         if not self.runs_blanks:
