@@ -8,6 +8,7 @@ analysis. The module itself only adapts ``evaluate``'s interface, so it never as
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import fields
 from typing import TYPE_CHECKING, Any
@@ -32,7 +33,7 @@ def blanks_options(task: Task, settings: Mapping[str, Any]) -> ScoringOptions:
     return task.scoring_options(**{key: value for key, value in settings.items() if key in names})
 
 
-class Measurement:
+class Measurement(ABC):
     """One config of the ``evaluate`` measurement: its ``inputs`` (besides ``predictions`` and ``groups``), whether
     a prediction is one text (``text_predictions``: a response) or a list of top-k words, the type checks and
     :meth:`compute`. Subclasses set ``inputs`` and implement :meth:`compute`."""
@@ -50,9 +51,9 @@ class Measurement:
         """The type check of an ``add_batch``'s predictions."""
         check_types(predictions)
 
+    @abstractmethod
     def compute(self, predictions: Sequence[Any], groups: Sequence[str], inputs: Mapping[str, Any]) -> dict[str, Any]:
         """The scores of ``predictions`` labelled by ``groups``, with ``inputs`` (each of :attr:`inputs`, or None)."""
-        raise NotImplementedError
 
 
 class BlanksMeasurement(Measurement):
