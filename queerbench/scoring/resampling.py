@@ -184,11 +184,8 @@ def sign_flip_p(
     swap, n_draws = swap_patterns(both, units.t, n_permutations, rng)
     stacked = {k: np.concatenate([shares[0][1][k], shares[1][1][k]]) for k in shares[0][1]}
     one = np.ones(len(swap))
-    own = statistic(np.hstack([1.0 - swap, swap]), one, stacked)[key]  # g1 takes g2's share where a unit swaps
-    other = statistic(np.hstack([swap, 1.0 - swap]), one, stacked)[key]
-    if own is None or other is None:
-        return None
-    return sign_flip_share(own - other, observed, n_draws)
+    first = (np.hstack([1.0 - swap, swap]), one)  # g1 takes g2's share where a unit swaps
+    return _gap_p(statistic, key, stacked, first, (np.hstack([swap, 1.0 - swap]), one), observed, n_draws)
 
 
 def label_permutation_p(
@@ -212,8 +209,22 @@ def label_permutation_p(
     perm = np.argsort(rng.random((n_permutations, len(sel))), axis=1)
     m1 = is_g1[perm].astype(float)  # (B, n): permuted membership of g1 at each position
     kept = {k: v[sel] for k, v in columns.items() if v is not None}
-    own = statistic(m1, m1.sum(axis=1), kept)[key]
-    other = statistic(1.0 - m1, (1.0 - m1).sum(axis=1), kept)[key]
+    first, second = (m1, m1.sum(axis=1)), (1.0 - m1, (1.0 - m1).sum(axis=1))
+    return _gap_p(statistic, key, kept, first, second, observed, n_permutations)
+
+
+def _gap_p(
+    statistic: Statistic,
+    key: str,
+    sums: Mapping[str, np.ndarray],
+    first: tuple[np.ndarray, np.ndarray],
+    second: tuple[np.ndarray, np.ndarray],
+    observed: float,
+    n_draws: int | None,
+) -> float | None:
+    """The p-value of the gaps ``statistic[key]`` under the ``(w, n)`` of the first group minus under the second's,
+    one per relabelling (:func:`sign_flip_share`); ``None`` when the statistic has no such value."""
+    own, other = statistic(*first, sums)[key], statistic(*second, sums)[key]
     if own is None or other is None:
         return None
-    return float((np.sum(_two_sided(own - other, observed)) + 1) / (n_permutations + 1))
+    return sign_flip_share(own - other, observed, n_draws)
