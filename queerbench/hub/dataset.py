@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pyarrow as pa
@@ -36,6 +37,7 @@ from queerbench.tasks import Task, all_tasks
 __all__ = [
     "benchmark_yaml",
     "build_dataset",
+    "card_front_matter",
     "config_splits",
     "dataset_configs",
     "default_configs",
@@ -90,18 +92,14 @@ def _features(table: pa.Table) -> list[dict[str, str]]:
 def _card(configs: Sequence[str], tables: dict[str, dict[str, pa.Table]]) -> str:
     wanted = _benchmark_meta()["default_config"]  # hub_configs/cards.yaml; else the registry's first task built
     default = wanted if wanted in configs else next(c for c in dataset_configs() if c in configs)
+    front = card_front_matter()
+    marks = front.pop("default_config_fields")
     meta = {
-        "pretty_name": "QueerBench",
-        "language": ["en"],
-        "license": "other",
-        "license_name": "mixed-see-card",
-        "tags": ["bias", "fairness", "lgbtqia", "masked-language-modeling", "stereotypes"],
-        "task_categories": ["fill-mask", "text-generation"],
-        "size_categories": ["1K<n<10K"],
+        **front,
         "configs": [
             {
                 "config_name": c,
-                **({"default": True} if c == default else {}),
+                **(marks if c == default else {}),
                 "data_files": [{"split": s, "path": f"{c}/{s}-00000-of-00001.parquet"} for s in tables[c]],
             }
             for c in configs
@@ -131,6 +129,36 @@ def _card(configs: Sequence[str], tables: dict[str, dict[str, pa.Table]]) -> str
     body = body.format(version=__version__, configs=config_lines, sources=source_lines)
     body += "".join(_task_of(c).dataset_card_extra() for c in configs)
     return "---\n" + yaml.safe_dump(meta, sort_keys=False, allow_unicode=True) + "---\n" + body
+
+
+_FRONT_MATTER_LISTS = ("language", "tags", "task_categories", "size_categories")
+
+
+def card_front_matter() -> dict[str, Any]:
+    """The dataset card's front matter as ``hub_configs/cards.yaml`` (``dataset``) gives it, checked: a
+    ``pretty_name``, a ``license``, lists of ``language``, ``tags``, ``task_categories`` and ``size_categories``,
+    and ``default_config_fields``, the fields the Hub's card gives (in ``configs``) the config loaded when none is
+    named; the card adds ``configs`` and ``dataset_info`` for the configs built. A one-line ``ValueError`` names
+    what is missing or malformed."""
+    front = dict(load_release_config().cards.get("dataset", {}))
+    problems = [
+        f"dataset.{k} must be a non-empty string"
+        for k in ("pretty_name", "license")
+        if not isinstance(front.get(k), str) or not front[k].strip()
+    ]
+    problems += [
+        f"dataset.{k} must be a list of strings"
+        for k in _FRONT_MATTER_LISTS
+        if not isinstance(front.get(k), list) or not all(isinstance(v, str) for v in front[k])
+    ]
+    if not isinstance(front.get("default_config_fields"), dict) or not front["default_config_fields"]:
+        problems.append("dataset.default_config_fields must be a mapping (the Hub's mark of the default config)")
+    problems += [
+        f"dataset.{k} is derived from the configs built: remove it" for k in ("configs", "dataset_info") if k in front
+    ]
+    if problems:
+        raise ValueError(f"hub_configs/cards.yaml: {'; '.join(problems)}")
+    return front
 
 
 _DESCRIPTION = "Harm toward LGBTQIA+ people in language models' completions (lower QueerBench scores are less harmful)."
@@ -189,7 +217,7 @@ def _own_files(folder: Path) -> list[str] | None:
         return None
     if (
         not isinstance(meta, dict)
-        or meta.get("pretty_name") != "QueerBench"
+        or meta.get("pretty_name") != card_front_matter()["pretty_name"]
         or not isinstance(meta.get("configs"), list)
     ):
         return None
