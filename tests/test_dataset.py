@@ -112,3 +112,31 @@ def test_scm_config_in_the_hub_dataset(tmp_path: Path):
     assert set(generation["task"]) == {"generation"} and len(set(survey["group"])) == 7
     meta = yaml.safe_load((out / "README.md").read_text().split("---")[1])
     assert [c["config_name"] for c in meta["configs"]] == ["default", "scm"]
+
+
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        ({"pretty_name": ""}, "dataset.pretty_name must be a non-empty string"),
+        ({"tags": "bias"}, "dataset.tags must be a list of strings"),
+        ({"default_config_fields": None}, "dataset.default_config_fields must be a mapping"),
+        ({"configs": []}, "dataset.configs is derived from the configs built: remove it"),
+    ],
+)
+def test_a_malformed_dataset_front_matter_in_cards_yaml_is_one_line(
+    monkeypatch: pytest.MonkeyPatch, change: dict, problem: str
+) -> None:
+    from queerbench.base import release_config
+    from queerbench.hub.dataset import card_front_matter
+
+    real = release_config.hub_config_text
+    cards = yaml.safe_load(real("cards.yaml"))
+    assert card_front_matter() == cards["dataset"]  # the card's front matter is the data file's, as written
+    cards["dataset"].update(change)
+    monkeypatch.setattr(
+        release_config,
+        "hub_config_text",
+        lambda name, checkout=None: yaml.safe_dump(cards) if name == "cards.yaml" else real(name, checkout),
+    )
+    with pytest.raises(ValueError, match=rf"^hub_configs/cards.yaml: {problem}[^\n]*$"):
+        card_front_matter()
