@@ -387,6 +387,35 @@ def test_a_generate_request_with_impossible_decoding_is_refused(bad: dict[str, f
         Generate("hi", **{"max_new_tokens": 4, **bad})
 
 
+def test_an_items_generate_request_draws_with_the_seed_derived_from_the_run_item_and_sample() -> None:
+    from queerbench.models.generation.settings import item_seed
+
+    assert Generate("hi", seed=11).call_seed == 11  # no item: the call's own seed
+    assert Generate("hi", seed=11, item="s7", sample=2).call_seed == item_seed(11, "s7", 2)
+    assert Generate("hi", seed=11, item="s7").call_seed != Generate("hi", seed=11, item="s7", sample=1).call_seed
+    with pytest.raises(ValueError, match="needs the item it samples"):
+        Generate("hi", sample=1)
+
+
+def test_rows_times_samples_are_the_generation_layers_calls_under_its_keys() -> None:
+    """collect's rows × samples as requests: each keyed and seeded as the reply cache always keyed them."""
+    import pandas as pd
+
+    from queerbench.models.generation import GenerationSettings
+    from queerbench.models.generation.cache import cache_key
+    from queerbench.models.generation.collect import request_key, row_requests
+    from queerbench.models.generation.settings import item_seed
+
+    settings = GenerationSettings(temperature=0.9, top_p=0.8, max_new_tokens=12, seed=5, samples=2, batch_size=3)
+    rows = pd.DataFrame({"id": ["a", 7], "prompt": ["P1", "P2"]})
+    requests = row_requests(rows, settings)
+    fp = {"model": "m"}
+    want = [(str(i), p, s) for i, p in zip(rows["id"], rows["prompt"], strict=True) for s in range(2)]
+    assert [(r.item, r.prompt, r.sample) for r in requests] == want
+    assert [request_key(fp, r) for r in requests] == [cache_key(fp, p, s, settings.decoding()) for _, p, s in want]
+    assert [r.call_seed for r in requests] == [item_seed(5, i, s) for i, _, s in want]
+
+
 def test_endpoint_generate_sends_each_requests_decoding_settings() -> None:
     with FakeOpenAI() as server:
         backend = open_backend(model_ref("served", server.url), "generate", log=quiet)

@@ -107,21 +107,50 @@ class Generate:
     """The text a model writes for ``prompt`` (a user turn for a chat model), at most ``max_new_tokens`` tokens.
 
     Greedy by default (``temperature`` 0). A sampled request (``temperature`` > 0, ``top_p`` None for no nucleus
-    filtering) draws with the per-call ``seed`` (:func:`queerbench.models.generation.settings.item_seed` derives one
-    from a run seed, an item id and a sample index), so asking the same request again gives the same reply wherever
-    the backend can seed its sampler (a local model; an endpoint that honours ``seed``)."""
+    filtering) draws with :attr:`call_seed`, so asking the same request again gives the same reply wherever the
+    backend can seed its sampler (a local model; an endpoint that honours ``seed``).
+
+    Without ``item``, ``seed`` is the call's own seed. With ``item`` (the id of the task's item the request is for),
+    ``seed`` is the run's seed and ``sample`` says which of the item's independent replies this is (0 for the
+    first): the call draws with :func:`~queerbench.models.generation.settings.item_seed` of the three, and a reply
+    cache (:class:`~queerbench.models.generation.replies.CachedGenerator`) keeps it under the model, the prompt,
+    ``sample`` and :meth:`decoding`, so two items with one prompt share their replies and a rerun asks nothing
+    again."""
 
     prompt: str
     max_new_tokens: int = 32
     temperature: float = 0.0
     top_p: float | None = None
     seed: int = 0
+    item: str | None = None
+    sample: int = 0
 
     def __post_init__(self) -> None:
         if self.max_new_tokens < 1:
             raise ValueError(f"a generate request needs max_new_tokens >= 1, got {self.max_new_tokens}")
         if self.temperature < 0 or (self.top_p is not None and not 0 < self.top_p <= 1):
             raise ValueError(f"a generate request needs temperature >= 0 and top_p in (0, 1], got {self!r}")
+        if self.sample < 0 or (self.sample and self.item is None):
+            raise ValueError(f"a generate request's sample is >= 0, and needs the item it samples, got {self!r}")
+
+    @property
+    def call_seed(self) -> int:
+        """The seed this call draws with: ``seed`` itself, or, for an item's request, the seed derived from the
+        run's ``seed``, the item and the sample index (stable across runs)."""
+        if self.item is None:
+            return self.seed
+        from queerbench.models.generation.settings import item_seed
+
+        return item_seed(self.seed, self.item, self.sample)
+
+    def decoding(self) -> dict[str, Any]:
+        """The settings that change a reply, as a reply cache keys them (with the run's ``seed``)."""
+        return {
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "max_new_tokens": self.max_new_tokens,
+            "seed": self.seed,
+        }
 
 
 Request = FillMask | Loglikelihood | Generate

@@ -32,6 +32,7 @@ from queerbench.base.redact import redact_url
 from queerbench.base.signature import format_signature
 from queerbench.methods.registry import get_method, resolve_method
 from queerbench.models.backends import check_request_type, open_backend
+from queerbench.models.generation.cache import ResponseCache
 from queerbench.models.generation.settings import DEFAULT_REQUESTS_PER_MINUTE
 from queerbench.models.registry import ModelRef, model_ref
 from queerbench.models.requests import GENERATE, Backend, Request, Result
@@ -286,17 +287,24 @@ def _run_locked(
             log(f"resuming the run in {out}: {len(saved)} of {len(items)} items saved")
         n_predicted, meta = 0, {}
         if len(todo):
+            # generate replies are kept as they arrive: a run stopped within a part asks only the missing ones
+            replies = ResponseCache(chunks / "replies.sqlite") if run.request_type == GENERATE else None
             try:
-                backend = open_backend(run.model, run.request_type, run.model_spec, log=log, loaded=loaded)
+                backend = open_backend(
+                    run.model, run.request_type, run.model_spec, log=log, loaded=loaded, reply_cache=replies
+                )
                 try:
                     meta = {**backend.metadata(), "fingerprint": fingerprint}
                     n_predicted = _predict(run, backend, todo, chunks, log)
                 finally:
                     backend.close()
             except BaseException:
-                if not any(chunks.glob("chunk-*.parquet")):
-                    unclaim_out_dir(out, created)  # a start that saved nothing leaves no folder behind
+                if replies is not None:
+                    replies.close()
+                unclaim_out_dir(out, created)  # a start that saved nothing leaves no folder behind
                 raise
+            if replies is not None:
+                replies.close()
         saved = _saved(chunks).drop_duplicates("id", keep="last")
         predictions = items.drop(columns=["split"], errors="ignore").copy()
         predictions["method"] = run.method

@@ -39,6 +39,7 @@ __all__ = [
     "GenerationError",
     "ParsedReply",
     "build_prompt",
+    "instructed_request",
     "instructed_settings",
     "load_prompts",
     "parse_reply",
@@ -203,6 +204,39 @@ def instructed_settings(k: int, seed: int, batch_size: int, max_new_tokens: int 
     )
 
 
+def instructed_request(prompt: str, sid: Any, sample: int, settings: Any, attempt: int = 0) -> Any:
+    """The ``generate`` request of sample ``sample`` of sentence ``sid``; its re-ask ``attempt`` (an empty reply
+    asked again) is a request of its own, under the seed ``seed + REASK_SEED_STEP · attempt + sample`` as sample 0,
+    so that each re-ask has its own reply-cache entry and a rerun makes no call."""
+    from queerbench.models.requests import Generate
+
+    seed = settings.seed + REASK_SEED_STEP * attempt + sample if attempt else settings.seed
+    return Generate(
+        prompt,
+        settings.max_new_tokens,
+        settings.temperature,
+        settings.top_p,
+        seed,
+        item=str(sid),
+        sample=0 if attempt else sample,
+    )
+
+
+def _row(sid: Any, sentence: str, texts: list[str | None], reasks: int, prompt_format: str) -> dict[str, Any]:
+    """One sentence's prediction row from its replies (sample order)."""
+    parsed = [parse_reply(t, sentence) for t in texts]
+    words = [p.word for p in parsed if p.label == "ok" and p.word]
+    return {
+        "id": sid,
+        "tokens": words,
+        "reply": ["" if t is None else t for t in texts],
+        "label": [p.label for p in parsed],
+        "n_distinct": len(set(words)),
+        "reasks": reasks,
+        "prompt_format": prompt_format,
+    }
+
+
 def predict_instructed(
     runner: Any,
     ids: Sequence[str],
@@ -225,17 +259,16 @@ def predict_instructed(
 
     Columns: ``id``, ``tokens`` (the ``ok`` words, sample order, duplicates kept), ``reply`` and ``label`` (one per
     sample), ``n_distinct`` (distinct ``ok`` words), ``reasks`` (extra calls made for empty replies), ``prompt_format``.
-    Calls go through the layer's :func:`~queerbench.models.generation.collect` and its cache; an empty reply is asked again with
-    a new seed, up to ``empty_reasks`` times (from the data file), unless ``reask_empty`` is False. When some calls
-    got no reply, every other call (re-asks included) is still made and then :class:`GenerationError` lists the
-    failed ones; a rerun asks only those.
+    Each sentence's samples are ``generate`` requests (:func:`instructed_request`) asked through the reply cache
+    (:func:`~queerbench.models.generation.collect.ask_requests`); an empty reply is asked again with a new seed, up
+    to ``empty_reasks`` times (from the data file), unless ``reask_empty`` is False. When some calls got no reply,
+    every other call (re-asks included) is still made and then :class:`GenerationError` lists the failed ones; a
+    rerun asks only those.
     """
-    from dataclasses import replace
+    from queerbench.models.generation.collect import ask_requests
+    from queerbench.models.generation.failures import FailedPrompt
 
-    from queerbench.models.generation import collect
-    from queerbench.models.generation.failures import failed_prompts
-
-    rows = pd.DataFrame({"id": list(ids), "prompt": [build_prompt(s, prompt_id) for s in sentences]})
+    prompts = dict(zip(ids, (build_prompt(s, prompt_id) for s in sentences), strict=True))
     reported = 0
 
     def on_reply(done: int, total: int) -> None:  # at least this many sentences have all their replies
@@ -245,50 +278,52 @@ def predict_instructed(
             progress(worth - reported)
             reported = worth
 
-    got = collect(runner, rows, settings, cache, progress=on_reply, show_progress=show_progress, streak=streak)
-    failures = failed_prompts(got)
+    calls = [(sid, s) for sid in ids for s in range(settings.samples)]
+    got = ask_requests(
+        runner,
+        [instructed_request(prompts[sid], sid, s, settings) for sid, s in calls],
+        cache,
+        batch_size=settings.batch_size,
+        progress=on_reply,
+        show_progress=show_progress,
+        streak=streak,
+    )
+    failures = [
+        FailedPrompt(str(sid), s, str(r["error"])) for (sid, s), r in zip(calls, got, strict=True) if r["error"]
+    ]
     replies: dict[tuple[str, int], str | None] = {}
     formats: dict[str, str] = {}
-    for rec in got[got["status"] == "ok"].to_dict("records"):
-        replies[(rec["id"], int(rec["sample"]))] = rec["response"]
-        formats[rec["id"]] = rec.get("prompt_format") or ""
+    for (sid, s), result in zip(calls, got, strict=True):
+        if result["error"] is None:
+            replies[(sid, s)] = result["response"]
+            formats[sid] = (result["meta"] or {}).get("prompt_format", "") or ""
     by_id = dict(zip(ids, sentences, strict=True))
     reasks = dict.fromkeys(ids, 0)
     n_reasks = int(load_prompts()["decoding"]["empty_reasks"]) if reask_empty else 0
     for attempt in range(1, n_reasks + 1):
-        empty = [key for key, text in replies.items() if parse_reply(text, by_id[key[0]]).label == "empty"]
+        empty = {key for key, text in replies.items() if parse_reply(text, by_id[key[0]]).label == "empty"}
         if not empty:
             break
-        # a re-ask is a new call with the same prompt: one call per empty (sentence, sample), under a seed derived
-        # from (run seed, attempt, sample), so that each re-ask has its own cache entry and a rerun makes no call
-        for sample in sorted({s for _, s in empty}):
-            sub_ids = [i for i, s in empty if s == sample]
-            again = replace(settings, seed=settings.seed + REASK_SEED_STEP * attempt + sample, samples=1)
-            more = collect(
-                runner, rows[rows["id"].isin(sub_ids)], again, cache, show_progress=show_progress, streak=streak
-            )
-            for rec in more.to_dict("records"):
-                if rec["status"] == "ok":
-                    replies[(rec["id"], sample)] = rec["response"]
-                    reasks[rec["id"]] += 1
+        # one call per empty (sentence, sample), asked sample by sample in the sentences' order
+        again = [(sid, s) for s in sorted({s for _, s in empty}) for sid in ids if (sid, s) in empty]
+        more = ask_requests(
+            runner,
+            [instructed_request(prompts[sid], sid, s, settings, attempt) for sid, s in again],
+            cache,
+            batch_size=settings.batch_size,
+            show_progress=show_progress,
+            streak=streak,
+        )
+        for (sid, s), result in zip(again, more, strict=True):
+            if result["error"] is None:
+                replies[(sid, s)] = result["response"]
+                reasks[sid] += 1
     if failures:  # the re-asks of the other sentences are made (and cached) first: a rerun asks only these
         raise GenerationError(failures, len(got))
-    out = []
-    for sid, sentence in zip(ids, sentences, strict=True):
-        texts = [replies[(sid, s)] for s in range(settings.samples)]
-        parsed = [parse_reply(t, sentence) for t in texts]
-        words = [p.word for p in parsed if p.label == "ok" and p.word]
-        out.append(
-            {
-                "id": sid,
-                "tokens": words,
-                "reply": ["" if t is None else t for t in texts],
-                "label": [p.label for p in parsed],
-                "n_distinct": len(set(words)),
-                "reasks": reasks[sid],
-                "prompt_format": formats.get(sid, ""),
-            }
-        )
+    out = [
+        _row(sid, sentence, [replies[(sid, s)] for s in range(settings.samples)], reasks[sid], formats.get(sid, ""))
+        for sid, sentence in zip(ids, sentences, strict=True)
+    ]
     if progress is not None and len(ids) > reported:
         progress(len(ids) - reported)
     return pd.DataFrame(out)
@@ -333,16 +368,14 @@ def stream_instructed(
     reask_empty: bool = True,
     tick: Callable[[int], None] | None = None,
 ) -> Iterator[dict[str, Any]]:
-    """:func:`predict_instructed` streamed: every call of every sentence goes through one
+    """:func:`predict_instructed` streamed: every request of every sentence goes through one
     :class:`~queerbench.models.generation.collect.StreamCollector` (an endpoint's slots stay busy across the whole
-    run), an empty reply is asked again as soon as it arrives (the same calls, seeds and cache entries as
+    run), an empty reply is asked again as soon as it arrives (the same requests, seeds and cache entries as
     :func:`predict_instructed` makes), and each sentence's row is handed out the moment its last reply is in.
 
     A sentence with a call that got no reply is not handed out; once every other call was made, a
     :class:`GenerationError` lists the failed ones (a rerun asks only those).
     """
-    from dataclasses import replace
-
     from queerbench.models.generation.failures import FailedPrompt
 
     by_id = dict(zip(ids, sentences, strict=True))
@@ -355,36 +388,24 @@ def stream_instructed(
     failures: dict[str, list[FailedPrompt]] = {}
     for sid in ids:
         for sample in range(settings.samples):
-            collector.ask((sid, sample, 0), sid, prompts[sid], sample, settings)
+            collector.ask((sid, sample, 0), instructed_request(prompts[sid], sid, sample, settings))
     for (sid, sample, attempt), result in collector.results():
         if result["error"] is not None:
-            failures.setdefault(sid, []).append(FailedPrompt(sid, sample, str(result["error"])))
+            failures.setdefault(sid, []).append(FailedPrompt(str(sid), sample, str(result["error"])))
         else:
             if attempt:
                 reasks[sid] += 1
             replies[sid][sample] = result["response"]
             formats[sid] = (result["meta"] or {}).get("prompt_format", "") or formats.get(sid, "")
             if attempt < n_reasks and parse_reply(result["response"], by_id[sid]).label == "empty":
-                # a re-ask is a new call with the same prompt under a seed of its own (as predict_instructed asks it)
-                again = replace(settings, seed=settings.seed + REASK_SEED_STEP * (attempt + 1) + sample, samples=1)
-                collector.ask((sid, sample, attempt + 1), sid, prompts[sid], 0, again)
+                again = instructed_request(prompts[sid], sid, sample, settings, attempt + 1)
+                collector.ask((sid, sample, attempt + 1), again)
                 continue
         pending[sid] -= 1
         if pending[sid] or sid in failures:
             continue
-        texts = replies[sid]
-        parsed = [parse_reply(t, by_id[sid]) for t in texts]
-        words = [p.word for p in parsed if p.label == "ok" and p.word]
         if tick is not None:
             tick(1)
-        yield {
-            "id": sid,
-            "tokens": words,
-            "reply": ["" if t is None else t for t in texts],
-            "label": [p.label for p in parsed],
-            "n_distinct": len(set(words)),
-            "reasks": reasks[sid],
-            "prompt_format": formats.get(sid, ""),
-        }
+        yield _row(sid, by_id[sid], replies[sid], reasks[sid], formats.get(sid, ""))
     if failures:
         raise GenerationError([f for sid in ids for f in failures.get(sid, [])], collector.asked)

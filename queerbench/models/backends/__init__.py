@@ -23,6 +23,7 @@ from typing import Any
 
 from queerbench.base.redact import redact_url
 from queerbench.models.backends.common import RequestFailedError
+from queerbench.models.generation.cache import ResponseCache
 from queerbench.models.registry import ModelRef
 from queerbench.models.requests import (
     FILL_MASK,
@@ -100,6 +101,7 @@ def open_backend(
     share_prefixes: bool = True,
     log: Callable[[str], None] = print,
     loaded: Any = None,
+    reply_cache: ResponseCache | None = None,
     **endpoint_options: Any,
 ) -> Backend:
     """The backend of ``ref`` for a task that asks ``request_type`` requests (checked first, before anything loads:
@@ -115,6 +117,10 @@ def open_backend(
 
     ``loaded``: the model :func:`~queerbench.models.registry.load_model` already loaded for ``ref`` (a masked LM, or
     a causal LM's ``(model, tokenizer)``; the Space's cached models), answered from instead of loading it again.
+
+    ``reply_cache``: where a backend that answers ``generate`` keeps each reply as it arrives and finds it again
+    (:class:`~queerbench.models.generation.cache.ResponseCache`, keyed by the model, prompt, sample and decoding): a
+    run that stopped asks only the requests whose replies are not saved.
     """
     check_request_type(ref, request_type)
     spec = spec if spec is not None else ModelSpec()
@@ -167,6 +173,8 @@ def open_backend(
         backend = CausalBackend(
             runner, ref, dtype=spec.dtype, batch_size=spec.batch_size, share_prefixes=share_prefixes, log=log
         )
+    if reply_cache is not None and GENERATE in backend.request_types:
+        backend.reply_cache = reply_cache  # type: ignore[attr-defined]  # the backends that generate keep replies
     meta = backend.metadata()
     log(
         f"{backend.name}: {meta['backend']} backend on {meta['device']} ({meta['dtype'] or 'served'}) for {request_type}"

@@ -70,6 +70,7 @@ from queerbench.models.requests import (
 
 if TYPE_CHECKING:
     from queerbench.models.causal_blanks.local import ScoredLM
+    from queerbench.models.generation.cache import ResponseCache
 
 __all__ = ["CausalBackend", "loglikelihood_positions"]
 
@@ -108,6 +109,8 @@ class CausalBackend:
         self.name = ref.name
         self.request_types = frozenset({FILL_MASK, LOGLIKELIHOOD, GENERATE})
         self.log = log
+        self.reply_cache: ResponseCache | None = None
+        """Where ``generate`` replies are kept as they arrive and found again (None: not kept)."""
         self._pad = int(self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0)
         self._fingerprint: dict[str, Any] | None = None
         self.share_prefixes = bool(share_prefixes) and runner.device_map is None  # a placed model: rows run whole
@@ -291,15 +294,27 @@ class CausalBackend:
     def generate(self, requests: Sequence[Generate], tick: Callable[[int], None] | None = None) -> list[GenerateResult]:
         """Replies, ``batch_size`` prompts at a time (requests with equal decoding settings together), each sampled
         with its own seed when its ``temperature`` is above 0."""
-        return generate_with(self.runner, self.name, requests, self.batch_size, ticker(tick))
+        return generate_with(self.runner, self.name, requests, self.batch_size, ticker(tick), self.reply_cache)
 
 
 def generate_with(
-    runner: Any, name: str, requests: Sequence[Generate], batch_size: int, done: Callable[[int], None]
+    runner: Any,
+    name: str,
+    requests: Sequence[Generate],
+    batch_size: int,
+    done: Callable[[int], None],
+    cache: ResponseCache | None = None,
 ) -> list[GenerateResult]:
     """Replies from a generation-layer runner (local or chat endpoint), in order, each with its request's decoding
     settings and seed (requests with equal settings go together); a request that got no reply raises
-    :class:`RequestFailedError` in one line."""
+    :class:`RequestFailedError` in one line.
+
+    With a reply ``cache`` (:class:`~queerbench.models.generation.cache.ResponseCache`), a request it holds is not
+    asked again and each new reply is committed to it the moment it arrives
+    (:func:`~queerbench.models.generation.collect.ask_requests`); a request that got no reply fails the call only
+    once every other request was asked, so a rerun asks only the failed ones."""
+    if cache is not None:
+        return _cached_replies(runner, name, requests, batch_size, done, cache)
     results: list[GenerateResult | None] = [None] * len(requests)
     by_settings: dict[tuple[int, float, float | None], list[int]] = {}
     for i, request in enumerate(requests):
@@ -308,7 +323,7 @@ def generate_with(
         settings = GenerationSettings(
             temperature=temperature, top_p=top_p, max_new_tokens=cap, seed=0, samples=1, batch_size=batch_size
         )
-        replies = runner.generate([requests[i].prompt for i in idx], [requests[i].seed for i in idx], settings)
+        replies = runner.generate([requests[i].prompt for i in idx], [requests[i].call_seed for i in idx], settings)
         try:
             for k, reply in replies:
                 if reply.error is not None or reply.text is None:
@@ -323,3 +338,34 @@ def generate_with(
             if close is not None:
                 close()
     return [r for r in results if r is not None]
+
+
+def _cached_replies(
+    runner: Any,
+    name: str,
+    requests: Sequence[Generate],
+    batch_size: int,
+    done: Callable[[int], None],
+    cache: ResponseCache,
+) -> list[GenerateResult]:
+    """:func:`generate_with` through a reply cache (requests it holds tick once the new replies are in)."""
+    from queerbench.models.generation.collect import ask_requests
+
+    asked = 0
+
+    def arrived(_: int, __: int) -> None:
+        nonlocal asked
+        asked += 1
+        done(1)
+
+    got = ask_requests(runner, requests, cache, batch_size=batch_size, progress=arrived, show_progress=False)
+    failed = [(r, g) for r, g in zip(requests, got, strict=True) if g["error"] is not None]
+    if failed:
+        (request, first), n = failed[0], len(failed)
+        raise RequestFailedError(
+            f"{name} gave no reply to {n} of {len(requests)} prompts (first: {request.prompt[:60]!r}: "
+            f"{str(first['error'])[:200]}); every other reply is saved in {cache.path}: rerun the same command to "
+            "ask only these"
+        )
+    done(len(requests) - asked)
+    return [GenerateResult(g["response"], (g["meta"] or {}).get("finish_reason") == "length") for g in got]

@@ -28,6 +28,7 @@ from queerbench.base.http import DEFAULT_REQUESTS_PER_MINUTE
 from queerbench.base.redact import redact_url
 from queerbench.models.backends.causal import generate_with
 from queerbench.models.backends.common import RequestFailedError, check_batch_size, refuse_chat, split_context, ticker
+from queerbench.models.generation.cache import ResponseCache
 from queerbench.models.generation.completions import CompletionsRunner, completion_job
 from queerbench.models.generation.endpoint import OpenAIChatRunner
 from queerbench.models.generation.settings import GenerationSettings, MethodUnsupportedError
@@ -104,6 +105,8 @@ class EndpointBackend:
         self.options = {"requests_per_minute": DEFAULT_REQUESTS_PER_MINUTE, **options}
         self._chat: OpenAIChatRunner | None = None
         self._completions: CompletionsRunner | None = None
+        self.reply_cache: ResponseCache | None = None
+        """Where ``generate`` replies are kept as they arrive and found again (None: not kept)."""
         self.chat_runner()  # its checks (URL, API key, concurrency) are one line now, before any request
 
     def chat_runner(self) -> OpenAIChatRunner:
@@ -158,7 +161,7 @@ class EndpointBackend:
 
     def generate(self, requests: Sequence[Generate], tick: Callable[[int], None] | None = None) -> list[GenerateResult]:
         """Chat replies (each with its request's decoding settings), ``concurrency`` requests in flight, in order."""
-        return generate_with(self.chat_runner(), self.name, requests, 1, ticker(tick))
+        return generate_with(self.chat_runner(), self.name, requests, 1, ticker(tick), self.reply_cache)
 
     def loglikelihood(
         self, requests: Sequence[Loglikelihood], tick: Callable[[int], None] | None = None

@@ -1,4 +1,9 @@
-"""Drive a runner over dataset rows × samples through the response cache: reuse, persist each reply, count errors."""
+"""Ask a runner ``generate`` requests through the reply cache: reuse, persist each reply, count errors.
+
+A :class:`~queerbench.models.requests.Generate` request for a task's item (its ``item`` and ``sample`` set) is kept
+in the cache under the runner's fingerprint, its prompt, its sample index and its decoding (:func:`request_key`):
+:func:`ask_requests` asks a list of them, :class:`StreamCollector` one at a time through an endpoint's slots, and
+:func:`collect` / :func:`collect_groups` ask rows × samples of prompts as such requests."""
 
 from __future__ import annotations
 
@@ -12,9 +17,19 @@ import pandas as pd
 
 from queerbench.base.progress import progress_bar
 from queerbench.models.generation.cache import ResponseCache, cache_key
-from queerbench.models.generation.settings import GenerationSettings, RunAbortedError, Runner, item_seed
+from queerbench.models.generation.settings import GenerationSettings, RunAbortedError, Runner
+from queerbench.models.requests import Generate
 
-__all__ = ["ErrorStreak", "StreamCollector", "collect", "collect_groups", "settings_dict"]
+__all__ = [
+    "ErrorStreak",
+    "StreamCollector",
+    "ask_requests",
+    "collect",
+    "collect_groups",
+    "request_key",
+    "row_requests",
+    "settings_dict",
+]
 
 
 @dataclass
@@ -87,49 +102,151 @@ def collect_groups(
     asked together: an endpoint streams every missing call of every group through one set of slots, so the last
     stragglers of one group never hold up the next (a local model asks group by group). One frame per group, each
     in its rows' order; one progress bar and one error streak for all."""
+    asked = [(row_requests(rows, settings), settings.batch_size) for rows, settings in groups]
+    answered = _answer(
+        runner,
+        asked,
+        cache,
+        max_consecutive_errors=max_consecutive_errors,
+        progress=progress,
+        desc=desc,
+        show_progress=show_progress,
+        streak=streak,
+    )
+    frames = []
+    for (rows, settings), results in zip(groups, answered, strict=True):
+        calls = [(rec, s) for rec in rows.to_dict("records") for s in range(settings.samples)]
+        frames.append(
+            pd.DataFrame(
+                [
+                    _row(runner, result, rec, s, request.call_seed)
+                    for (rec, s), request, result in zip(calls, row_requests(rows, settings), results, strict=True)
+                ]
+            )
+        )
+    return frames
+
+
+def request_key(fingerprint: dict[str, Any], request: Generate) -> str:
+    """The reply cache's key of ``request`` on the model of ``fingerprint``: :func:`cache_key` of its prompt, its
+    sample index and its decoding (the run's seed included)."""
+    return cache_key(fingerprint, request.prompt, request.sample, request.decoding())
+
+
+def row_requests(rows: pd.DataFrame, settings: GenerationSettings) -> list[Generate]:
+    """``settings.samples`` requests per row of ``rows`` (an ``id`` and a ``prompt`` column), row by row, each for
+    the row's id as its item, with ``settings``' decoding and seed."""
+    return [
+        Generate(
+            str(rec["prompt"]),
+            settings.max_new_tokens,
+            settings.temperature,
+            settings.top_p,
+            settings.seed,
+            item=str(rec["id"]),
+            sample=s,
+        )
+        for rec in rows.to_dict("records")
+        for s in range(settings.samples)
+    ]
+
+
+def ask_requests(
+    runner: Runner,
+    requests: Sequence[Generate],
+    cache: ResponseCache,
+    *,
+    batch_size: int = 8,
+    max_consecutive_errors: int = 10,
+    progress: Callable[[int, int], None] | None = None,
+    desc: str = "replies",
+    show_progress: bool = True,
+    streak: ErrorStreak | None = None,
+) -> list[dict[str, Any]]:
+    """The reply to each of ``requests``, in order, from the cache where it has it (:func:`request_key`), else from
+    ``runner``, each reply committed to the cache the moment it arrives (a request asked twice is asked once).
+
+    Requests with one decoding are asked together (a local model ``batch_size`` prompts a batch; an endpoint
+    streams requests of several decodings through one set of slots). Each result has ``response`` (None for a
+    failed call), ``error``, ``cached`` and ``meta``. A failed call is never cached and the other calls go on; only
+    ``max_consecutive_errors`` failures in a row (counted in ``streak`` across calls when given) raise
+    :class:`RunAbortedError`, with every reply that arrived already stored. ``progress``, ``desc`` and
+    ``show_progress``: as :func:`collect`'s."""
+    (results,) = _answer(
+        runner,
+        [(requests, batch_size)],
+        cache,
+        max_consecutive_errors=max_consecutive_errors,
+        progress=progress,
+        desc=desc,
+        show_progress=show_progress,
+        streak=streak,
+    )
+    return results
+
+
+def _answer(
+    runner: Runner,
+    groups: Sequence[tuple[Sequence[Generate], int]],
+    cache: ResponseCache,
+    *,
+    max_consecutive_errors: int,
+    progress: Callable[[int, int], None] | None,
+    desc: str,
+    show_progress: bool,
+    streak: ErrorStreak | None,
+) -> list[list[dict[str, Any]]]:
+    """The results of groups of requests (each with its batch size), one list per group in its requests' order.
+    The calls to make are asked per group and decoding (:func:`_ask`), in the order first seen."""
     fp = runner.fingerprint()
     results: dict[str, dict[str, Any]] = {}
-    todo: dict[str, tuple[Any, ...]] = {}
-    all_jobs: list[list[tuple[Any, ...]]] = []
-    for g, (rows, settings) in enumerate(groups):
-        decoding = settings.decoding()
-        jobs = []
-        for rec in rows.to_dict("records"):
-            for s in range(settings.samples):
-                key = cache_key(fp, rec["prompt"], s, decoding)
-                jobs.append((rec, s, key, item_seed(settings.seed, rec["id"], s), g))
-        all_jobs.append(jobs)
-        for job in jobs:
-            key = job[2]
-            if key in results or key in todo:
+    units: dict[tuple[Any, ...], GenerationSettings] = {}
+    pending: list[tuple[str, Generate, int]] = []  # (key, request, unit)
+    queued: set[str] = set()
+    keyed = []
+    for g, (requests, batch_size) in enumerate(groups):
+        keys = [request_key(fp, r) for r in requests]
+        keyed.append(keys)
+        for key, request in zip(keys, requests, strict=True):
+            if key in results or key in queued:
                 continue
             hit = cache.get(key)
             if hit is not None:
                 results[key] = {"response": hit["text"], "error": None, "cached": True, "meta": hit["meta"]}
-            else:
-                todo[key] = job
-    pending = list(todo.values())
+                continue
+            unit = (g, *request.decoding().values())
+            if unit not in units:
+                units[unit] = GenerationSettings(
+                    temperature=request.temperature,
+                    top_p=request.top_p,
+                    max_new_tokens=request.max_new_tokens,
+                    seed=request.seed,
+                    samples=1,
+                    batch_size=batch_size,
+                )
+            queued.add(key)
+            pending.append((key, request, list(units).index(unit)))
     streak = streak if streak is not None else ErrorStreak()
     n_cached = len(results)
     label = f"{desc} ({n_cached} cached)" if n_cached else desc
     stored: set[int] = set()  # replies an endpoint's worker already put in the cache
 
     def keep(i: int, reply: Any) -> bool:
-        rec, s, key, _, _ = pending[i]
-        if cache.keep(key, rec["id"], s, reply.text, reply.meta):
+        key, request, _ = pending[i]
+        if cache.keep(key, request.item or "", request.sample, reply.text, reply.meta):
             stored.add(i)
             return True
         return False
 
-    replies = _ask(runner, pending, [settings for _, settings in groups], keep)
+    replies = _ask(runner, pending, list(units.values()), keep)
     with contextlib.ExitStack() as stack:
         bar = stack.enter_context(progress_bar(len(pending), label, "reply", disable=not show_progress or not pending))
         stack.callback(getattr(replies, "close", lambda: None))  # on an abort a generator runner stops at once
         for done, (i, reply) in enumerate(replies, start=1):
-            rec, s, key, _, _ = pending[i]
+            key, request, _ = pending[i]
             if reply.error is None and reply.text is not None:
                 if i not in stored:
-                    cache.put(key, rec["id"], s, reply.text, reply.meta)
+                    cache.put(key, request.item or "", request.sample, reply.text, reply.meta)
                 results[key] = {"response": reply.text, "error": None, "cached": False, "meta": reply.meta}
                 streak.n = 0
             else:
@@ -149,44 +266,42 @@ def collect_groups(
                     f"{cache.count()} replies are saved in {cache.path}; fix the model/endpoint and rerun "
                     "the same command to resume."
                 )
-    return [
-        pd.DataFrame([_row(runner, results[key], rec, s, seed) for rec, s, key, seed, _ in jobs]) for jobs in all_jobs
-    ]
+    return [[results[key] for key in keys] for keys in keyed]
 
 
 def _ask(
     runner: Runner,
-    pending: list[tuple[Any, ...]],
+    pending: list[tuple[str, Generate, int]],
     settings: list[GenerationSettings],
     keep: Callable[[int, Any], bool],
 ) -> Iterator[tuple[int, Any]]:
-    """``(index in pending, reply)`` as replies arrive: for several groups, one stream through an endpoint's slots
-    (a runner with ``open_stream`` that sends one prompt per request), whose workers store each reply with
-    ``keep``; else the runner's ``generate``, group by group (one group: exactly :func:`collect`'s calls; a runner
-    that packs several prompts into a request batches them there)."""
+    """``(index in pending, reply)`` as replies arrive: for several units (a group's requests of one decoding), one
+    stream through an endpoint's slots (a runner with ``open_stream`` that sends one prompt per request), whose
+    workers store each reply with ``keep``; else the runner's ``generate``, unit by unit (one unit: exactly
+    :func:`collect`'s calls; a runner that packs several prompts into a request batches them there)."""
     if not pending:
         return
     if len(settings) > 1 and hasattr(runner, "open_stream") and not getattr(runner, "packs_prompts", False):
         stream = runner.open_stream(keep)
         try:
-            for i, (rec, _, _, seed, g) in enumerate(pending):
-                stream.submit(i, rec["prompt"], seed, settings[g])
+            for i, (_, request, unit) in enumerate(pending):
+                stream.submit(i, request.prompt, request.call_seed, settings[unit])
             stream.close()
             yield from stream.replies()
         finally:
             stream.stop()
         return
-    for g, group_settings in enumerate(settings):
-        where = [i for i, job in enumerate(pending) if job[4] == g]
+    for unit, unit_settings in enumerate(settings):
+        where = [i for i, job in enumerate(pending) if job[2] == unit]
         if where:
             got = runner.generate(
-                [pending[i][0]["prompt"] for i in where], [pending[i][3] for i in where], group_settings
+                [pending[i][1].prompt for i in where], [pending[i][1].call_seed for i in where], unit_settings
             )
             for j, reply in got:
                 yield where[j], reply
 
 
-def _row(runner: Runner, result: dict[str, Any], rec: dict[str, Any], sample: int, seed: int) -> dict[str, Any]:
+def _row(runner: Runner, result: dict[str, Any], rec: dict[Any, Any], sample: int, seed: int) -> dict[Any, Any]:
     """One output row of :func:`collect`."""
     meta = result["meta"]
     return {
@@ -211,8 +326,8 @@ def settings_dict(settings: GenerationSettings) -> dict[str, Any]:
 
 
 class StreamCollector:
-    """Calls streamed through an endpoint's slots, each asked once through the reply cache (:func:`collect`'s rules
-    for calls that arrive one at a time): :meth:`ask` a (row, sample) call at any time, :meth:`results` hands out
+    """Calls streamed through an endpoint's slots, each asked once through the reply cache (:func:`ask_requests`'
+    rules for calls that arrive one at a time): :meth:`ask` a ``generate`` request at any time, :meth:`results` hands out
     each answer as it arrives, under the tag it was asked with.
 
     A call already in the cache is answered at once and makes no request; a call already in flight (two rows with
@@ -248,9 +363,10 @@ class StreamCollector:
             return True
         return False
 
-    def ask(self, tag: Any, row_id: str, prompt: str, sample: int, settings: GenerationSettings) -> None:
-        """Ask call ``(row_id, sample)`` with ``settings`` (its result comes out under ``tag``)."""
-        key = cache_key(self._fp, prompt, sample, settings.decoding())
+    def ask(self, tag: Any, request: Generate) -> None:
+        """Ask ``request`` (its result comes out under ``tag``: :meth:`results`)."""
+        key = request_key(self._fp, request)
+        row_id, sample = request.item or "", request.sample
         self.asked += 1
         hit = self.cache.get(key)
         if hit is not None:
@@ -261,7 +377,15 @@ class StreamCollector:
             return
         self._waiting[key] = [(tag, row_id, sample)]
         self._first[key] = (row_id, sample)
-        self._stream.submit(key, prompt, item_seed(settings.seed, row_id, sample), settings)
+        settings = GenerationSettings(
+            temperature=request.temperature,
+            top_p=request.top_p,
+            max_new_tokens=request.max_new_tokens,
+            seed=request.seed,
+            samples=1,
+            batch_size=1,  # one prompt per request through the slots
+        )
+        self._stream.submit(key, request.prompt, request.call_seed, settings)
 
     def results(self) -> Iterator[tuple[Any, dict[str, Any]]]:
         """``(tag, result)`` of every call asked so far (calls asked while iterating included) as it is answered:

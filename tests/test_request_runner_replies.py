@@ -1,0 +1,60 @@
+"""The request runner keeps every ``generate`` reply as it arrives (the reply cache in ``OUT/.chunks``): a run that
+stopped within a part, its endpoint rejecting a prompt, asks again only what got no reply, and ends as a run that
+never stopped; the cache's keys are those of the generation layer, so one request asked twice is asked once."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from queerbench.cli import main
+from tests.openai_server import FakeOpenAI
+
+
+def _run(*argv: str) -> int:
+    return main(["run", "--config", "misgendered", "--limit", "1", "--bootstrap", "50", "--model", "chat-model", *argv])
+
+
+def test_a_rejected_prompt_fails_the_run_in_one_line_and_the_rerun_asks_only_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cut, whole = tmp_path / "cut", tmp_path / "whole"
+    with FakeOpenAI(script=["400"], answer="They") as server:  # the first request is rejected, the rest answered
+        assert _run("--endpoint", server.url, "--out", str(cut)) != 0
+        asked = server.calls
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "gave no reply to 1 of 11 prompts" in err[0] and "rerun the same command" in err[0]
+        assert asked == 11  # the other 10 were asked (and kept) though one failed
+        assert (cut / ".chunks" / "replies.sqlite").is_file() and not (cut / "predictions.parquet").exists()
+        assert _run("--endpoint", server.url, "--out", str(cut)) == 0
+        assert server.calls == asked + 1  # only the rejected prompt
+        assert _run("--endpoint", server.url, "--out", str(whole)) == 0
+    assert not (cut / ".chunks").exists()  # the cache goes with the parts once the predictions are written
+    pd.testing.assert_frame_equal(
+        pd.read_parquet(cut / "predictions.parquet"), pd.read_parquet(whole / "predictions.parquet")
+    )
+    got, want = (json.loads((d / "scores.json").read_text())["results"] for d in (cut, whole))
+    assert got == want
+
+
+def test_the_backend_answers_a_request_it_holds_from_the_cache_and_a_repeated_one_once(tmp_path: Path) -> None:
+    from queerbench.models.backends import open_backend
+    from queerbench.models.generation.cache import ResponseCache, cache_key
+    from queerbench.models.registry import model_ref
+    from queerbench.models.requests import Generate
+
+    with FakeOpenAI(answer="ok") as server, ResponseCache(tmp_path / "replies.sqlite") as cache:
+        backend = open_backend(model_ref("chat-model", server.url), "generate", reply_cache=cache, log=lambda _: None)
+        requests = [Generate("one"), Generate("two"), Generate("one")]
+        first = backend.generate(requests)
+        assert [r.text for r in first] == ["ok [3]", "ok [3]", "ok [3]"] and server.calls == 2
+        again = backend.generate([*requests, Generate("three", temperature=0.5, seed=7, item="x", sample=1)])
+        assert again[:3] == first and server.calls == 3  # only the new request
+        # the layer's key: the runner's fingerprint, prompt, sample and decoding with the run's seed
+        runner = backend.chat_runner()  # type: ignore[attr-defined]
+        decoding = {"temperature": 0.5, "top_p": None, "max_new_tokens": 32, "seed": 7}
+        assert cache.get(cache_key(runner.fingerprint(), "three", 1, decoding)) is not None
+        assert cache.count() == 3
