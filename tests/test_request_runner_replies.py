@@ -40,6 +40,18 @@ def test_a_rejected_prompt_fails_the_run_in_one_line_and_the_rerun_asks_only_it(
     assert got == want
 
 
+def test_a_server_that_rejects_every_prompt_stops_the_run_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "run"
+    with FakeOpenAI(script=["400"] * 11) as server:
+        assert _run("--endpoint", server.url, "--concurrency", "1", "--out", str(out)) == 2
+        assert server.calls == 10  # stopped after 10 failures in a row
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "10 calls in a row failed" in err[0] and "rerun the same command" in err[0]
+    assert not out.exists()  # nothing was kept: no folder left behind
+
+
 def test_the_backend_answers_a_request_it_holds_from_the_cache_and_a_repeated_one_once(tmp_path: Path) -> None:
     from queerbench.models.backends import open_backend
     from queerbench.models.generation.cache import ResponseCache, cache_key

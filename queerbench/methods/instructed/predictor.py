@@ -1,8 +1,10 @@
 """``instructed`` as a predictor: a chat model, local or behind an OpenAI-compatible endpoint, is asked for the word
 (see :mod:`queerbench.methods.instructed.replies`).
 
-It has the interface of :class:`queerbench.methods.registry.Predictor`; its replies are kept in the run's reply cache as
-they arrive, so a resume asks only the calls whose replies are not saved.
+The model is opened as the backend that answers ``generate`` requests (:func:`queerbench.models.backends.open_backend`:
+a model that cannot is refused in one line before anything loads), and each sentence's samples are ``generate``
+requests asked through its runner. It has the interface of :class:`queerbench.methods.registry.Predictor`; its
+replies are kept in the run's reply cache as they arrive, so a resume asks only the calls whose replies are not saved.
 """
 
 from __future__ import annotations
@@ -45,8 +47,10 @@ class InstructedPredictor:
         ref: ModelRef | None = None,
     ) -> None:
         from queerbench.methods.instructed.replies import instructed_settings, load_prompts
+        from queerbench.models.backends import GenerateBackend, open_backend
         from queerbench.models.generation import ResponseCache
-        from queerbench.models.registry import model_ref, open_generator
+        from queerbench.models.registry import model_ref
+        from queerbench.models.requests import GENERATE
 
         self.model_id, self.endpoint, self.top_k = model, endpoint, top_k
         self.prompt_id = prompt_id or load_prompts()["default_prompt"]
@@ -54,15 +58,12 @@ class InstructedPredictor:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             ref = ref or model_ref(model, endpoint, revision)  # a run's: resolved once
-            self.runner = open_generator(
-                ref,
-                device=spec.device,
-                dtype=spec.dtype,
-                device_map=spec.device_map,
-                concurrency=spec.concurrency,
-                requests_per_minute=spec.requests_per_minute,
-                **({"timeout": spec.request_timeout} if endpoint else {}),  # a local model has no requests
-            )
+            # the model as tasks see it: a backend that answers generate requests (refused in one line otherwise)
+            backend = open_backend(ref, GENERATE, spec, log=log, announce=False)  # its notes say it
+        if not isinstance(backend, GenerateBackend):
+            raise TypeError(f"{backend.name}: its generate requests are not answered by a generation runner")
+        self.backend = backend
+        self.runner = backend.generator()
         for w in caught:  # e.g. "no chat template: plain prompt" — said once, here, and recorded in the metadata
             log(f"note: {w.message}")
         self.cache = ResponseCache(cache_path)
@@ -170,5 +171,6 @@ class InstructedPredictor:
             collector.close()
 
     def close(self) -> None:
-        """Close the reply cache."""
+        """Close the reply cache and the backend."""
         self.cache.close()
+        self.backend.close()

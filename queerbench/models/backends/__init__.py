@@ -19,11 +19,12 @@ for the request type a task asks:
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from queerbench.base.redact import redact_url
 from queerbench.models.backends.common import RequestFailedError
 from queerbench.models.generation.cache import ResponseCache
+from queerbench.models.generation.settings import Runner
 from queerbench.models.registry import ModelRef
 from queerbench.models.requests import (
     FILL_MASK,
@@ -37,6 +38,7 @@ from queerbench.models.spec import ModelSpec
 
 __all__ = [
     "REQUEST_TYPES_OF_KIND",
+    "GenerateBackend",
     "RequestFailedError",
     "backend_request_types",
     "check_request_type",
@@ -52,6 +54,20 @@ REQUEST_TYPES_OF_KIND: dict[str, frozenset[str]] = {
 """The request types each kind of model answers (:meth:`ModelRef.kind`); a seq2seq or headless model answers none.
 A causal LM's ``fill_mask`` is the top-k form (the words of a blank); its backend refuses a candidate-word request in
 one line, and no method asks one of it (``mlm``, which does, is refused for a causal LM when the run is resolved)."""
+
+
+@runtime_checkable
+class GenerateBackend(Protocol):
+    """A backend that answers ``generate`` through a generation-layer runner (a local causal LM, a chat endpoint):
+    the runner itself (:meth:`generator`, what a reply cache keys replies by and an endpoint streams through) and
+    where its replies are kept (``reply_cache``, None: not kept)."""
+
+    reply_cache: ResponseCache | None
+
+    def generator(self) -> Runner:
+        """The runner that answers this backend's ``generate`` requests."""
+        ...
+
 
 _KIND_NAMES = {
     "masked": "a masked LM",
@@ -102,6 +118,7 @@ def open_backend(
     log: Callable[[str], None] = print,
     loaded: Any = None,
     reply_cache: ResponseCache | None = None,
+    announce: bool = True,
     **endpoint_options: Any,
 ) -> Backend:
     """The backend of ``ref`` for a task that asks ``request_type`` requests (checked first, before anything loads:
@@ -120,7 +137,8 @@ def open_backend(
 
     ``reply_cache``: where a backend that answers ``generate`` keeps each reply as it arrives and finds it again
     (:class:`~queerbench.models.generation.cache.ResponseCache`, keyed by the model, prompt, sample and decoding): a
-    run that stopped asks only the requests whose replies are not saved.
+    run that stopped asks only the requests whose replies are not saved. ``announce``: log which backend answers, on
+    which device (a caller that reports its model itself passes False).
     """
     check_request_type(ref, request_type)
     spec = spec if spec is not None else ModelSpec()
@@ -158,7 +176,6 @@ def open_backend(
         from queerbench.models.backends.causal import CausalBackend
         from queerbench.models.device import resolve_device
         from queerbench.models.generation.local import TransformersRunner
-        from queerbench.models.generation.settings import Runner
         from queerbench.models.registry import open_generator
 
         runner: Runner = (
@@ -173,8 +190,10 @@ def open_backend(
         backend = CausalBackend(
             runner, ref, dtype=spec.dtype, batch_size=spec.batch_size, share_prefixes=share_prefixes, log=log
         )
-    if reply_cache is not None and GENERATE in backend.request_types:
-        backend.reply_cache = reply_cache  # type: ignore[attr-defined]  # the backends that generate keep replies
+    if reply_cache is not None and isinstance(backend, GenerateBackend):
+        backend.reply_cache = reply_cache
+    if not announce:
+        return backend
     meta = backend.metadata()
     log(
         f"{backend.name}: {meta['backend']} backend on {meta['device']} ({meta['dtype'] or 'served'}) for {request_type}"

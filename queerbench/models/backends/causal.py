@@ -291,6 +291,10 @@ class CausalBackend:
             at += len(positions)
         return out
 
+    def generator(self) -> TransformersRunner:
+        """The runner that answers ``generate`` (the loaded model's)."""
+        return self.runner
+
     def generate(self, requests: Sequence[Generate], tick: Callable[[int], None] | None = None) -> list[GenerateResult]:
         """Replies, ``batch_size`` prompts at a time (requests with equal decoding settings together), each sampled
         with its own seed when its ``temperature`` is above 0."""
@@ -350,6 +354,7 @@ def _cached_replies(
 ) -> list[GenerateResult]:
     """:func:`generate_with` through a reply cache (requests it holds tick once the new replies are in)."""
     from queerbench.models.generation.collect import ask_requests
+    from queerbench.models.generation.settings import RunAbortedError
 
     asked = 0
 
@@ -358,7 +363,10 @@ def _cached_replies(
         asked += 1
         done(1)
 
-    got = ask_requests(runner, requests, cache, batch_size=batch_size, progress=arrived, show_progress=False)
+    try:
+        got = ask_requests(runner, requests, cache, batch_size=batch_size, progress=arrived, show_progress=False)
+    except RunAbortedError as exc:  # failures in a row (a dead server): one line; the replies so far are kept
+        raise RequestFailedError(str(exc)) from None
     failed = [(r, g) for r, g in zip(requests, got, strict=True) if g["error"] is not None]
     if failed:
         (request, first), n = failed[0], len(failed)

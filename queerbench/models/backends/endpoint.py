@@ -117,6 +117,10 @@ class EndpointBackend:
             )
         return self._chat
 
+    def generator(self) -> OpenAIChatRunner:
+        """The runner that answers ``generate`` (the chat runner)."""
+        return self.chat_runner()
+
     def completions_runner(self) -> CompletionsRunner:
         """The completions runner (made on first use)."""
         if self._completions is None:
