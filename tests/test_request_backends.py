@@ -416,6 +416,39 @@ def test_rows_times_samples_are_the_generation_layers_calls_under_its_keys() -> 
     assert [r.call_seed for r in requests] == [item_seed(5, i, s) for i, _, s in want]
 
 
+def test_a_reply_cache_batches_generate_requests_as_the_backend_does_without_one(tmp_path: Path) -> None:
+    """Bare requests of one decoding go together whatever their own seeds; an item's requests split by run seed
+    (a re-ask's own), so both paths send a local model the same batches."""
+    from queerbench.models.backends.causal import generate_with
+    from queerbench.models.generation import Reply, ResponseCache
+
+    class Recording:
+        name = "recording"
+
+        def __init__(self) -> None:
+            self.calls: list[tuple[list[str], list[int]]] = []
+
+        def fingerprint(self) -> dict[str, str]:
+            return {"model": "recording"}
+
+        def generate(self, prompts, seeds, settings):
+            self.calls.append((list(prompts), list(seeds)))
+            for i, prompt in enumerate(prompts):
+                yield i, Reply(f"re: {prompt}", meta={"finish_reason": "stop"})
+
+    bare = [Generate(f"p{s}", 4, temperature=0.7, seed=s) for s in range(6)]
+    items = [Generate("q", 4, temperature=0.7, seed=s, item="a") for s in (1, 1, 2)]
+    for cache in (None, ResponseCache(tmp_path / "replies.sqlite")):
+        runner = Recording()
+        got = generate_with(runner, "recording", [*bare, *items], 8, lambda _: None, cache)
+        assert [r.text for r in got] == [f"re: p{s}" for s in range(6)] + ["re: q"] * 3
+        assert runner.calls[0] == ([f"p{s}" for s in range(6)], list(range(6)))  # one batch, each call's own seed
+        # the item's requests under run seed 1 go together (one call with a cache: one prompt), run seed 2's apart
+        assert [len(p) for p, _ in runner.calls] == ([6, 1, 1] if cache is not None else [6, 2, 1])
+        if cache is not None:
+            cache.close()
+
+
 def test_endpoint_generate_sends_each_requests_decoding_settings() -> None:
     with FakeOpenAI() as server:
         backend = open_backend(model_ref("served", server.url), "generate", log=quiet)

@@ -113,9 +113,9 @@ class Generate:
     Without ``item``, ``seed`` is the call's own seed. With ``item`` (the id of the task's item the request is for),
     ``seed`` is the run's seed and ``sample`` says which of the item's independent replies this is (0 for the
     first): the call draws with :func:`~queerbench.models.generation.settings.item_seed` of the three, and a reply
-    cache (:class:`~queerbench.models.generation.replies.CachedGenerator`) keeps it under the model, the prompt,
-    ``sample`` and :meth:`decoding`, so two items with one prompt share their replies and a rerun asks nothing
-    again."""
+    cache keeps it under the model, the prompt, ``sample`` and :meth:`decoding`
+    (:func:`~queerbench.models.generation.collect.request_key`), so two items with one prompt share their replies
+    and a rerun asks nothing again."""
 
     prompt: str
     max_new_tokens: int = 32
@@ -233,7 +233,8 @@ class Backend(Protocol):
     ) -> list[GenerateResult]: ...
 
     def close(self) -> None:
-        """Release what the backend holds open (a reply cache, a connection pool)."""
+        """Release what the backend holds open (a connection pool); a reply cache given to it is its owner's to
+        close."""
         ...
 
 

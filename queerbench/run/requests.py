@@ -287,9 +287,10 @@ def _run_locked(
             log(f"resuming the run in {out}: {len(saved)} of {len(items)} items saved")
         n_predicted, meta = 0, {}
         if len(todo):
-            # generate replies are kept as they arrive: a run stopped within a part asks only the missing ones
-            replies = ResponseCache(chunks / "replies.sqlite") if run.request_type == GENERATE else None
+            replies: ResponseCache | None = None
             try:
+                # generate replies are kept as they arrive: a run stopped within a part asks only the missing ones
+                replies = ResponseCache(chunks / "replies.sqlite") if run.request_type == GENERATE else None
                 backend = open_backend(
                     run.model, run.request_type, run.model_spec, log=log, loaded=loaded, reply_cache=replies
                 )

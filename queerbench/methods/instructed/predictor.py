@@ -61,12 +61,17 @@ class InstructedPredictor:
             # the model as tasks see it: a backend that answers generate requests (refused in one line otherwise)
             backend = open_backend(ref, GENERATE, spec, log=log, announce=False)  # its notes say it
         if not isinstance(backend, GenerateBackend):
+            backend.close()
             raise TypeError(f"{backend.name}: its generate requests are not answered by a generation runner")
         self.backend = backend
         self.runner = backend.generator()
         for w in caught:  # e.g. "no chat template: plain prompt" — said once, here, and recorded in the metadata
             log(f"note: {w.message}")
-        self.cache = ResponseCache(cache_path)
+        try:
+            self.cache = ResponseCache(cache_path)
+        except BaseException:
+            backend.close()
+            raise
         from queerbench.models.generation.collect import ErrorStreak
 
         self.streak = ErrorStreak()  # failed calls in a row, across the parts of the run
@@ -172,5 +177,7 @@ class InstructedPredictor:
 
     def close(self) -> None:
         """Close the reply cache and the backend."""
-        self.cache.close()
-        self.backend.close()
+        try:
+            self.cache.close()
+        finally:
+            self.backend.close()

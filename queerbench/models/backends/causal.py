@@ -310,8 +310,8 @@ def generate_with(
     cache: ResponseCache | None = None,
 ) -> list[GenerateResult]:
     """Replies from a generation-layer runner (local or chat endpoint), in order, each with its request's decoding
-    settings and seed (requests with equal settings go together); a request that got no reply raises
-    :class:`RequestFailedError` in one line.
+    settings and seed (requests with equal settings go together, an item's requests also with equal run seeds); a
+    request that got no reply raises :class:`RequestFailedError` in one line.
 
     With a reply ``cache`` (:class:`~queerbench.models.generation.cache.ResponseCache`), a request it holds is not
     asked again and each new reply is committed to it the moment it arrives
@@ -320,10 +320,11 @@ def generate_with(
     if cache is not None:
         return _cached_replies(runner, name, requests, batch_size, done, cache)
     results: list[GenerateResult | None] = [None] * len(requests)
-    by_settings: dict[tuple[int, float, float | None], list[int]] = {}
+    by_settings: dict[tuple[int, float, float | None, int | None], list[int]] = {}
     for i, request in enumerate(requests):
-        by_settings.setdefault((request.max_new_tokens, request.temperature, request.top_p), []).append(i)
-    for (cap, temperature, top_p), idx in by_settings.items():
+        run_seed = request.seed if request.item is not None else None  # an item's re-ask runs under a seed of its own
+        by_settings.setdefault((request.max_new_tokens, request.temperature, request.top_p, run_seed), []).append(i)
+    for (cap, temperature, top_p, _), idx in by_settings.items():
         settings = GenerationSettings(
             temperature=temperature, top_p=top_p, max_new_tokens=cap, seed=0, samples=1, batch_size=batch_size
         )

@@ -197,10 +197,13 @@ def _answer(
     streak: ErrorStreak | None,
 ) -> list[list[dict[str, Any]]]:
     """The results of groups of requests (each with its batch size), one list per group in its requests' order.
-    The calls to make are asked per group and decoding (:func:`_ask`), in the order first seen."""
+    The calls to make are asked per group and decoding (:func:`_ask`), in the order first seen; the seed splits them
+    only for an item's requests (whose seed is the run's), as :func:`~queerbench.models.backends.causal.generate_with`
+    batches bare requests of one decoding whatever their own seeds."""
     fp = runner.fingerprint()
     results: dict[str, dict[str, Any]] = {}
-    units: dict[tuple[Any, ...], GenerationSettings] = {}
+    units: dict[tuple[Any, ...], int] = {}
+    unit_settings: list[GenerationSettings] = []
     pending: list[tuple[str, Generate, int]] = []  # (key, request, unit)
     queued: set[str] = set()
     keyed = []
@@ -214,18 +217,24 @@ def _answer(
             if hit is not None:
                 results[key] = {"response": hit["text"], "error": None, "cached": True, "meta": hit["meta"]}
                 continue
-            unit = (g, *request.decoding().values())
+            # asked together: a group's requests of one decoding; an item's request's seed is the run's (a re-ask
+            # runs under a seed of its own), a bare request's seed its own call's, which does not split a batch
+            seed = request.seed if request.item is not None else None
+            unit = (g, request.max_new_tokens, request.temperature, request.top_p, seed)
             if unit not in units:
-                units[unit] = GenerationSettings(
-                    temperature=request.temperature,
-                    top_p=request.top_p,
-                    max_new_tokens=request.max_new_tokens,
-                    seed=request.seed,
-                    samples=1,
-                    batch_size=batch_size,
+                units[unit] = len(unit_settings)
+                unit_settings.append(
+                    GenerationSettings(
+                        temperature=request.temperature,
+                        top_p=request.top_p,
+                        max_new_tokens=request.max_new_tokens,
+                        seed=request.seed,
+                        samples=1,
+                        batch_size=batch_size,
+                    )
                 )
             queued.add(key)
-            pending.append((key, request, list(units).index(unit)))
+            pending.append((key, request, units[unit]))
     streak = streak if streak is not None else ErrorStreak()
     n_cached = len(results)
     label = f"{desc} ({n_cached} cached)" if n_cached else desc
@@ -238,7 +247,7 @@ def _answer(
             return True
         return False
 
-    replies = _ask(runner, pending, list(units.values()), keep)
+    replies = _ask(runner, pending, unit_settings, keep)
     with contextlib.ExitStack() as stack:
         bar = stack.enter_context(progress_bar(len(pending), label, "reply", disable=not show_progress or not pending))
         stack.callback(getattr(replies, "close", lambda: None))  # on an abort a generator runner stops at once
