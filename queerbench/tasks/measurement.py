@@ -11,22 +11,25 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import fields
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from queerbench import __version__
 from queerbench.scoring.aggregate import ScoringOptions, compute
 from queerbench.scoring.inputs import check_types
 
-if TYPE_CHECKING:
-    from queerbench.tasks.base import Task
-
-__all__ = ["BLANKS_INPUTS", "BlanksMeasurement", "Measurement", "blanks_options"]
+__all__ = ["BLANKS_INPUTS", "BlanksMeasurement", "Measurement", "ScoredTask", "blanks_options"]
 
 BLANKS_INPUTS: tuple[str, ...] = ("sentences", "toxicity_counts", "template_ids")
 """A fill-in-the-blank task's inputs besides ``predictions`` and ``groups``."""
 
 
-def blanks_options(task: Task, settings: Mapping[str, Any]) -> ScoringOptions:
+class ScoredTask(Protocol):
+    """What :func:`blanks_options` reads of a task: its scoring options with the given ones set."""
+
+    def scoring_options(self, **settings: Any) -> ScoringOptions: ...
+
+
+def blanks_options(task: ScoredTask, settings: Mapping[str, Any]) -> ScoringOptions:
     """The scoring options of a fill-in-the-blank ``task`` with those of the measurement's init ``settings`` that
     are scoring options (the toxicity scorer, the uncertainty settings, ...; the others are other configs')."""
     names = {f.name for f in fields(ScoringOptions)}
