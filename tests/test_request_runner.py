@@ -157,6 +157,25 @@ def test_an_interrupted_run_resumes_with_only_the_items_not_saved_and_ends_as_an
     )
 
 
+def test_ctrl_c_says_truthfully_what_the_run_kept(toy, tmp_path):
+    import queerbench.run.requests as runner
+
+    toy["fail_after"] = 0
+    with pytest.raises(KeyboardInterrupt, match=r"^interrupted before any item was saved: nothing is kept in "):
+        _run(tmp_path / "cut")
+    runner_part = runner.PART_ITEMS
+    try:
+        runner.PART_ITEMS = 5
+        toy["fail_after"] = 2
+        with pytest.raises(KeyboardInterrupt) as caught:
+            _run(tmp_path / "cut")
+    finally:
+        runner.PART_ITEMS = runner_part
+    message = str(caught.value)
+    assert message.startswith("interrupted: the results of 10 of 16 items are saved in ")
+    assert message.endswith("rerun the same command to resume (it asks the other 6)")
+
+
 def test_a_finished_run_is_reused_without_asking_the_model(toy, tmp_path):
     _run(tmp_path / "run")
     n = len(toy["backends"])

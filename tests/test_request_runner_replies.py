@@ -70,3 +70,16 @@ def test_the_backend_answers_a_request_it_holds_from_the_cache_and_a_repeated_on
         decoding = {"temperature": 0.5, "top_p": None, "max_new_tokens": 32, "seed": 7}
         assert cache.get(cache_key(runner.fingerprint(), "three", 1, decoding)) is not None
         assert cache.count() == 3
+
+
+def test_ctrl_c_counts_the_replies_kept_of_items_not_yet_saved(tmp_path: Path) -> None:
+    from queerbench.models.generation.cache import ResponseCache
+    from queerbench.run.requests import _interruption
+
+    with ResponseCache(tmp_path / "run" / ".chunks" / "replies.sqlite") as cache:
+        for i in range(3):
+            cache.put(f"k{i}", f"item{i}", 0, "They", {})
+    message = str(_interruption(tmp_path / "run", 11, removed=False))
+    assert message.startswith("interrupted: the results of 0 of 11 items are saved in ")
+    assert ", and 3 replies in " in message
+    assert message.endswith("(it asks the other 11, only the requests whose replies are not saved)")

@@ -47,6 +47,7 @@ from queerbench.run.folder import (
     literal_meaning,
     unclaim_out_dir,
 )
+from queerbench.run.parts import RunInterrupted
 from queerbench.scoring.metrics import group_metrics
 from queerbench.tasks import Task, get_task
 
@@ -249,6 +250,28 @@ def _predict(run: RequestRun, backend: Backend, todo: pd.DataFrame, chunks: Path
     return done
 
 
+def _interruption(out: Path, n_items: int, removed: bool) -> RunInterrupted:
+    """What to tell the user after Ctrl-C: how many items' results (and replies) are saved and what a rerun does;
+    ``removed``: nothing was saved, so the claim on the output folder was undone."""
+    if removed:
+        return RunInterrupted(
+            f"interrupted before any item was saved: nothing is kept in {out}; rerun the same command to start"
+        )
+    chunks = out / ".chunks"
+    n_saved = len(_saved(chunks).drop_duplicates("id"))
+    cache = chunks / "replies.sqlite"
+    n_replies = 0
+    if cache.is_file():
+        with ResponseCache(cache) as replies:
+            n_replies = replies.count()
+    also = f", and {n_replies} replies in {cache}" if n_replies else ""
+    only = ", only the requests whose replies are not saved" if n_replies else ""
+    return RunInterrupted(
+        f"interrupted: the results of {n_saved} of {n_items} items are saved in {chunks}{also}; rerun the same "
+        f"command to resume (it asks the other {n_items - n_saved}{only})"
+    )
+
+
 def run_requests(
     run: RequestRun, out: str | Path | None = None, *, log: Callable[[str], None] = print, loaded: Any = None
 ) -> RequestRunResult:
@@ -299,6 +322,11 @@ def _run_locked(
                     n_predicted = _predict(run, backend, todo, chunks, log)
                 finally:
                     backend.close()
+            except KeyboardInterrupt:
+                if replies is not None:
+                    replies.close()
+                removed = unclaim_out_dir(out, created)  # a start that saved nothing leaves no folder behind
+                raise _interruption(out, len(items), removed) from None
             except BaseException:
                 if replies is not None:
                     replies.close()
