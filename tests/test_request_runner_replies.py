@@ -49,6 +49,7 @@ def test_a_server_that_rejects_every_prompt_stops_the_run_in_one_line(
         assert server.calls == 10  # stopped after 10 failures in a row
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "10 calls in a row failed" in err[0] and "rerun the same command" in err[0]
+    assert "no reply was saved" in err[0]  # and the folder, which kept nothing, is gone
     assert not out.exists()  # nothing was kept: no folder left behind
 
 

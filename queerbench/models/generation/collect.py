@@ -270,12 +270,20 @@ def _answer(
             if progress:
                 progress(done, len(pending))
             if streak.n >= max_consecutive_errors:
-                raise RunAbortedError(
-                    f"{streak.n} calls in a row failed (last: {results[key]['error']}); stopping. "
-                    f"{cache.count()} replies are saved in {cache.path}; fix the model/endpoint and rerun "
-                    "the same command to resume."
-                )
+                raise _aborted(streak.n, results[key]["error"], cache)
     return [[results[key] for key in keys] for keys in keyed]
+
+
+def _aborted(n: int, last: Any, cache: ResponseCache) -> RunAbortedError:
+    """The one line for ``n`` failed calls in a row (``last``: the last one's error): what the cache kept, and what a
+    rerun does."""
+    stored = cache.count()
+    kept = (
+        f"{stored} replies are saved in {cache.path}; fix the model/endpoint and rerun the same command to resume."
+        if stored
+        else "no reply was saved; fix the model/endpoint and rerun the same command."
+    )
+    return RunAbortedError(f"{n} calls in a row failed (last: {last}); stopping. {kept}")
 
 
 def _ask(
@@ -425,11 +433,7 @@ class StreamCollector:
                         self.streak.n += 1
                     self._ready.append((tag, result))
                     if self.streak.n >= self.max_consecutive_errors:
-                        raise RunAbortedError(
-                            f"{self.streak.n} calls in a row failed (last: {result['error']}); stopping. "
-                            f"{self.cache.count()} replies are saved in {self.cache.path}; fix the model/endpoint and "
-                            "rerun the same command to resume."
-                        )
+                        raise _aborted(self.streak.n, result["error"], self.cache)
                 while self._ready:
                     yield self._ready.pop(0)
 
