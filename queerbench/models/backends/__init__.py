@@ -11,6 +11,9 @@ for the request type a task asks:
 - an OpenAI-compatible endpoint (:class:`~queerbench.models.backends.endpoint.EndpointBackend`): ``generate``
   (chat) and ``loglikelihood`` (a completions route that echoes prompt log-probabilities).
 
+A backend that answers ``generate`` through a generation-layer runner (:class:`GenerateBackend`: a local causal LM,
+an endpoint) hands out that runner (``generator()``) and keeps its replies in a reply cache when it is given one
+(``open_backend(..., reply_cache=)``): a request it holds is not asked again.
 :func:`runner_backend` answers requests on a generator that is already open (a probes run's local model).
 :func:`backend_request_types` says what a model answers from its configuration alone, and
 :func:`check_request_type` refuses, in one line and before any weight loads, a request type its kind cannot answer.
