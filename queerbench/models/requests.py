@@ -17,6 +17,7 @@ before any work, a task that needs one it lacks.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -37,6 +38,8 @@ __all__ = [
     "Request",
     "Result",
     "UnsupportedRequestError",
+    "decoding_key",
+    "item_seed",
     "request_type",
     "require",
 ]
@@ -102,6 +105,18 @@ class Loglikelihood:
             raise ValueError("a chat loglikelihood request needs a continuation (the reply's tokens to score)")
 
 
+def item_seed(seed: int, prompt_id: str, sample: int) -> int:
+    """A per-call seed derived from the run seed, the prompt id and the sample index (stable across runs)."""
+    return int(hashlib.sha256(f"{seed}:{prompt_id}:{sample}".encode()).hexdigest()[:8], 16)
+
+
+def decoding_key(temperature: float, top_p: float | None, max_new_tokens: int, seed: int) -> dict[str, Any]:
+    """The decoding settings that change a reply, as a reply cache keys them (the run's ``seed`` included): one
+    shape for a :class:`Generate` request and a run's
+    :class:`~queerbench.models.generation.settings.GenerationSettings`, so both find the same replies."""
+    return {"temperature": temperature, "top_p": top_p, "max_new_tokens": max_new_tokens, "seed": seed}
+
+
 @dataclass(frozen=True)
 class Generate:
     """The text a model writes for ``prompt`` (a user turn for a chat model), at most ``max_new_tokens`` tokens.
@@ -112,7 +127,7 @@ class Generate:
 
     Without ``item``, ``seed`` is the call's own seed. With ``item`` (the id of the task's item the request is for),
     ``seed`` is the run's seed and ``sample`` says which of the item's independent replies this is (0 for the
-    first): the call draws with :func:`~queerbench.models.generation.settings.item_seed` of the three, and a reply
+    first): the call draws with :func:`item_seed` of the three, and a reply
     cache keeps it under the model, the prompt, ``sample`` and :meth:`decoding`
     (:func:`~queerbench.models.generation.collect.request_key`), so two items with one prompt share their replies
     and a rerun asks nothing again."""
@@ -137,20 +152,11 @@ class Generate:
     def call_seed(self) -> int:
         """The seed this call draws with: ``seed`` itself, or, for an item's request, the seed derived from the
         run's ``seed``, the item and the sample index (stable across runs)."""
-        if self.item is None:
-            return self.seed
-        from queerbench.models.generation.settings import item_seed
-
-        return item_seed(self.seed, self.item, self.sample)
+        return self.seed if self.item is None else item_seed(self.seed, self.item, self.sample)
 
     def decoding(self) -> dict[str, Any]:
         """The settings that change a reply, as a reply cache keys them (with the run's ``seed``)."""
-        return {
-            "temperature": self.temperature,
-            "top_p": self.top_p,
-            "max_new_tokens": self.max_new_tokens,
-            "seed": self.seed,
-        }
+        return decoding_key(self.temperature, self.top_p, self.max_new_tokens, self.seed)
 
 
 Request = FillMask | Loglikelihood | Generate

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from queerbench.base.http import DEFAULT_CONCURRENCY, DEFAULT_REQUEST_TIMEOUT, DEFAULT_REQUESTS_PER_MINUTE
 from queerbench.models.fingerprint import DEFAULT_EMBEDDED
+from queerbench.models.requests import decoding_key, item_seed  # item_seed: re-exported, where it always was
 
 __all__ = [
     "DEFAULT_CONCURRENCY",
@@ -52,12 +52,7 @@ class GenerationSettings:
 
     def decoding(self) -> dict[str, Any]:
         """The settings that change a reply (part of the cache key); batch size and sample count are not."""
-        return {
-            "temperature": self.temperature,
-            "top_p": self.top_p,
-            "max_new_tokens": self.max_new_tokens,
-            "seed": self.seed,
-        }
+        return decoding_key(self.temperature, self.top_p, self.max_new_tokens, self.seed)
 
 
 @dataclass
@@ -113,8 +108,3 @@ class Runner(Protocol):
     ) -> Iterator[tuple[int, Reply]]:
         """Yield ``(index into prompts, reply)`` as each reply arrives."""
         ...
-
-
-def item_seed(seed: int, prompt_id: str, sample: int) -> int:
-    """A per-call seed derived from the run seed, the prompt id and the sample index (stable across runs)."""
-    return int(hashlib.sha256(f"{seed}:{prompt_id}:{sample}".encode()).hexdigest()[:8], 16)
