@@ -419,7 +419,7 @@ def test_rows_times_samples_are_the_generation_layers_calls_under_its_keys() -> 
 def test_a_reply_cache_batches_generate_requests_as_the_backend_does_without_one(tmp_path: Path) -> None:
     """Bare requests of one decoding go together whatever their own seeds; an item's requests split by run seed
     (a re-ask's own), so both paths send a local model the same batches."""
-    from queerbench.models.backends.causal import generate_with
+    from queerbench.models.backends.generate import generate_with
     from queerbench.models.generation import Reply, ResponseCache
 
     class Recording:

@@ -84,3 +84,16 @@ def test_ctrl_c_counts_the_replies_kept_of_items_not_yet_saved(tmp_path: Path) -
     assert message.startswith("interrupted: the results of 0 of 11 items are saved in ")
     assert ", and 3 replies in " in message
     assert message.endswith("(it asks the other 11, only the requests whose replies are not saved)")
+
+
+def test_an_endpoints_generate_backend_and_the_instructed_predictor_import_no_torch() -> None:
+    """An endpoint run loads no local model: opening its backend must not pay torch's import (seconds per command)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; import queerbench.models.backends.endpoint, queerbench.methods.instructed.predictor, "
+        "queerbench.run.requests; print('torch' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "False"

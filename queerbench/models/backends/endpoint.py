@@ -26,8 +26,8 @@ from typing import Any
 
 from queerbench.base.http import DEFAULT_REQUESTS_PER_MINUTE
 from queerbench.base.redact import redact_url
-from queerbench.models.backends.causal import generate_with
 from queerbench.models.backends.common import RequestFailedError, check_batch_size, refuse_chat, split_context, ticker
+from queerbench.models.backends.generate import generate_with
 from queerbench.models.generation.cache import ResponseCache
 from queerbench.models.generation.completions import CompletionsRunner, completion_job
 from queerbench.models.generation.endpoint import OpenAIChatRunner

@@ -198,7 +198,7 @@ def _answer(
 ) -> list[list[dict[str, Any]]]:
     """The results of groups of requests (each with its batch size), one list per group in its requests' order.
     The calls to make are asked per group and decoding (:func:`_ask`), in the order first seen; the seed splits them
-    only for an item's requests (whose seed is the run's), as :func:`~queerbench.models.backends.causal.generate_with`
+    only for an item's requests (whose seed is the run's), as :func:`~queerbench.models.backends.generate.generate_with`
     batches bare requests of one decoding whatever their own seeds."""
     fp = runner.fingerprint()
     results: dict[str, dict[str, Any]] = {}
