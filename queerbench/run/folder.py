@@ -102,6 +102,8 @@ def inspect_out_dir(
             )
         was, now = meaning(stored, n_templates), meaning(key, n_templates)
         diff = {k: (was.get(k), v) for k, v in now.items() if was.get(k) != v}
+        if "config" in diff:  # another task's run: its other fields say nothing more
+            diff = {"config": diff["config"]}
         if diff:
             raise FileExistsError(
                 f"output folder {out} holds another run ({', '.join(f'{k}: {a!r} there, {b!r} now' for k, (a, b) in diff.items())}); "

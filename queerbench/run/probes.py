@@ -1,8 +1,8 @@
 """The probe runner: any ``probes`` task, any generative model, one folder, resumable, one result record.
 
 A ``probes`` task (:mod:`queerbench.tasks.probes`) resolves the user's settings into a plan; this module does the
-rest, the same way for every such task. :func:`run_probes` checks the output folder (:mod:`.probe_folder`) and holds
-it (one writer), opens the model as a generator, asks it the plan's ``generate`` requests through the reply cache
+rest, the same way for every such task. :func:`run_probes` checks the output folder (:mod:`.probe_folder`), holds
+it (one writer), opens the model as a generator, claims the folder for it (``run.json``, as every run's folder), asks it the plan's ``generate`` requests through the reply cache
 (a killed or failed run resumes with no repeated calls; failed prompts are named and asked again by a rerun), lets
 the plan read the replies, and writes the stored replies, the result record (the plan's result with the ``run``
 block — model, fingerprint, the plan's settings, cached and new calls, failed prompts, package versions — and the
@@ -32,7 +32,8 @@ from queerbench.models.generation.settings import (
 from queerbench.models.requests import GENERATE
 from queerbench.models.spec import ModelSpec
 from queerbench.reporting.record import RECORD_KINDS, RunRecord, write_record
-from queerbench.run.probe_folder import check_probe_folder, probe_files
+from queerbench.run.parts import RunInterrupted
+from queerbench.run.probe_folder import check_probe_folder, claim_probe_folder, probe_files, unclaim_probe_folder
 from queerbench.tasks import Task
 from queerbench.tasks.probes import ProbeAnalysis, ProbePlan
 
@@ -139,14 +140,28 @@ def run_probes(
     with folder_lock(out, f"{task.name} run"):  # one writer per folder (a command holding it already enters again)
         if runner is None:
             runner = open_probe_model(plan, log=log, **model)
-        check_probe_folder(task, out, runner.name)  # the model is known now: another model's run is not overwritten
-        cache = ResponseCache(Path(cache_path) if cache_path is not None else out / files.cache)
+        # the model is known now: another model's run, or a changed local model folder, is refused; else claimed
+        fingerprint = runner.fingerprint()
+        weights = fingerprint.get("weights")
+        claimed = claim_probe_folder(
+            task, out, runner.name, weights if isinstance(weights, dict) else fingerprint, fingerprint.get("base_url")
+        )
         t0 = time.perf_counter()
+        replies_path = Path(cache_path) if cache_path is not None else out / files.cache
         try:
-            log(plan.describe())
-            got = collect_groups(runner, plan.request_groups(), cache, desc=f"{task.name} replies")
-        finally:
-            cache.close()
+            cache = ResponseCache(replies_path)
+            try:
+                log(plan.describe())
+                got = collect_groups(runner, plan.request_groups(), cache, desc=f"{task.name} replies")
+            finally:
+                cache.close()
+        except KeyboardInterrupt:
+            # a start that saved nothing leaves nothing behind
+            removed = unclaim_probe_folder(task, out, claimed, replies_path)
+            raise _interruption(out, replies_path, removed) from None
+        except BaseException:
+            unclaim_probe_folder(task, out, claimed, replies_path)
+            raise
         replies = plan.merge_replies(got)
         failures = failed_prompts(replies)
         if failures:  # every other prompt was asked and its reply saved: a rerun asks only these
@@ -157,7 +172,7 @@ def run_probes(
         stored = analysis.replies
         meta = {
             "model": runner.name,
-            "fingerprint": runner.fingerprint(),
+            "fingerprint": fingerprint,
             **analysis.meta,
             "cached": int(stored["cached"].sum()),
             "calls": int((~stored["cached"]).sum()),
@@ -165,6 +180,21 @@ def run_probes(
             "versions": _versions(files.versions),
         }
         return _write(task, plan, out, analysis, meta, timings, reanalysed=False)
+
+
+def _interruption(out: Path, cache: Path, removed: bool) -> RunInterrupted:
+    """What to tell the user after Ctrl-C: how many replies are saved and what a rerun does; ``removed``: nothing
+    was saved, so the claim on the output folder was undone."""
+    if removed:
+        return RunInterrupted(
+            f"interrupted before any reply was saved: nothing is kept in {out}; rerun the same command to start"
+        )
+    with ResponseCache(cache) as replies:
+        n = replies.count()
+    return RunInterrupted(
+        f"interrupted: {n} replies are saved in {cache}; rerun the same command to resume (it asks only the prompts "
+        "whose replies are not saved)"
+    )
 
 
 def reanalyze_probes(task: Task, run_dir: str | Path, plan: ProbePlan | Callable[[str], ProbePlan]) -> dict[str, Any]:
