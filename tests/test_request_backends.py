@@ -369,6 +369,39 @@ def test_causal_generate_is_greedy_with_the_chat_template(backends: dict[str, ob
         assert result.truncated == (len(new) == request.max_new_tokens)
 
 
+def test_a_system_prompt_comes_before_every_generate_request_of_a_local_model(models: dict[str, Path]) -> None:
+    spec = ModelSpec(device="cpu")
+    backend = open_backend(model_ref(str(models["llama"])), "generate", spec, log=quiet, system_prompt="Be brief.")
+    runner = backend.generator()  # type: ignore[attr-defined]
+    assert runner.fingerprint()["system"] == "Be brief."  # so in every reply's cache key
+    assert runner.format_prompt("Hi") == backend.tokenizer.apply_chat_template(  # type: ignore[attr-defined]
+        [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}],
+        tokenize=False,
+        add_generation_prompt=True,
+    )
+    with pytest.raises(ValueError) as info:
+        open_backend(model_ref(str(models["bert"])), "fill_mask", spec, log=quiet, system_prompt="Be brief.")
+    assert one_line(info) == (
+        f"--model {models['bert']} is a masked LM: a system prompt is for a model that generates text"
+    )
+
+
+def test_a_probes_run_opens_its_model_as_the_backend_that_answers_generate(models: dict[str, Path]) -> None:
+    from queerbench.run.probes import open_probe_model
+
+    class Plan:
+        def generator_options(self) -> dict[str, object]:
+            return {"system_prompt": "Be brief.", "extra_body": None}
+
+    runner = open_probe_model(Plan(), model=str(models["llama"]), device="cpu", log=quiet)  # type: ignore[arg-type]
+    assert runner.fingerprint()["system"] == "Be brief."
+    with pytest.raises(UnsupportedRequestError) as info:  # refused by the seam's rule, before any weight loads
+        open_probe_model(Plan(), model=str(models["bert"]), device="cpu", log=quiet)  # type: ignore[arg-type]
+    assert one_line(info).startswith(
+        f"--model {models['bert']} is a masked LM (BertForMaskedLM) and cannot answer generate requests"
+    )
+
+
 def test_sampled_generate_follows_each_requests_seed(backends: dict[str, object]) -> None:
     backend = backends["llama"]
     seeds = list(range(8))

@@ -2,11 +2,13 @@
 
 A ``probes`` task (:mod:`queerbench.tasks.probes`) resolves the user's settings into a plan; this module does the
 rest, the same way for every such task. :func:`run_probes` checks the output folder (:mod:`.probe_folder`), holds
-it (one writer), opens the model as a generator, claims the folder for it (``run.json``, as every run's folder), asks it the plan's ``generate`` requests through the reply cache
-(a killed or failed run resumes with no repeated calls; failed prompts are named and asked again by a rerun), lets
-the plan read the replies, and writes the stored replies, the result record (the plan's result with the ``run``
-block — model, fingerprint, the plan's settings, cached and new calls, failed prompts, package versions — and the
-signature) and the plan's report. :func:`reanalyze_probes` reads a finished run's stored replies again (no model).
+it (one writer), opens the model as every run opens its model (the backend that answers ``generate`` requests:
+:func:`~queerbench.models.backends.open_backend`), claims the folder for it (``run.json``, as every run's folder),
+asks it the plan's ``generate`` requests through the reply cache (a killed or failed run resumes with no repeated
+calls; failed prompts are named and asked again by a rerun), lets the plan read the replies, and writes the stored
+replies, the result record (the plan's result with the ``run`` block — model, fingerprint, the plan's settings,
+cached and new calls, failed prompts, package versions — and the signature) and the plan's report.
+:func:`reanalyze_probes` reads a finished run's stored replies again (no model).
 """
 
 from __future__ import annotations
@@ -97,24 +99,26 @@ def open_probe_model(
     """The model a plan's requests go to: a local model (the embedded SmolLM2-135M-Instruct when neither ``model``
     nor ``endpoint`` is given), or an OpenAI-compatible ``endpoint`` serving ``model``; run as ``settings`` say
     (:func:`check_model_settings`: device, dtype, device map, requests per minute, concurrency, request timeout),
-    with the plan's generator options. Checked before it loads: the settings, the URL, the API key rule, a missing
-    folder, a masked LM given as ``model``."""
-    from queerbench.models.registry import model_ref, open_generator
+    with the plan's generator options. It is opened as every run opens its model, as the backend that answers
+    ``generate`` requests (:func:`~queerbench.models.backends.open_backend`), whose runner is returned. Checked
+    before it loads: the settings, the URL, the API key rule, a missing folder, a model that cannot generate (a
+    masked LM given as ``model``)."""
+    from queerbench.models.backends import GenerateBackend, open_backend
+    from queerbench.models.registry import model_ref
 
     spec = check_model_settings(model=model, endpoint=endpoint, **settings)
+    options = {k: v for k, v in plan.generator_options().items() if v is not None}
+    system_prompt = options.pop("system_prompt", None)
+    if endpoint:
+        options["api_key_env"] = api_key_env
+    ref = model_ref(model, endpoint, check_paths=False)  # the loader says what is missing
     if not endpoint:
         log(f"loading {model or 'the embedded SmolLM2-135M-Instruct'} …")
-    return open_generator(
-        model_ref(model, endpoint, check_paths=False),  # the loader says what is missing
-        device=spec.device,
-        dtype=spec.dtype,
-        device_map=spec.device_map,
-        concurrency=spec.concurrency,
-        api_key_env=api_key_env,
-        requests_per_minute=spec.requests_per_minute,
-        **plan.generator_options(),
-        **({"timeout": spec.request_timeout} if endpoint else {}),  # a local model has no requests
-    )
+    backend = open_backend(ref, GENERATE, spec, log=log, announce=False, system_prompt=system_prompt, **options)
+    if not isinstance(backend, GenerateBackend):  # every model that answers generate does so through a runner
+        backend.close()
+        raise TypeError(f"{backend.name}: its generate requests are not answered by a generation runner")
+    return backend.generator()
 
 
 def run_probes(

@@ -122,6 +122,7 @@ def open_backend(
     loaded: Any = None,
     reply_cache: ResponseCache | None = None,
     announce: bool = True,
+    system_prompt: str | None = None,
     **endpoint_options: Any,
 ) -> Backend:
     """The backend of ``ref`` for a task that asks ``request_type`` requests (checked first, before anything loads:
@@ -141,7 +142,9 @@ def open_backend(
     ``reply_cache``: where a backend that answers ``generate`` keeps each reply as it arrives and finds it again
     (:class:`~queerbench.models.generation.cache.ResponseCache`, keyed by the model, prompt, sample and decoding): a
     run that stopped asks only the requests whose replies are not saved. ``announce``: log which backend answers, on
-    which device (a caller that reports its model itself passes False).
+    which device (a caller that reports its model itself passes False). ``system_prompt``: the system turn before
+    every prompt of a model that answers ``generate`` (a local causal LM or an endpoint; None: none), part of its
+    runner's fingerprint and so of every reply's cache key.
     """
     check_request_type(ref, request_type)
     spec = spec if spec is not None else ModelSpec()
@@ -149,6 +152,8 @@ def open_backend(
     kind = ref.kind()
     if kind != "endpoint" and endpoint_options:
         raise ValueError(f"{', '.join(sorted(endpoint_options))}: endpoint options need --endpoint")
+    if kind == "masked" and system_prompt is not None:
+        raise ValueError(f"--model {_shown(ref)} is a masked LM: a system prompt is for a model that generates text")
     if kind == "endpoint" and loaded is not None:
         raise ValueError(f"{_shown(ref)} is served by its endpoint: there is no loaded model to answer from")
     if kind == "endpoint":
@@ -157,6 +162,7 @@ def open_backend(
         options: dict[str, Any] = {
             "requests_per_minute": spec.requests_per_minute,
             "timeout": spec.request_timeout,
+            **({"system_prompt": system_prompt} if system_prompt is not None else {}),
             **endpoint_options,
         }
         backend: Backend = EndpointBackend(
@@ -177,16 +183,25 @@ def open_backend(
         backend = MaskedBackend(lm, ref, batch_size=spec.batch_size, log=log)
     else:
         from queerbench.models.backends.causal import CausalBackend
-        from queerbench.models.device import resolve_device
         from queerbench.models.generation.local import TransformersRunner
         from queerbench.models.registry import open_generator
 
         runner: Runner = (
             TransformersRunner(
-                None if ref.is_embedded else ref.name, dtype=spec.dtype, revision=ref.revision, loaded=loaded
+                None if ref.is_embedded else ref.name,
+                dtype=spec.dtype,
+                revision=ref.revision,
+                loaded=loaded,
+                system_prompt=system_prompt,
             )
             if loaded is not None
-            else open_generator(ref, device=resolve_device(spec.device), dtype=spec.dtype, device_map=spec.device_map)
+            else open_generator(
+                ref,
+                device=spec.device,  # resolved by the loader (the library's one device rule)
+                dtype=spec.dtype,
+                device_map=spec.device_map,
+                system_prompt=system_prompt,
+            )
         )
         if not isinstance(runner, TransformersRunner):  # a local reference opens a local runner
             raise TypeError(f"{ref.name}: expected a local causal LM runner, got {type(runner).__name__}")
