@@ -41,7 +41,7 @@ def test_a_probes_run_claims_its_folder_and_a_rerun_keeps_the_claim(echo: None, 
             "config": "echo",
             "model": f"{server.url}#served",
             "endpoint": server.url,
-            "model_fingerprint": {"kind": "openai-chat", "base_url": server.url, "model": "served"},
+            "model_fingerprint": {"kind": "endpoint", "base_url": server.url, "model": "served"},
         }
         assert _served(server, out, "--word", "three") == 0  # other settings of the same model: the same run
         assert server.calls == 3  # every reply from the cache
@@ -151,3 +151,79 @@ def test_ctrl_c_in_a_probes_run_says_what_was_kept(
             "to start\n"
         )
         assert not out.exists()
+
+
+def _quiet(_: str) -> None:
+    return None
+
+
+def test_an_eval_part_that_saved_no_reply_leaves_nothing_though_the_shared_cache_has_others(
+    echo: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import queerbench.run.probes as probes
+    from queerbench.models.generation import ResponseCache
+    from queerbench.tasks import get_task
+
+    shared = tmp_path / "eval" / "replies.sqlite"  # an eval's one reply cache, with another part's replies
+    shared.parent.mkdir()
+    with ResponseCache(shared) as cache:
+        for i in range(5):
+            cache.put(f"other{i}", f"o{i}", 0, "reply", {})
+
+    def interrupted(*_: object, **__: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(probes, "collect_groups", interrupted)
+    task = get_task("echo")
+    out = tmp_path / "eval" / "echo"
+    with FakeOpenAI(echo=True) as server, pytest.raises(KeyboardInterrupt) as info:
+        probes.run_probes(
+            task, out, task.probe_plan("x"), model="served", endpoint=server.url, cache_path=shared, log=_quiet
+        )
+    assert str(info.value) == (
+        f"interrupted before any reply was saved: nothing is kept in {out}; rerun the same command to start"
+    )
+    assert not out.exists()
+    with ResponseCache(shared) as cache:
+        assert cache.count() == 5  # the other part's replies are untouched
+
+
+def test_ctrl_c_while_the_replies_are_read_says_they_are_all_kept(echo: None, tmp_path: Path) -> None:
+    from queerbench.run.probes import run_probes
+    from queerbench.tasks import get_task
+
+    task = get_task("echo")
+    plan = task.probe_plan("x")
+
+    class Interrupted:  # the echo plan, stopped while it reads the replies (an SCM run's option scoring, say)
+        def __getattr__(self, name: str) -> object:
+            return getattr(plan, name)
+
+        def analyze(self, *_: object) -> None:
+            raise KeyboardInterrupt
+
+    out = tmp_path / "echo"
+    with FakeOpenAI(echo=True) as server, pytest.raises(KeyboardInterrupt) as info:
+        run_probes(task, out, Interrupted(), model="served", endpoint=server.url, log=_quiet)  # type: ignore[arg-type]
+    assert str(info.value) == (
+        f"interrupted: 3 replies are saved in {out}/replies.sqlite; rerun the same command to resume (it asks only "
+        "the prompts whose replies are not saved)"
+    )
+    assert (out / "run.json").is_file()
+
+
+@pytest.mark.parametrize("where", ["record", "claim"])
+def test_a_recorded_fingerprint_that_is_not_an_object_is_not_compared(echo: None, tmp_path: Path, where: str) -> None:
+    out = tmp_path / "echo"
+    with FakeOpenAI(echo=True) as server:
+        assert _served(server, out) == 0
+        if where == "record":  # an earlier version's folder whose record holds no fingerprint object
+            (out / "run.json").unlink()
+            record = json.loads((out / "echo.json").read_text())
+            record["run"]["fingerprint"] = "abc"
+            (out / "echo.json").write_text(json.dumps(record))
+        else:
+            claim = json.loads((out / "run.json").read_text())
+            (out / "run.json").write_text(json.dumps({**claim, "model_fingerprint": ["x"]}))
+        assert _served(server, out) == 0  # a rerun, from the cache
+        assert server.calls == 3

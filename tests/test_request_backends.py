@@ -395,6 +395,13 @@ def test_a_probes_run_opens_its_model_as_the_backend_that_answers_generate(model
 
     runner = open_probe_model(Plan(), model=str(models["llama"]), device="cpu", log=quiet)  # type: ignore[arg-type]
     assert runner.fingerprint()["system"] == "Be brief."
+
+    class Unset(Plan):  # --extra-body '{}' on a local model: no extra body, as before
+        def generator_options(self) -> dict[str, object]:
+            return {"system_prompt": None, "extra_body": {}}
+
+    runner = open_probe_model(Unset(), model=str(models["llama"]), device="cpu", log=quiet)  # type: ignore[arg-type]
+    assert runner.fingerprint()["system"] is None
     with pytest.raises(UnsupportedRequestError) as info:  # refused by the seam's rule, before any weight loads
         open_probe_model(Plan(), model=str(models["bert"]), device="cpu", log=quiet)  # type: ignore[arg-type]
     assert one_line(info).startswith(

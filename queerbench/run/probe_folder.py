@@ -68,6 +68,8 @@ def check_probe_folder(task: Task, out: Path, model: str | None = None) -> dict[
         fp = run.get("fingerprint")
         weights = fp.get("weights") if isinstance(fp, dict) and isinstance(fp.get("weights"), dict) else fp
         claimed = {**probe_key(task, str(run.get("model"))), "model_fingerprint": weights}
+    if claimed is not None and not isinstance(claimed.get("model_fingerprint"), dict):
+        claimed = {**claimed, "model_fingerprint": None}  # none recorded (or not one): nothing to compare
     other = claimed.get("model") if claimed is not None else None
     if model is not None and other is not None and other != model:
         raise FileExistsError(
@@ -95,16 +97,17 @@ def claim_probe_folder(
     return True
 
 
-def unclaim_probe_folder(task: Task, out: Path, claimed: bool, cache: Path | None = None) -> bool:
-    """Undo a claim (:func:`claim_probe_folder` returned True) when the run saved nothing: no record in ``out`` and
-    no reply in its reply cache (``cache``; None: the folder's own, which is then removed too); True when it was
-    undone. A run that keeps replies keeps its ``run.json``, so its rerun is recognised."""
-    if not claimed:
+def unclaim_probe_folder(task: Task, out: Path, claimed: bool, saved: bool) -> bool:
+    """Undo a claim (:func:`claim_probe_folder` returned True) after a start that saved no reply (``saved`` False:
+    no new reply in the reply cache it asked through, its own or one shared by an eval's parts) in a folder that holds
+    nothing else of the run (no record, no reply in the folder's own cache, which is removed when empty); True when
+    it was undone and the folder keeps nothing. A run that keeps replies keeps its ``run.json``, so its rerun is
+    recognised."""
+    files = probe_files(task)
+    own = out / files.cache
+    if not claimed or saved or (out / files.record).exists() or _replies_in(own):
         return False
-    own = out / probe_files(task).cache
-    if (out / probe_files(task).record).exists() or _replies_in(own) or (cache is not None and _replies_in(cache)):
-        return False
-    own.unlink(missing_ok=True)  # the empty cache this run opened (a shared one is another run's too)
+    own.unlink(missing_ok=True)  # the empty cache this run opened (a shared one is not the folder's)
     (out / KEY_FILE).unlink(missing_ok=True)
     return True
 

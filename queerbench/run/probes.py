@@ -107,8 +107,9 @@ def open_probe_model(
     from queerbench.models.registry import model_ref
 
     spec = check_model_settings(model=model, endpoint=endpoint, **settings)
-    options = {k: v for k, v in plan.generator_options().items() if v is not None}
-    system_prompt = options.pop("system_prompt", None)
+    options = dict(plan.generator_options())
+    system_prompt = options.pop("system_prompt", None)  # as given: an empty one is a system turn too
+    options = {k: v for k, v in options.items() if v is not None and v != {}}  # unset (e.g. --extra-body '{}')
     if endpoint:
         options["api_key_env"] = api_key_env
     ref = model_ref(model, endpoint, check_paths=False)  # the loader says what is missing
@@ -146,32 +147,34 @@ def run_probes(
             runner = open_probe_model(plan, log=log, **model)
         # the model is known now: another model's run, or a changed local model folder, is refused; else claimed
         fingerprint = runner.fingerprint()
-        weights = fingerprint.get("weights")
-        claimed = claim_probe_folder(
-            task, out, runner.name, weights if isinstance(weights, dict) else fingerprint, fingerprint.get("base_url")
-        )
+        claimed = claim_probe_folder(task, out, runner.name, _weights(fingerprint), fingerprint.get("base_url"))
         t0 = time.perf_counter()
         replies_path = Path(cache_path) if cache_path is not None else out / files.cache
+        before = added = 0
         try:
             cache = ResponseCache(replies_path)
             try:
+                before = cache.count()  # an eval's parts share one cache: only the replies added are this run's
                 log(plan.describe())
                 got = collect_groups(runner, plan.request_groups(), cache, desc=f"{task.name} replies")
             finally:
+                added = cache.count() - before
                 cache.close()
-        except KeyboardInterrupt:
+        except BaseException as exc:
             # a start that saved nothing leaves nothing behind
-            removed = unclaim_probe_folder(task, out, claimed, replies_path)
-            raise _interruption(out, replies_path, removed) from None
-        except BaseException:
-            unclaim_probe_folder(task, out, claimed, replies_path)
+            removed = unclaim_probe_folder(task, out, claimed, saved=added > 0)
+            if isinstance(exc, KeyboardInterrupt):
+                raise _interruption(out, replies_path, removed) from None
             raise
         replies = plan.merge_replies(got)
         failures = failed_prompts(replies)
         if failures:  # every other prompt was asked and its reply saved: a rerun asks only these
             log(describe_failures(failures, len(replies)))
         t1 = time.perf_counter()
-        analysis = plan.analyze(replies, runner, out, log)
+        try:
+            analysis = plan.analyze(replies, runner, out, log)
+        except KeyboardInterrupt:  # every reply is saved: a rerun reads them again
+            raise _interruption(out, replies_path, removed=False) from None
         timings = {"generate_s": t1 - t0, "analyze_s": time.perf_counter() - t1}
         stored = analysis.replies
         meta = {
@@ -195,10 +198,25 @@ def _interruption(out: Path, cache: Path, removed: bool) -> RunInterrupted:
         )
     with ResponseCache(cache) as replies:
         n = replies.count()
+    if not n:
+        return RunInterrupted(f"interrupted before any reply was saved in {cache}; rerun the same command to ask them")
     return RunInterrupted(
         f"interrupted: {n} replies are saved in {cache}; rerun the same command to resume (it asks only the prompts "
         "whose replies are not saved)"
     )
+
+
+def _weights(fingerprint: dict[str, Any]) -> dict[str, Any]:
+    """What identifies the weights behind a runner's fingerprint, as every run's ``run.json`` records it: a local
+    model's ``weights`` (:func:`~queerbench.models.fingerprint.fingerprint_model`), an endpoint's URL and model
+    name (``kind: endpoint``, as a request run's); a runner's other fields (its system prompt, an endpoint's extra
+    body) are not the model's."""
+    weights = fingerprint.get("weights")
+    if isinstance(weights, dict):
+        return weights
+    if fingerprint.get("base_url") is not None:
+        return {"kind": "endpoint", "base_url": fingerprint["base_url"], "model": fingerprint.get("model")}
+    return fingerprint
 
 
 def reanalyze_probes(task: Task, run_dir: str | Path, plan: ProbePlan | Callable[[str], ProbePlan]) -> dict[str, Any]:
