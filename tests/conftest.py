@@ -219,3 +219,15 @@ def fresh_registry(monkeypatch: pytest.MonkeyPatch) -> Iterator[pytest.MonkeyPat
     yield monkeypatch
     registry.all_tasks.cache_clear()
     registry._modules.cache_clear()
+
+
+ECHO_TASK = Path(__file__).parent / "data" / "echo_probes"
+"""The echo task: a ``probes`` task of its own package (three prompts, one setting), found through
+``QUEERBENCH_TASK_PATH``."""
+
+
+@pytest.fixture()
+def echo(fresh_registry: pytest.MonkeyPatch) -> None:
+    """The echo task installed (and a test API key for the fake endpoint it is asked through)."""
+    fresh_registry.setenv("QUEERBENCH_TASK_PATH", str(ECHO_TASK))
+    fresh_registry.setenv("OPENAI_API_KEY", "sk-test")

@@ -15,14 +15,6 @@ from queerbench.cli import main
 from tests.openai_server import FakeOpenAI
 from tests.tiny_models import tiny_gpt2
 
-ECHO = Path(__file__).parent / "data" / "echo_probes"
-
-
-@pytest.fixture()
-def echo(fresh_registry: pytest.MonkeyPatch) -> None:
-    fresh_registry.setenv("QUEERBENCH_TASK_PATH", str(ECHO))
-    fresh_registry.setenv("OPENAI_API_KEY", "sk-test")
-
 
 def _served(server: FakeOpenAI, out: Path, *extra: str, model: str = "served") -> int:
     return main(["echo", "run", "--endpoint", server.url, "--model", model, "--out", str(out), *extra])

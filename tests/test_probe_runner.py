@@ -15,14 +15,6 @@ from queerbench.cli import main
 from queerbench.cli.declared import add_declared_commands
 from tests.openai_server import FakeOpenAI
 
-ECHO = Path(__file__).parent / "data" / "echo_probes"
-
-
-@pytest.fixture()
-def echo(fresh_registry: pytest.MonkeyPatch) -> None:
-    fresh_registry.setenv("QUEERBENCH_TASK_PATH", str(ECHO))
-    fresh_registry.setenv("OPENAI_API_KEY", "sk-test")
-
 
 def _run(server: FakeOpenAI, out: Path, *extra: str, model: str = "served") -> int:
     return main(["echo", "run", "--endpoint", server.url, "--model", model, "--out", str(out), *extra])
@@ -179,7 +171,7 @@ def test_a_broken_plugin_commands_file_is_one_line_for_every_command(
     folder = tmp_path / "tasks"
     folder.mkdir()
     for name in ("echo_probes.py", "echo_tasks.json"):
-        (folder / name).write_text((ECHO / name).read_text())
+        (folder / name).write_text((Path(__file__).parent / "data" / "echo_probes" / name).read_text())
     (folder / "echo_commands.json").write_text(json.dumps({"schema_version": 2, "commands": []}))
     fresh_registry.setenv("QUEERBENCH_TASK_PATH", str(folder))
     assert main(["run", "--help"]) == 2
