@@ -10,7 +10,7 @@ from queerbench.cli.probes import MODEL_FLAGS
 from queerbench.run.probes import model_label, run_probes
 from queerbench.tasks import get_task
 
-_RUNNER_KEYS = (*MODEL_FLAGS, "runner", "cache_path", "log")
+_RUNNER_KEYS = (*MODEL_FLAGS, "backend", "cache_path", "log")
 
 
 def run_scm(out: str | Path, **settings: Any) -> dict[str, Any]:
@@ -20,9 +20,7 @@ def run_scm(out: str | Path, **settings: Any) -> dict[str, Any]:
     if "api_key_env" in runner_kw:
         settings["api_key_env"] = runner_kw["api_key_env"]
     task = get_task("scm")
-    plan = task.probe_plan(
-        model_label(runner_kw.get("model"), endpoint), endpoint=bool(endpoint or runner_kw.get("runner")), **settings
-    )
+    plan = task.probe_plan(model_label(runner_kw.get("model"), endpoint), endpoint=bool(endpoint), **settings)
     return run_probes(task, out, plan, **runner_kw)
 
 
@@ -40,7 +38,6 @@ def endpoint_scm(
     """An SCM run of ``model`` served at ``url`` (a test's fake server): the paper's decoding for its family with
     ``survey_samples`` replies per survey prompt and one per story, ``limit`` prompts per split, two requests in
     flight, quietly."""
-    from queerbench.models.generation import load_runner
     from queerbench.tasks.scm.pipeline import resolve_settings
 
     survey, story, prov = resolve_settings(model, survey_samples=survey_samples, story_samples=1)
@@ -52,10 +49,21 @@ def endpoint_scm(
         story_settings=story,
         provenance=prov,
         limit=limit,
-        runner=load_runner(model, url, concurrency=2, requests_per_minute=100_000),
+        concurrency=2,
+        requests_per_minute=100_000,
         mapper_factory=mapper_factory,
         log=lambda m: None,
     )
+
+
+def local_backend(runner: Any, *, batch_size: int = 8, **backend: Any) -> Any:
+    """The :class:`~queerbench.models.backends.causal.CausalBackend` of a local runner a test loaded already
+    (``batch_size`` rows per forward pass; ``backend``: its options, e.g. ``share_prefixes``), as a probes run's
+    backend answers ``loglikelihood`` requests on the weights its ``generate`` requests use."""
+    from queerbench.models.backends.causal import CausalBackend
+    from queerbench.models.registry import ModelRef
+
+    return CausalBackend(runner, ModelRef(runner.model_id), batch_size=batch_size, **backend)
 
 
 def option_logps(
@@ -64,11 +72,9 @@ def option_logps(
     """Each option's summed log-probability as the reply to its prompt after ``prefix`` (``" " + option``): the
     chat ``loglikelihood`` requests constrained scoring asks, on a local runner's
     :class:`~queerbench.models.backends.causal.CausalBackend` (``backend``: its options, e.g. ``share_prefixes``)."""
-    from queerbench.models.backends.causal import CausalBackend
-    from queerbench.models.registry import ModelRef
     from queerbench.models.requests import Loglikelihood
 
-    scorer = CausalBackend(runner, ModelRef(runner.model_id), batch_size=batch_size, **backend)
+    scorer = local_backend(runner, batch_size=batch_size, **backend)
     requests = [
         Loglikelihood(p, " " + o, chat=True, reply_prefix=prefix)
         for p, opts in zip(prompts, options, strict=True)

@@ -204,6 +204,27 @@ def test_ctrl_c_while_the_replies_are_read_says_they_are_all_kept(echo: None, tm
     assert (out / "run.json").is_file()
 
 
+def test_ctrl_c_while_the_model_is_opened_leaves_the_folder_as_it_was(
+    echo: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import queerbench.run.probes as probes
+    from queerbench.tasks import get_task
+
+    def interrupted(*_: object, **__: object) -> None:  # Ctrl-C while a local model's weights load
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(probes, "open_probe_model", interrupted)
+    task = get_task("echo")
+    out = tmp_path / "eval" / "echo"
+    with pytest.raises(KeyboardInterrupt) as info:
+        probes.run_probes(task, out, task.probe_plan("x"), model="m", log=_quiet)
+    assert str(info.value) == (
+        f"interrupted while the model was opened: nothing was asked, {out} is as it was; rerun the same command to "
+        "start"
+    )
+    assert not out.exists()
+
+
 @pytest.mark.parametrize("where", ["record", "claim"])
 def test_a_recorded_fingerprint_that_is_not_an_object_is_not_compared(echo: None, tmp_path: Path, where: str) -> None:
     out = tmp_path / "echo"

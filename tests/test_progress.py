@@ -15,11 +15,10 @@ import pandas as pd
 import pytest
 
 from queerbench.base import progress as progress_module
-from queerbench.models.backends import runner_backend
 from queerbench.models.generation import GenerationSettings, Reply, ResponseCache, TransformersRunner, collect
 from queerbench.tasks.scm import constrained, pipeline
 from queerbench.tasks.scm.dataset import scm_splits
-from tests.scm_runs import option_logps
+from tests.scm_runs import local_backend, option_logps
 from tests.tiny_models import tiny_llama
 
 collect_module = importlib.import_module(
@@ -131,7 +130,7 @@ def chat_model(tmp_path_factory) -> str:
 
 def test_constrained_scoring_advances_per_prompt_with_the_scores_of_direct_requests(chat_model, bars: list[Any]):
     runner = TransformersRunner(chat_model)
-    backend = runner_backend(runner, batch_size=2)
+    backend = local_backend(runner, batch_size=2)
     rows = scm_splits()["survey"]
     rows = pd.concat([rows[rows["task"] == "rating"].head(5), rows[rows["task"] == "selection"].head(3)])
     calls: list[int] = []

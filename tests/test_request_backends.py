@@ -387,26 +387,32 @@ def test_a_system_prompt_comes_before_every_generate_request_of_a_local_model(mo
 
 
 def test_a_probes_run_opens_its_model_as_the_backend_that_answers_generate(models: dict[str, Path]) -> None:
+    from queerbench.models.backends import GenerateBackend
     from queerbench.run.probes import open_probe_model
 
     class Plan:
         def generator_options(self) -> dict[str, object]:
-            return {"system_prompt": "Be brief.", "extra_body": None}
+            return {"system_prompt": "Be brief.", "extra_body": None, "batch_size": 3}
 
-    runner = open_probe_model(Plan(), model=str(models["llama"]), device="cpu", log=quiet)  # type: ignore[arg-type]
-    assert runner.fingerprint()["system"] == "Be brief."
+    backend = open_probe_model(Plan(), model=str(models["llama"]), device="cpu", log=quiet)  # type: ignore[arg-type]
+    assert isinstance(backend, GenerateBackend) and backend.generator().fingerprint()["system"] == "Be brief."
+    assert backend.metadata()["batch_size"] == 3  # the plan's batch size: its option scores' rows per forward pass
 
     class Unset(Plan):  # --extra-body '{}' on a local model: no extra body, as before
         def generator_options(self) -> dict[str, object]:
             return {"system_prompt": None, "extra_body": {}}
 
-    runner = open_probe_model(Unset(), model=str(models["llama"]), device="cpu", log=quiet)  # type: ignore[arg-type]
-    assert runner.fingerprint()["system"] is None
+    backend = open_probe_model(Unset(), model=str(models["llama"]), device="cpu", log=quiet)  # type: ignore[arg-type]
+    assert backend.generator().fingerprint()["system"] is None
+    assert backend.metadata()["batch_size"] == ModelSpec().batch_size
     with pytest.raises(UnsupportedRequestError) as info:  # refused by the seam's rule, before any weight loads
         open_probe_model(Plan(), model=str(models["bert"]), device="cpu", log=quiet)  # type: ignore[arg-type]
-    assert one_line(info).startswith(
+    message = one_line(info)
+    assert message.startswith(
         f"--model {models['bert']} is a masked LM (BertForMaskedLM) and cannot answer generate requests"
     )
+    assert "--method" not in message  # a probes command has no --method to change
+    assert "`queerbench run` asks such a model for the words of a blank" in message
 
 
 def test_sampled_generate_follows_each_requests_seed(backends: dict[str, object]) -> None:

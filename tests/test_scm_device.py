@@ -48,4 +48,5 @@ def test_scm_run_resolves_auto_to_cpu_here(tmp_path, monkeypatch) -> None:
     model = str(tiny_llama(tmp_path / "model"))
     assert main(["scm", "run", "--model", model, "--limit", "1", "--out", str(tmp_path / "out")]) == 0
     assert asked and all(pair == ("auto", "cpu") for pair in asked)
-    assert seen["runner"].device == "cpu" and str(seen["runner"].model.device) == "cpu"
+    runner = seen["backend"].generator()
+    assert runner.device == "cpu" and str(runner.model.device) == "cpu"

@@ -5,16 +5,16 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from typing import Any
 
 import pandas as pd
 import pytest
 
-from queerbench.models.backends import runner_backend
 from queerbench.models.generation import GenerationSettings, ResponseCache, TransformersRunner, collect
 from queerbench.tasks.scm.analysis import analyze, parse_frame
 from queerbench.tasks.scm.dataset import scm_splits, select_rows
 from queerbench.tasks.scm.pipeline import constrained_scores
-from tests.scm_runs import option_logps, run_scm
+from tests.scm_runs import local_backend, option_logps, run_scm
 from tests.tiny_models import tiny_gpt2, tiny_llama
 
 
@@ -84,7 +84,7 @@ def test_constrained_scores_are_distributions_matching_direct_logprobs(chat_mode
     runner = TransformersRunner(chat_model)
     rows = scm_splits()["survey"]
     rows = pd.concat([rows[rows["task"] == "rating"].head(2), rows[rows["task"] == "selection"].head(1)])
-    scores = constrained_scores(runner_backend(runner, batch_size=3), rows)
+    scores = constrained_scores(local_backend(runner, batch_size=3), rows)
     assert len(scores) == 3
     for probs in scores["probs"]:
         assert math.isclose(sum(probs), 1.0, rel_tol=1e-6) and all(p > 0 for p in probs)
@@ -129,6 +129,49 @@ def test_run_scm_writes_all_outputs_and_rerun_is_free(chat_model, tmp_path) -> N
     again = run_scm(out, model=chat_model, settings=settings, limit=6, mapper_factory=_FakeMapper, log=lambda m: None)
     assert again["run"]["calls"] == 0 and again["run"]["cached"] == 12
     assert analyze(parse_frame(frame), mapper=_FakeMapper())["n_responses"] == 12
+
+
+def test_the_option_scores_are_asked_of_the_backend_the_run_opened_in_the_plans_batch_size(
+    chat_model, tmp_path, monkeypatch
+) -> None:
+    """A local run's constrained scoring asks ``loglikelihood`` of the very backend whose runner answered its
+    ``generate`` requests (one model, opened once, through the seam), ``batch_size`` rows per forward pass as the
+    run's ``--batch-size`` says; the backend is closed when the run that opened it ends."""
+    import queerbench.models.backends as backends
+    from queerbench.models.backends.causal import CausalBackend
+
+    opened: list[Any] = []
+    asked: list[tuple[Any, int, int]] = []
+    closed: list[Any] = []
+    real_open, real_ll, real_close = backends.open_backend, CausalBackend.loglikelihood, CausalBackend.close
+
+    def spy_open(*args: Any, **kwargs: Any) -> Any:
+        opened.append(real_open(*args, **kwargs))
+        return opened[-1]
+
+    def spy_ll(self: CausalBackend, requests: Any, tick: Any = None) -> Any:
+        asked.append((self, self.batch_size, len(requests)))
+        return real_ll(self, requests, tick)
+
+    def spy_close(self: CausalBackend) -> None:
+        closed.append(self)
+        real_close(self)
+
+    monkeypatch.setattr(backends, "open_backend", spy_open)
+    monkeypatch.setattr(CausalBackend, "loglikelihood", spy_ll)
+    monkeypatch.setattr(CausalBackend, "close", spy_close)
+    res = run_scm(
+        tmp_path / "out",
+        model=chat_model,
+        settings=GenerationSettings(max_new_tokens=4, batch_size=3),
+        limit=6,
+        mapper_factory=_FakeMapper,
+        log=lambda m: None,
+    )
+    assert res["run"]["constrained"] and len(opened) == 1
+    assert asked and all(backend is opened[0] and size == 3 for backend, size, _ in asked)
+    assert opened[0].generator().fingerprint() == res["run"]["fingerprint"]  # the replies' model: scored the same
+    assert closed == opened
 
 
 def test_option_scores_do_not_depend_on_batch_padding_with_absolute_positions(tmp_path) -> None:
@@ -191,7 +234,7 @@ def test_a_prompt_longer_than_the_models_positions_is_one_line_naming_both_fixes
     runner.model.config.max_position_embeddings = 64  # the survey prompts are longer
     plan = ScmPlan(survey=GenerationSettings(), story=GenerationSettings(), limit=2)
     with pytest.raises(RequestFailedError) as caught:
-        plan._constrained_scores(runner, tmp_path, lambda m: None)
+        plan._constrained_scores(local_backend(runner), tmp_path, lambda m: None)
     message = str(caught.value)
     assert "\n" not in message and "takes at most 64 tokens" in message and "--no-constrained" in message
     assert not (tmp_path / "scores.parquet").exists()

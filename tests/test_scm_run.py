@@ -10,14 +10,13 @@ import pandas as pd
 import pytest
 
 from queerbench.cli import main
-from queerbench.models.backends import runner_backend
 from queerbench.models.requests import GENERATE, LOGLIKELIHOOD, LoglikelihoodResult, UnsupportedRequestError
 from queerbench.tasks.scm.constrained import _content_free_prompt, constrained_scores
 from queerbench.tasks.scm.data import load_groups, paper_decoding
 from queerbench.tasks.scm.dataset import scm_splits, select_rows, shuffled_selection_rows
 from queerbench.tasks.scm.pipeline import resolve_settings
 from queerbench.tasks.scm.pipeline import truncated as _truncated
-from tests.scm_runs import option_logps, run_scm
+from tests.scm_runs import local_backend, option_logps, run_scm
 from tests.tiny_models import tiny_llama
 
 GROUPS = {g.id for g in load_groups()}
@@ -200,7 +199,7 @@ def test_calibrated_scores_equal_direct_content_free_difference(chat_model) -> N
     runner = TransformersRunner(chat_model)
     rows = scm_splits()["survey"]
     row = rows[rows["task"] == "rating"].head(1)
-    got = constrained_scores(runner_backend(runner, batch_size=8), row, method="calibrated").iloc[0]
+    got = constrained_scores(local_backend(runner, batch_size=8), row, method="calibrated").iloc[0]
     rec = row.iloc[0].to_dict()
     cf = _content_free_prompt(rec)
     assert "N/A" in cf and rec["term"] in cf and cf != rec["prompt"]
@@ -224,21 +223,12 @@ def test_cli_rejects_bad_decoding_flags_before_loading(tmp_path, capsys) -> None
 
 
 def test_endpoint_run_sends_the_papers_gpt_decoding_extra_body_and_system_prompt(tmp_path, monkeypatch) -> None:
-    from queerbench.models.generation import load_runner
     from tests.openai_server import FakeOpenAI
 
     monkeypatch.setenv("QB_SCM_KEY", "sk-scm-test")
     safety = {"safety_settings": [{"category": "HARM_CATEGORY_HARASSMENT", "threshold": "BLOCK_NONE"}]}
     survey, story, prov = resolve_settings("gpt-3.5-turbo", survey_samples=1, story_samples=2)
     with FakeOpenAI(by_prompt={"Tell me a story": ["length"] * 10}) as server:
-        runner = load_runner(
-            "gpt-3.5-turbo",
-            server.url,
-            api_key_env="QB_SCM_KEY",
-            concurrency=2,
-            system_prompt="You answer surveys.",
-            extra_body=safety,
-        )
         res = run_scm(
             tmp_path / "gpt",
             endpoint=server.url,
@@ -247,7 +237,8 @@ def test_endpoint_run_sends_the_papers_gpt_decoding_extra_body_and_system_prompt
             story_settings=story,
             provenance=prov,
             limit=7,
-            runner=runner,
+            api_key_env="QB_SCM_KEY",
+            concurrency=2,
             mapper_factory=_FakeMapper,
             system_prompt="You answer surveys.",
             extra_body=safety,

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from queerbench.models.generation import load_runner
 from queerbench.tasks.scm.pipeline import resolve_settings
 from tests.openai_server import FakeOpenAI
 from tests.scm_runs import run_scm
@@ -41,7 +40,6 @@ def test_a_slow_survey_prompt_does_not_hold_up_the_stories(tmp_path: Path, monke
 
     survey, story, prov = resolve_settings("served", survey_samples=1, story_samples=1)
     with FakeOpenAI(latency=latency) as server:
-        runner = load_runner("served", server.url, concurrency=2, requests_per_minute=None)
         res = run_scm(
             tmp_path / "scm",
             endpoint=server.url,
@@ -50,7 +48,8 @@ def test_a_slow_survey_prompt_does_not_hold_up_the_stories(tmp_path: Path, monke
             story_settings=story,
             provenance=prov,
             limit=7,
-            runner=runner,
+            concurrency=2,
+            requests_per_minute=None,
             mapper_factory=_FakeMapper,
             log=lambda m: None,
         )

@@ -51,12 +51,14 @@ def run(task_name: str, flags: dict[str, Any]) -> int:
     )
     check_probe_folder(task, out)  # a file, or a folder of something else: refused before any model loads
     with folder_lock(out, f"{task.name} run"):  # one writer per folder, from before the model loads to the report
-        runner = open_probe_model(plan, **model)  # checked before anything runs: URL, API key rule, model files
+        backend = open_probe_model(plan, **model)  # checked before anything runs: URL, API key rule, model files
         try:
-            res = run_probes(task, out, plan, runner=runner)
+            res = run_probes(task, out, plan, backend=backend)
         except RunAbortedError as exc:
             print(f"queerbench: error: {exc}", file=sys.stderr)
             return 1
+        finally:
+            backend.close()
     files = probe_files(task)
     meta = res["run"]
     failed = len(meta["failed_prompts"])

@@ -24,7 +24,8 @@ from typing import Any
 from queerbench.base.files import atomic_path, read_json_object, read_parquet, write_json
 from queerbench.base.lock import folder_lock
 from queerbench.base.signature import format_signature, short_hash
-from queerbench.models.generation import ResponseCache, Runner
+from queerbench.models.backends import GenerateBackend
+from queerbench.models.generation import ResponseCache
 from queerbench.models.generation.collect import collect_groups
 from queerbench.models.generation.failures import describe_failures, failed_prompts
 from queerbench.models.generation.settings import (
@@ -70,10 +71,12 @@ def check_model_settings(
     requests_per_minute: float | None = DEFAULT_REQUESTS_PER_MINUTE,
     concurrency: int = DEFAULT_CONCURRENCY,
     request_timeout: float | None = None,
+    batch_size: int | None = None,
 ) -> ModelSpec:
     """The model flags checked before anything else (one line each) and how the model runs: an endpoint needs the
-    name of the model it serves; the device, dtype, device map, rate, requests in flight and timeout are a
-    :class:`~queerbench.models.spec.ModelSpec`'s (``request_timeout`` None: the default)."""
+    name of the model it serves; the device, dtype, device map, rate, requests in flight, timeout and batch size are
+    a :class:`~queerbench.models.spec.ModelSpec`'s (``request_timeout`` None: the default; ``batch_size`` None: the
+    spec's)."""
     if endpoint and not model:
         raise ValueError("--endpoint needs --model NAME (the model the endpoint serves)")
     return ModelSpec.from_flags(
@@ -84,7 +87,12 @@ def check_model_settings(
         concurrency=concurrency,
         requests_per_minute=requests_per_minute,
         request_timeout=request_timeout,
+        **({"batch_size": batch_size} if batch_size is not None else {}),
     )
+
+
+_OTHER_CHOICE = "`queerbench run` asks such a model for the words of a blank; here give"
+"""What the refusal of a model that cannot generate suggests: a probes command has no --method to change."""
 
 
 def open_probe_model(
@@ -95,31 +103,42 @@ def open_probe_model(
     api_key_env: str = "OPENAI_API_KEY",
     log: Callable[[str], None] = _stderr,
     **settings: Any,
-) -> Runner:
-    """The model a plan's requests go to: a local model (the embedded SmolLM2-135M-Instruct when neither ``model``
-    nor ``endpoint`` is given), or an OpenAI-compatible ``endpoint`` serving ``model``; run as ``settings`` say
-    (:func:`check_model_settings`: device, dtype, device map, requests per minute, concurrency, request timeout),
-    with the plan's generator options. It is opened as every run opens its model, as the backend that answers
-    ``generate`` requests (:func:`~queerbench.models.backends.open_backend`), whose runner is returned. Checked
-    before it loads: the settings, the URL, the API key rule, a missing folder, a model that cannot generate (a
-    masked LM given as ``model``)."""
-    from queerbench.models.backends import GenerateBackend, open_backend
+) -> GenerateBackend:
+    """The model a plan's requests go to, as every run opens its model: the backend that answers ``generate``
+    requests (:func:`~queerbench.models.backends.open_backend`) of a local model (the embedded
+    SmolLM2-135M-Instruct when neither ``model`` nor ``endpoint`` is given) or of an OpenAI-compatible ``endpoint``
+    serving ``model``; run as ``settings`` say (:func:`check_model_settings`: device, dtype, device map, requests
+    per minute, concurrency, request timeout), with the plan's generator options (its system prompt, an endpoint's
+    extra body, and the batch size of the requests the plan asks besides its ``generate`` groups, e.g. a local
+    model's option scores). Checked before it loads: the settings, the URL, the API key rule, a missing folder, a
+    model that cannot generate (a masked LM given as ``model``)."""
+    from queerbench.models.backends import open_backend
     from queerbench.models.registry import model_ref
 
-    spec = check_model_settings(model=model, endpoint=endpoint, **settings)
     options = dict(plan.generator_options())
     system_prompt = options.pop("system_prompt", None)  # as given: an empty one is a system turn too
+    batch_size = options.pop("batch_size", None)
+    spec = check_model_settings(model=model, endpoint=endpoint, batch_size=batch_size, **settings)
     options = {k: v for k, v in options.items() if v is not None and v != {}}  # unset (e.g. --extra-body '{}')
     if endpoint:
         options["api_key_env"] = api_key_env
     ref = model_ref(model, endpoint, check_paths=False)  # the loader says what is missing
     if not endpoint:
         log(f"loading {model or 'the embedded SmolLM2-135M-Instruct'} …")
-    backend = open_backend(ref, GENERATE, spec, log=log, announce=False, system_prompt=system_prompt, **options)
+    backend = open_backend(
+        ref,
+        GENERATE,
+        spec,
+        log=log,
+        announce=False,
+        system_prompt=system_prompt,
+        other_choice=_OTHER_CHOICE,
+        **options,
+    )
     if not isinstance(backend, GenerateBackend):  # every model that answers generate does so through a runner
         backend.close()
         raise TypeError(f"{backend.name}: its generate requests are not answered by a generation runner")
-    return backend.generator()
+    return backend
 
 
 def run_probes(
@@ -127,66 +146,91 @@ def run_probes(
     out: str | Path,
     plan: ProbePlan,
     *,
-    runner: Runner | None = None,
+    backend: GenerateBackend | None = None,
     cache_path: str | Path | None = None,
     log: Callable[[str], None] = _stderr,
     **model: Any,
 ) -> dict[str, Any]:
     """Run ``plan`` of ``task`` into ``out`` and return its result (the record as written).
 
-    ``runner`` is the model (else opened by :func:`open_probe_model` with ``model``'s settings once the folder is
-    held). Replies live in the task's reply cache in ``out`` (or ``cache_path``: ``queerbench eval`` shares one
-    cache among its runs) as they arrive. The folder is checked before anything loads and again once the model is
-    known, so another model's run is never overwritten.
+    ``backend`` is the model (:func:`open_probe_model`'s; else opened by it with ``model``'s settings once the
+    folder is held, and closed when the run ends). The plan's ``generate`` requests go to its runner; the plan reads
+    the replies with the backend at hand (:meth:`~queerbench.tasks.probes.ProbePlan.analyze`: a task that also
+    scores options asks it ``loglikelihood`` requests). Replies live in the task's reply cache in ``out`` (or
+    ``cache_path``: ``queerbench eval`` shares one cache among its runs) as they arrive. The folder is checked
+    before anything loads and again once the model is known, so another model's run is never overwritten.
     """
     out = Path(out)
-    files = probe_files(task)
-    check_probe_folder(task, out, runner.name if runner is not None else None)
+    check_probe_folder(task, out, backend.generator().name if backend is not None else None)
     with folder_lock(out, f"{task.name} run"):  # one writer per folder (a command holding it already enters again)
-        if runner is None:
-            runner = open_probe_model(plan, log=log, **model)
-        # the model is known now: another model's run, or a changed local model folder, is refused; else claimed
-        fingerprint = runner.fingerprint()
-        claimed = claim_probe_folder(task, out, runner.name, _weights(fingerprint), fingerprint.get("base_url"))
-        t0 = time.perf_counter()
-        replies_path = Path(cache_path) if cache_path is not None else out / files.cache
-        before = added = 0
+        if backend is not None:
+            return _run_locked(task, out, plan, backend, cache_path, log)
         try:
-            cache = ResponseCache(replies_path)
-            try:
-                before = cache.count()  # an eval's parts share one cache: only the replies added are this run's
-                log(plan.describe())
-                got = collect_groups(runner, plan.request_groups(), cache, desc=f"{task.name} replies")
-            finally:
-                added = cache.count() - before
-                cache.close()
-        except BaseException as exc:
-            # a start that saved nothing leaves nothing behind
-            removed = unclaim_probe_folder(task, out, claimed, saved=added > 0)
-            if isinstance(exc, KeyboardInterrupt):
-                raise _interruption(out, replies_path, removed) from None
-            raise
-        replies = plan.merge_replies(got)
-        failures = failed_prompts(replies)
-        if failures:  # every other prompt was asked and its reply saved: a rerun asks only these
-            log(describe_failures(failures, len(replies)))
-        t1 = time.perf_counter()
+            opened = open_probe_model(plan, log=log, **model)
+        except KeyboardInterrupt:  # nothing asked yet: the folder is as it was
+            raise RunInterrupted(
+                f"interrupted while the model was opened: nothing was asked, {out} is as it was; rerun the same "
+                "command to start"
+            ) from None
         try:
-            analysis = plan.analyze(replies, runner, out, log)
-        except KeyboardInterrupt:  # every reply is saved: a rerun reads them again
-            raise _interruption(out, replies_path, removed=False) from None
-        timings = {"generate_s": t1 - t0, "analyze_s": time.perf_counter() - t1}
-        stored = analysis.replies
-        meta = {
-            "model": runner.name,
-            "fingerprint": fingerprint,
-            **analysis.meta,
-            "cached": int(stored["cached"].sum()),
-            "calls": int((~stored["cached"]).sum()),
-            "failed_prompts": [dataclasses.asdict(f) for f in failures],
-            "versions": _versions(files.versions),
-        }
-        return _write(task, plan, out, analysis, meta, timings, reanalysed=False)
+            return _run_locked(task, out, plan, opened, cache_path, log)
+        finally:
+            opened.close()
+
+
+def _run_locked(
+    task: Task,
+    out: Path,
+    plan: ProbePlan,
+    backend: GenerateBackend,
+    cache_path: str | Path | None,
+    log: Callable[[str], None],
+) -> dict[str, Any]:
+    """:func:`run_probes` once the folder is held and the model open."""
+    files = probe_files(task)
+    runner = backend.generator()
+    # the model is known now: another model's run, or a changed local model folder, is refused; else claimed
+    fingerprint = runner.fingerprint()
+    claimed = claim_probe_folder(task, out, runner.name, _weights(fingerprint), fingerprint.get("base_url"))
+    t0 = time.perf_counter()
+    replies_path = Path(cache_path) if cache_path is not None else out / files.cache
+    before = added = 0
+    try:
+        cache = ResponseCache(replies_path)
+        try:
+            before = cache.count()  # an eval's parts share one cache: only the replies added are this run's
+            log(plan.describe())
+            got = collect_groups(runner, plan.request_groups(), cache, desc=f"{task.name} replies")
+        finally:
+            added = cache.count() - before
+            cache.close()
+    except BaseException as exc:
+        # a start that saved nothing leaves nothing behind
+        removed = unclaim_probe_folder(task, out, claimed, saved=added > 0)
+        if isinstance(exc, KeyboardInterrupt):
+            raise _interruption(out, replies_path, removed) from None
+        raise
+    replies = plan.merge_replies(got)
+    failures = failed_prompts(replies)
+    if failures:  # every other prompt was asked and its reply saved: a rerun asks only these
+        log(describe_failures(failures, len(replies)))
+    t1 = time.perf_counter()
+    try:
+        analysis = plan.analyze(replies, backend, out, log)
+    except KeyboardInterrupt:  # every reply is saved: a rerun reads them again
+        raise _interruption(out, replies_path, removed=False) from None
+    timings = {"generate_s": t1 - t0, "analyze_s": time.perf_counter() - t1}
+    stored = analysis.replies
+    meta = {
+        "model": runner.name,
+        "fingerprint": fingerprint,
+        **analysis.meta,
+        "cached": int(stored["cached"].sum()),
+        "calls": int((~stored["cached"]).sum()),
+        "failed_prompts": [dataclasses.asdict(f) for f in failures],
+        "versions": _versions(files.versions),
+    }
+    return _write(task, plan, out, analysis, meta, timings, reanalysed=False)
 
 
 def _interruption(out: Path, cache: Path, removed: bool) -> RunInterrupted:

@@ -20,7 +20,8 @@ import pandas as pd
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from queerbench.models.generation import GenerationSettings, Runner
+    from queerbench.models.backends import GenerateBackend
+    from queerbench.models.generation import GenerationSettings
 
 __all__ = ["ProbeAnalysis", "ProbeFiles", "ProbePlan"]
 
@@ -69,7 +70,9 @@ class ProbePlan(Protocol):
     """A ``probes`` task's run, resolved from the user's settings (every value checked)."""
 
     def generator_options(self) -> dict[str, Any]:
-        """Options of the generator the model is opened as (e.g. a system prompt, an endpoint's extra body)."""
+        """Options of the generator the model is opened as: a ``system_prompt``, an endpoint's ``extra_body``, and
+        the ``batch_size`` of requests the plan asks besides its ``generate`` groups (a local model's option
+        scores); a value left out or None is the runner's default."""
         ...
 
     def request_groups(self) -> list[tuple[pd.DataFrame, GenerationSettings]]:
@@ -85,9 +88,12 @@ class ProbePlan(Protocol):
         """The replies of each group (in :meth:`request_groups`' order) as one frame of the plan's own shape."""
         ...
 
-    def analyze(self, replies: pd.DataFrame, runner: Runner, out: Path, log: Callable[[str], None]) -> ProbeAnalysis:
-        """Read the replies (parse, score, aggregate); ``runner`` is the model, for tasks that also score options
-        with it; ``out`` the run folder, for files of the plan's own that a rerun reuses."""
+    def analyze(
+        self, replies: pd.DataFrame, backend: GenerateBackend, out: Path, log: Callable[[str], None]
+    ) -> ProbeAnalysis:
+        """Read the replies (parse, score, aggregate); ``backend`` is the model the replies came from, for tasks that
+        also ask it other requests (e.g. ``loglikelihood`` of answer options); ``out`` the run folder, for files of
+        the plan's own that a rerun reuses."""
         ...
 
     def reanalyze(self, replies: pd.DataFrame, record: dict[str, Any], out: Path) -> ProbeAnalysis:

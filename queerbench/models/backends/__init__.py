@@ -14,7 +14,6 @@ for the request type a task asks:
 A backend that answers ``generate`` through a generation-layer runner (:class:`GenerateBackend`: a local causal LM,
 an endpoint) hands out that runner (``generator()``) and keeps its replies in a reply cache when it is given one
 (``open_backend(..., reply_cache=)``): a request it holds is not asked again.
-:func:`runner_backend` answers requests on a generator that is already open (a probes run's local model).
 :func:`backend_request_types` says what a model answers from its configuration alone, and
 :func:`check_request_type` refuses, in one line and before any weight loads, a request type its kind cannot answer.
 """
@@ -46,7 +45,6 @@ __all__ = [
     "backend_request_types",
     "check_request_type",
     "open_backend",
-    "runner_backend",
 ]
 
 REQUEST_TYPES_OF_KIND: dict[str, frozenset[str]] = {
@@ -60,10 +58,10 @@ one line, and no method asks one of it (``mlm``, which does, is refused for a ca
 
 
 @runtime_checkable
-class GenerateBackend(Protocol):
+class GenerateBackend(Backend, Protocol):
     """A backend that answers ``generate`` through a generation-layer runner (a local causal LM, a chat endpoint):
-    the runner itself (:meth:`generator`, what a reply cache keys replies by and an endpoint streams through) and
-    where its replies are kept (``reply_cache``, None: not kept)."""
+    the runner itself (:meth:`generator`, what a reply cache keys replies by, by its fingerprint, and an endpoint
+    streams through) and where its replies are kept (``reply_cache``, None: not kept)."""
 
     reply_cache: ResponseCache | None
 
@@ -94,9 +92,15 @@ def _shown(ref: ModelRef) -> str:
     return f"{ref.name} at {redact_url(ref.endpoint)}" if ref.endpoint else ref.name
 
 
-def check_request_type(ref: ModelRef, request_type: str) -> None:
+_OTHER_CHOICE = "choose a task or --method that asks for those"
+"""What a refusal suggests besides another model, unless the caller knows better (a command without ``--method``)."""
+
+
+def check_request_type(ref: ModelRef, request_type: str, *, other_choice: str = _OTHER_CHOICE) -> None:
     """A one-line :class:`UnsupportedRequestError` unless ``ref``'s kind answers ``request_type`` (read from the
-    configuration: nothing loads); a one-line ``ValueError`` for a request type that does not exist."""
+    configuration: nothing loads); a one-line ``ValueError`` for a request type that does not exist.
+    ``other_choice`` is what the message suggests besides another model (the command's own way to ask for the
+    request types the model answers)."""
     if request_type not in REQUEST_TYPES:
         raise ValueError(f"unknown request type {request_type!r}; the request types are {', '.join(REQUEST_TYPES)}")
     answers = backend_request_types(ref)
@@ -107,8 +111,8 @@ def check_request_type(ref: ModelRef, request_type: str) -> None:
     what = _KIND_NAMES.get(kind, "a model without a language-model head")
     what = what if kind == "endpoint" else f"{what} ({architecture})"
     raise UnsupportedRequestError(
-        f"--model {_shown(ref)} is {what} and cannot answer {request_type} requests; it answers {said}: choose a "
-        f"task or --method that asks for those, or a model that answers {request_type}: {_WHO_ANSWERS[request_type]}"
+        f"--model {_shown(ref)} is {what} and cannot answer {request_type} requests; it answers {said}: "
+        f"{other_choice}, or a model that answers {request_type}: {_WHO_ANSWERS[request_type]}"
     )
 
 
@@ -123,6 +127,7 @@ def open_backend(
     reply_cache: ResponseCache | None = None,
     announce: bool = True,
     system_prompt: str | None = None,
+    other_choice: str = _OTHER_CHOICE,
     **endpoint_options: Any,
 ) -> Backend:
     """The backend of ``ref`` for a task that asks ``request_type`` requests (checked first, before anything loads:
@@ -144,9 +149,10 @@ def open_backend(
     run that stopped asks only the requests whose replies are not saved. ``announce``: log which backend answers, on
     which device (a caller that reports its model itself passes False). ``system_prompt``: the system turn before
     every prompt of a model that answers ``generate`` (a local causal LM or an endpoint; None: none), part of its
-    runner's fingerprint and so of every reply's cache key.
+    runner's fingerprint and so of every reply's cache key. ``other_choice``: what a refusal of ``request_type``
+    suggests besides another model (:func:`check_request_type`).
     """
-    check_request_type(ref, request_type)
+    check_request_type(ref, request_type, other_choice=other_choice)
     spec = spec if spec is not None else ModelSpec()
     spec.check_endpoint(ref.endpoint)
     kind = ref.kind()
@@ -217,19 +223,3 @@ def open_backend(
         f"{backend.name}: {meta['backend']} backend on {meta['device']} ({meta['dtype'] or 'served'}) for {request_type}"
     )
     return backend
-
-
-def runner_backend(runner: Any, *, batch_size: int, log: Callable[[str], None] = print) -> Backend | None:
-    """The request backend of a generator a run has open already: a local causal LM's runner as its
-    :class:`~queerbench.models.backends.causal.CausalBackend` (``fill_mask``, ``loglikelihood`` and ``generate`` on the weights
-    loaded, ``batch_size`` rows per forward pass), None for an endpoint's runner (it answers the run's ``generate``
-    requests itself, and no chat-formatted ``loglikelihood``)."""
-    from queerbench.models.generation.local import TransformersRunner
-
-    if not isinstance(runner, TransformersRunner):
-        return None
-    from queerbench.models.backends.causal import CausalBackend
-
-    ref = ModelRef(runner.model_id, revision=runner.revision)
-    dtype = str(runner.model.dtype).removeprefix("torch.")
-    return CausalBackend(runner, ref, dtype=dtype, batch_size=batch_size, log=log)

@@ -18,8 +18,8 @@ from typing import Any
 import pandas as pd
 
 from queerbench.base.files import atomic_path, read_parquet
-from queerbench.models.backends import RequestFailedError, runner_backend
-from queerbench.models.generation import GenerationSettings, Runner
+from queerbench.models.backends import GenerateBackend, RequestFailedError
+from queerbench.models.generation import GenerationSettings
 from queerbench.tasks.base import MetricSpec
 from queerbench.tasks.probes import ProbeAnalysis
 from queerbench.tasks.scm.analysis import (
@@ -52,7 +52,8 @@ PARSE_COLUMNS = ("rating", "selected", "keywords", "parsed", "refusal", "refusal
 class ScmPlan:
     """One SCM run's settings, checked and resolved: survey and story decoding with their provenance, the prompts
     per split (``limit``), constrained scoring, the selection order, the refusal rule, the system prompt and an
-    endpoint's extra body, and the axis mapper's factory (its flags checked already)."""
+    endpoint's extra body, and the axis mapper's factory (its flags checked already). An endpoint's run
+    (``endpoint``) scores no option: a completions route scores no reply to a chat prompt, so its replies are read."""
 
     survey: GenerationSettings
     story: GenerationSettings
@@ -67,10 +68,16 @@ class ScmPlan:
     mapper_factory: Callable[[], Any] | None = None
     metrics: tuple[MetricSpec, ...] = ()
     """The task's declared metrics, each a rating block and its axis (``rating_free.Warmth``): the result record's."""
+    endpoint: bool = False
 
     def generator_options(self) -> dict[str, Any]:
-        """The system prompt before every prompt and the JSON merged into every endpoint request."""
-        return {"system_prompt": self.system_prompt, "extra_body": self.extra_body}
+        """The system prompt before every prompt, the JSON merged into every endpoint request, and the rows per
+        forward pass of a local model's option scoring (the survey's batch size)."""
+        return {
+            "system_prompt": self.system_prompt,
+            "extra_body": self.extra_body,
+            "batch_size": self.survey.batch_size,
+        }
 
     def rows(self) -> dict[str, pd.DataFrame]:
         """The prompts asked: at most ``limit`` per split, spread over groups and axes."""
@@ -123,16 +130,18 @@ class ScmPlan:
             frames.append(got.assign(truncated=flags))
         return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
-    def _constrained_scores(self, runner: Runner, out: Path, log: Callable[[str], None]) -> pd.DataFrame | None:
-        """A local model's option scores for the rating and selection prompts (:mod:`.constrained`), reused from
-        ``out/scores.parquet`` when the same weights were scored the same way."""
-        backend = runner_backend(runner, batch_size=self.survey.batch_size, log=log) if self.constrained else None
-        if backend is None:  # an endpoint: its replies are read, no option is scored
+    def _constrained_scores(
+        self, backend: GenerateBackend, out: Path, log: Callable[[str], None]
+    ) -> pd.DataFrame | None:
+        """A local model's option scores for the rating and selection prompts (:mod:`.constrained`), asked as
+        ``loglikelihood`` requests of its backend and reused from ``out/scores.parquet`` when the same weights
+        (the fingerprint its replies are cached under) were scored the same way."""
+        if not self.constrained or self.endpoint:  # an endpoint: its replies are read, no option is scored
             return None
         score_rows = self.rows()["survey"]
         if self.shuffle_selection:
             score_rows = shuffled_selection_rows(score_rows, self.survey.samples, self.survey.seed)
-        fp = json.dumps(runner.fingerprint(), sort_keys=True)
+        fp = json.dumps(backend.generator().fingerprint(), sort_keys=True)
         spath = out / SCORES_FILE
         old = read_parquet(spath) if spath.exists() else None  # corrupt: one line, delete it and rerun
         wanted = score_rows[score_rows["task"].isin(["rating", "selection"])]
@@ -154,10 +163,12 @@ class ScmPlan:
             scores.to_parquet(tmp, index=False)
         return scores
 
-    def analyze(self, replies: pd.DataFrame, runner: Runner, out: Path, log: Callable[[str], None]) -> ProbeAnalysis:
+    def analyze(
+        self, replies: pd.DataFrame, backend: GenerateBackend, out: Path, log: Callable[[str], None]
+    ) -> ProbeAnalysis:
         """Parse the replies, score a local model's options, map the story words onto the axes and aggregate."""
         parsed = parse_frame(replies, self.refusal_rule)
-        scores = self._constrained_scores(runner, out, log)
+        scores = self._constrained_scores(backend, out, log)
         res = _analysis(parsed, scores, self.mapper_factory, self.refusal_rule)
         fmt = sorted(set(parsed["prompt_format"]) - {""})
         meta = {
@@ -338,4 +349,5 @@ def scm_plan(
         extra_body=extra_body,
         mapper_factory=mapper_factory or make_mapper(embedder, threshold, api_key_env=api_key_env),
         metrics=tuple(metrics),
+        endpoint=endpoint,
     )
