@@ -698,3 +698,52 @@ def test_a_cache_that_cannot_be_shared_runs_every_row_whole(models: dict[str, Pa
         used = [c for c in backend.model.calls if c["past_key_values"] is not None]
         assert bool(used) == drop_rows and backend.metadata()["share_prefixes"] is drop_rows
     assert len(messages) == 1 and "cannot be shared" in messages[0] and "\n" not in messages[0]
+
+
+def test_a_causal_lm_opened_to_score_text_says_nothing_of_a_chat_template(models: dict[str, Path]) -> None:
+    """Opened for ``fill_mask`` or ``loglikelihood``, a causal LM without a chat template formats no prompt of its
+    own, so no note about one is shown (it would tell a scoring run that its prompts are fed as plain text); opened
+    for ``generate``, the note stays. Either way the backend's fingerprint is the weights' and its runner's weights
+    are the same files."""
+    import warnings
+
+    spec = ModelSpec(device="cpu")
+    ref = model_ref(str(models["gpt2"]))  # no chat template
+    for kind in ("fill_mask", "loglikelihood"):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            backend = open_backend(ref, kind, spec, log=quiet)
+        assert not [w for w in caught if "chat template" in str(w.message)], kind
+        assert backend.generator().weights == backend.fingerprint() == ref.fingerprint(loaded=True)  # type: ignore[attr-defined]
+        assert backend.metadata()["prompt_format"] == "plain"
+    with pytest.warns(UserWarning, match="no chat template"):
+        open_backend(ref, "generate", spec, log=quiet)
+
+
+def test_scored_opens_its_model_as_the_backend_that_answers_fill_mask(
+    models: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ``scored`` predictor asks its model through the seam: the backend ``open_backend`` gives for ``fill_mask``
+    (on weights already loaded too, the Space's), its fingerprint the run's."""
+    import queerbench.models.backends as backends_module
+    from queerbench.methods.scored.predictor import ScoredPredictor
+    from queerbench.models.registry import load_model
+
+    opened: list[tuple[str, object]] = []
+    real = backends_module.open_backend
+
+    def spy(ref: object, request_type: str, *args: object, **kwargs: object) -> object:
+        opened.append((request_type, real(ref, request_type, *args, **kwargs)))  # type: ignore[arg-type]
+        return opened[-1][1]
+
+    monkeypatch.setattr(backends_module, "open_backend", spy)
+    ref = model_ref(str(models["llama"]))
+    spec = ModelSpec(device="cpu", batch_size=3)
+    predictor = ScoredPredictor(str(models["llama"]), top_k=2, spec=spec, ref=ref)
+    assert [kind for kind, _ in opened] == ["fill_mask"] and predictor.backend is opened[0][1]
+    assert predictor.fingerprint == ref.fingerprint(loaded=True) and predictor.backend.batch_size == 3
+    loaded = load_model(ref, "causal_lm", device="cpu")
+    again = ScoredPredictor(str(models["llama"]), top_k=2, spec=spec, ref=ref, loaded=loaded)
+    assert again.backend is opened[1][1] and again.backend.model is loaded[0]
+    words = predictor.predict(["a"], ["The person is [MASK]."], lambda n: None)["tokens"]
+    assert words == again.predict(["a"], ["The person is [MASK]."], lambda n: None)["tokens"] and len(words[0]) == 2

@@ -44,29 +44,23 @@ class ScoredPredictor:
         loaded: tuple[Any, Any] | None = None,
         ref: ModelRef | None = None,
     ) -> None:
+        from queerbench.models.backends import open_backend
         from queerbench.models.backends.causal import CausalBackend
-        from queerbench.models.generation.local import TransformersRunner
-        from queerbench.models.registry import load_model, model_ref
+        from queerbench.models.registry import model_ref
+        from queerbench.models.requests import FILL_MASK
 
         self.model_id, self.top_k, self.batch_size = model, top_k, spec.batch_size
         ref = ref or model_ref(None if model == DEFAULT_MODEL else model, revision=revision)  # a run's: resolved once
-        lm, tokenizer = loaded or load_model(
-            ref, "causal_lm", device=spec.device, dtype=spec.dtype, device_map=spec.device_map
-        )
-        self.device_map = None if loaded else spec.device_map  # a loaded model was placed by whoever loaded it
-        # what was loaded: a Hub model's commit at --revision, else the files themselves
-        self.fingerprint = ref.fingerprint(loaded=True)
-        runner = TransformersRunner(
-            None if ref.is_embedded else ref.name,
-            dtype=spec.dtype,
-            revision=ref.revision,
-            device_map=self.device_map,
-            loaded=(lm, tokenizer),
-            weights=self.fingerprint,
-            prompts=False,  # scored formats no prompt
-        )
-        self.backend = CausalBackend(runner, ref, dtype=spec.dtype, batch_size=spec.batch_size, log=_quiet)
-        self.lm = self.backend.blank_filler()
+        # the model as tasks see it: the backend that answers top-k fill_mask requests (a causal LM's, loaded to
+        # score text; refused in one line before anything loads for a model that cannot)
+        backend = open_backend(ref, FILL_MASK, spec, loaded=loaded, log=_quiet, announce=False)
+        if not isinstance(backend, CausalBackend):  # a local reference that answers fill_mask top-k: a causal LM's
+            backend.close()
+            raise TypeError(f"{backend.name}: scored runs on a local causal LM, got {type(backend).__name__}")
+        self.backend = backend
+        self.device_map = backend.runner.device_map  # a loaded model was placed by whoever loaded it
+        self.fingerprint = backend.fingerprint()  # what was loaded: a Hub model's commit at --revision, else the files
+        self.lm = backend.blank_filler()
 
     @staticmethod
     def preflight(options: RunSettings) -> None:

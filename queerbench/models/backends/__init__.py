@@ -188,32 +188,7 @@ def open_backend(
         )
         backend = MaskedBackend(lm, ref, batch_size=spec.batch_size, log=log)
     else:
-        from queerbench.models.backends.causal import CausalBackend
-        from queerbench.models.generation.local import TransformersRunner
-        from queerbench.models.registry import open_generator
-
-        runner: Runner = (
-            TransformersRunner(
-                None if ref.is_embedded else ref.name,
-                dtype=spec.dtype,
-                revision=ref.revision,
-                loaded=loaded,
-                system_prompt=system_prompt,
-            )
-            if loaded is not None
-            else open_generator(
-                ref,
-                device=spec.device,  # resolved by the loader (the library's one device rule)
-                dtype=spec.dtype,
-                device_map=spec.device_map,
-                system_prompt=system_prompt,
-            )
-        )
-        if not isinstance(runner, TransformersRunner):  # a local reference opens a local runner
-            raise TypeError(f"{ref.name}: expected a local causal LM runner, got {type(runner).__name__}")
-        backend = CausalBackend(
-            runner, ref, dtype=spec.dtype, batch_size=spec.batch_size, share_prefixes=share_prefixes, log=log
-        )
+        backend = _causal_backend(ref, request_type, spec, loaded, system_prompt, share_prefixes, log)
     if reply_cache is not None and isinstance(backend, GenerateBackend):
         backend.reply_cache = reply_cache
     if not announce:
@@ -223,3 +198,57 @@ def open_backend(
         f"{backend.name}: {meta['backend']} backend on {meta['device']} ({meta['dtype'] or 'served'}) for {request_type}"
     )
     return backend
+
+
+def _causal_backend(
+    ref: ModelRef,
+    request_type: str,
+    spec: ModelSpec,
+    loaded: Any,
+    system_prompt: str | None,
+    share_prefixes: bool,
+    log: Callable[[str], None],
+) -> Backend:
+    """A local causal LM's backend. Opened for ``generate``, its runner is the one a generative run opens
+    (:func:`~queerbench.models.registry.open_generator`: the weights' fingerprint its replies are cached under, a
+    note when the model has no chat template). Opened to score text (``fill_mask``, ``loglikelihood``), the model is
+    loaded as such (:func:`~queerbench.models.registry.load_model`) and formats no prompt of its own, so it says
+    nothing of a chat template, and its files are fingerprinted once, for the backend and its runner alike."""
+    from queerbench.models.backends.causal import CausalBackend
+    from queerbench.models.generation.local import TransformersRunner
+    from queerbench.models.registry import load_model, open_generator
+
+    runner: Runner
+    if request_type != GENERATE:
+        model = loaded or load_model(ref, "causal_lm", device=spec.device, dtype=spec.dtype, device_map=spec.device_map)
+        runner = TransformersRunner(
+            None if ref.is_embedded else ref.name,
+            dtype=spec.dtype,
+            revision=ref.revision,
+            device_map=None if loaded is not None else spec.device_map,  # a loaded model was placed by its loader
+            loaded=model,
+            weights=ref.fingerprint(loaded=True),
+            system_prompt=system_prompt,
+            prompts=False,
+        )
+    elif loaded is not None:
+        runner = TransformersRunner(
+            None if ref.is_embedded else ref.name,
+            dtype=spec.dtype,
+            revision=ref.revision,
+            loaded=loaded,
+            system_prompt=system_prompt,
+        )
+    else:
+        runner = open_generator(
+            ref,
+            device=spec.device,  # resolved by the loader (the library's one device rule)
+            dtype=spec.dtype,
+            device_map=spec.device_map,
+            system_prompt=system_prompt,
+        )
+    if not isinstance(runner, TransformersRunner):  # a local reference opens a local runner
+        raise TypeError(f"{ref.name}: expected a local causal LM runner, got {type(runner).__name__}")
+    return CausalBackend(
+        runner, ref, dtype=spec.dtype, batch_size=spec.batch_size, share_prefixes=share_prefixes, log=log
+    )
