@@ -491,3 +491,53 @@ def test_no_module_outside_a_task_package_names_a_benchmark_method_group_or_scor
                     fix = "remove its entry" if n == 0 else f"lower its count to {n}"
                     problems.append(f"{module} names the {kind} {name!r} {n} time(s) now, {k} allowed: {fix}")
     assert problems == [], "\n".join(["against tests/data/layout_allowlist.json:", *problems])
+
+
+def _model_classes() -> set[str]:
+    """The runner and backend classes of ``models/``: what answers a model's requests (``…Runner``, ``…Backend``)."""
+    names: set[str] = set()
+    for name, path in MODULES.items():
+        if name.startswith("queerbench.models."):
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            names |= {
+                node.name
+                for node in ast.walk(tree)
+                if isinstance(node, ast.ClassDef) and node.name.endswith(("Runner", "Backend"))
+            }
+    return names
+
+
+def _constructions(source: str, classes: set[str]) -> list[tuple[int, str]]:
+    """``(line, class)`` of every call that makes one of ``classes`` (by name or as ``module.Class``)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call):
+            func = node.func
+            called = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+            if called in classes:
+                found.append((node.lineno, called))
+    return found
+
+
+def test_the_construction_finder_finds_calls_of_the_classes_and_only_those() -> None:
+    source = "a = CausalBackend(r, ref)\nb = generation.OpenAIChatRunner(url)\nc = CausalBackend\nd = Other(x)\n"
+    assert _constructions(source, {"CausalBackend", "OpenAIChatRunner"}) == [
+        (1, "CausalBackend"),
+        (2, "OpenAIChatRunner"),
+    ]
+    assert {"CausalBackend", "MaskedBackend", "EndpointBackend", "TransformersRunner", "CompletionsRunner"} <= (
+        _model_classes()
+    )
+
+
+def test_only_models_makes_a_runner_or_a_backend() -> None:
+    """Every method, run, task and command opens its model through the seam (``open_backend``, or the generation
+    layer's ``load_runner`` behind it): none builds a runner or a backend of its own."""
+    classes = _model_classes()
+    made = {
+        name: lines
+        for name, path in MODULES.items()
+        if not name.startswith("queerbench.models")
+        and (lines := _constructions(path.read_text(encoding="utf-8"), classes))
+    }
+    assert not made, f"modules outside models/ that build a runner or backend: {made}"

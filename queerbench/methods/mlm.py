@@ -49,21 +49,21 @@ class MaskedLMPredictor:
         mode: str | None = None,
         ref: ModelRef | None = None,
     ) -> None:
+        from queerbench.models.backends import open_backend
         from queerbench.models.backends.masked import MaskedBackend
-        from queerbench.models.registry import load_model, model_ref
+        from queerbench.models.registry import model_ref
+        from queerbench.models.requests import FILL_MASK
 
         self.config, self.top_k, self.batch_size = config, top_k, spec.batch_size
         self.mode = mode or _mode(config)  # the task's (given by a run's options, which looked it up once)
         ref = ref or model_ref(model, revision=revision, check_paths=lm is None)
-        self.lm = lm or load_model(
-            ref,
-            "masked_lm",
-            device=spec.device,
-            dtype=spec.dtype,
-            device_map=spec.device_map,
-            safetensors_only=spec.safetensors_only,
-        )
-        self.backend = MaskedBackend(self.lm, ref, batch_size=spec.batch_size)
+        # the model as tasks see it: the backend that answers fill_mask requests (on a masked LM already loaded too)
+        backend = open_backend(ref, FILL_MASK, spec, loaded=lm, announce=False)
+        if not isinstance(backend, MaskedBackend):  # a causal LM answers top-k fill_mask only: mlm needs a masked LM
+            backend.close()
+            raise TypeError(f"{backend.name}: mlm runs on a masked LM, got {type(backend).__name__}")
+        self.backend = backend
+        self.lm = backend.lm
         self.fingerprint = fingerprint
 
     @classmethod

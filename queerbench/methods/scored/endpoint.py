@@ -40,6 +40,7 @@ Both ask the same jobs under the same cache keys and give the same words.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
@@ -199,15 +200,26 @@ class EndpointScoredPredictor:
         owned = sorted({"concurrency", "requests_per_minute", "timeout"} & set(runner_options))
         if owned:
             raise ValueError(f"{', '.join(owned)}: pass them in spec=ModelSpec(...) (concurrency, rate, timeout)")
-        self.runner = CompletionsRunner(
-            endpoint,
-            model,
-            concurrency=spec.concurrency,
-            requests_per_minute=spec.requests_per_minute,
-            timeout=spec.request_timeout,
-            prompts_per_request=prompts_per_request,
+        from queerbench.models.backends import open_backend
+        from queerbench.models.backends.endpoint import EndpointBackend
+        from queerbench.models.registry import model_ref
+        from queerbench.models.requests import LOGLIKELIHOOD
+
+        # the model as tasks see it: the backend of the served model that answers loglikelihood requests (its
+        # completions route: the steps below are made of such calls), ``prompts_per_request`` prompts per request
+        backend = open_backend(
+            model_ref(model, endpoint),
+            LOGLIKELIHOOD,
+            dataclasses.replace(spec, batch_size=prompts_per_request),
+            log=log,
+            announce=False,
             **runner_options,
         )
+        if not isinstance(backend, EndpointBackend):
+            backend.close()
+            raise TypeError(f"{backend.name}: scored on an endpoint runs on its completions route")
+        self.backend = backend
+        self.runner = backend.completions_runner()
         self.runner.served = identify(self.runner)
         # the probe's replies go to a file of their own next to the reply cache, removed when the probe fails: a
         # refused server leaves no replies that would make the run folder look resumable
@@ -257,7 +269,8 @@ class EndpointScoredPredictor:
                 yield Rows([sid], {column: [value] for column, value in row.items()})
 
     def close(self) -> None:
-        """Nothing stays open between calls (the reply cache is opened per :meth:`stream` or :meth:`predict`)."""
+        """Close the backend (the reply cache is opened per :meth:`stream` or :meth:`predict` call only)."""
+        self.backend.close()
 
     def metadata(self) -> dict[str, Any]:
         """Method, endpoint and what the server reported, the probe's figures, the scoring settings."""
