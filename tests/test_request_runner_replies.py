@@ -97,3 +97,83 @@ def test_an_endpoints_generate_backend_and_the_instructed_predictor_import_no_to
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "False"
+
+
+def test_an_endpoints_replies_stream_across_parts_and_give_the_parts_results(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On an endpoint every item's ``generate`` requests go through one stream: with parts of 2 items, a first prompt
+    that takes 2 s holds up none of the others (asked part by part, the third item's prompt would wait for it), items
+    are saved as they finish, and the predictions and scores equal those of the same run asked part by part."""
+    import threading
+    import time
+
+    import queerbench.run.requests as requests_module
+
+    monkeypatch.setattr(requests_module, "PART_ITEMS", 2)
+    lock = threading.Lock()
+    arrivals: list[float] = []
+    slow_done: list[float] = []
+
+    def latency(body: dict) -> float:
+        with lock:
+            arrivals.append(time.monotonic())
+            first = len(arrivals) == 1
+        if first:  # the very first prompt takes 2 s
+            time.sleep(2.0)
+            slow_done.append(time.monotonic())
+        return 0.0
+
+    streamed, in_parts = tmp_path / "streamed", tmp_path / "parts"
+    with FakeOpenAI(answer="They", latency=latency) as server:
+        assert _run("--endpoint", server.url, "--concurrency", "2", "--out", str(streamed)) == 0
+        assert server.calls == 11
+    assert slow_done and len(arrivals) == 11
+    assert max(arrivals[1:]) < slow_done[0]  # every other prompt was asked while the slow one was still out
+
+    class NoStream:  # no backend streams: the items are asked part by part, as a local model's are
+        pass
+
+    monkeypatch.setattr(requests_module, "StreamingBackend", NoStream)
+    with FakeOpenAI(answer="They") as server:
+        assert _run("--endpoint", server.url, "--concurrency", "2", "--out", str(in_parts)) == 0
+    pd.testing.assert_frame_equal(
+        pd.read_parquet(streamed / "predictions.parquet"), pd.read_parquet(in_parts / "predictions.parquet")
+    )
+    got, want = (json.loads((d / "scores.json").read_text())["results"] for d in (streamed, in_parts))
+    assert got == want
+
+
+def test_ctrl_c_in_a_stream_saves_the_items_whose_replies_are_all_in(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Ctrl-C while an endpoint's replies stream in: the items answered so far are saved (not only their replies),
+    and the rerun asks only the requests whose replies are not kept."""
+    import queerbench.models.backends.endpoint as endpoint_module
+    from queerbench.models.generation.cache import ResponseCache
+
+    real = endpoint_module.EndpointBackend.stream_generate
+
+    def stopped(self: object, requests: object, tick: object = None):  # Ctrl-C after the fifth reply
+        for n, answer in enumerate(real(self, requests, tick), 1):  # type: ignore[arg-type]
+            yield answer
+            if n == 5:
+                raise KeyboardInterrupt
+
+    out, whole = tmp_path / "run", tmp_path / "whole"
+    with FakeOpenAI(answer="They") as server:
+        monkeypatch.setattr(endpoint_module.EndpointBackend, "stream_generate", stopped)
+        assert _run("--endpoint", server.url, "--concurrency", "1", "--out", str(out)) != 0
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("queerbench: interrupted: the results of 5 of 11 items are saved")
+        assert len(list((out / ".chunks").glob("chunk-*.parquet"))) == 1
+        monkeypatch.undo()
+        with ResponseCache(out / ".chunks" / "replies.sqlite") as cache:
+            kept = cache.count()
+        asked = server.calls
+        assert _run("--endpoint", server.url, "--out", str(out)) == 0
+        assert server.calls - asked == 11 - kept  # only the requests whose replies were not kept
+        assert _run("--endpoint", server.url, "--out", str(whole)) == 0
+    pd.testing.assert_frame_equal(
+        pd.read_parquet(out / "predictions.parquet"), pd.read_parquet(whole / "predictions.parquet")
+    )

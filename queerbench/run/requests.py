@@ -31,11 +31,11 @@ from queerbench.base.progress import progress_bar
 from queerbench.base.redact import redact_url
 from queerbench.base.signature import format_signature
 from queerbench.methods.registry import get_method, resolve_method
-from queerbench.models.backends import check_request_type, open_backend
+from queerbench.models.backends import StreamingBackend, check_request_type, open_backend
 from queerbench.models.generation.cache import ResponseCache
 from queerbench.models.generation.settings import DEFAULT_REQUESTS_PER_MINUTE
 from queerbench.models.registry import ModelRef, model_ref
-from queerbench.models.requests import GENERATE, Backend, Request, Result
+from queerbench.models.requests import GENERATE, Backend, Generate, Request, Result
 from queerbench.models.spec import ModelSpec
 from queerbench.reporting.metrics_report import write_metrics_report
 from queerbench.reporting.record import RunRecord, write_record
@@ -226,9 +226,19 @@ def _ask(backend: Backend, request_type: str, requests: list[Request], tick: Cal
     return results
 
 
+def _save_part(chunks: Path, first: int, rows: list[dict[str, Any]]) -> None:
+    """Save the results of ``rows`` (items from the one at position ``first`` of the run's items on) atomically."""
+    with atomic_path(chunks / f"chunk-{first:07d}-{first + len(rows):07d}.parquet") as tmp:
+        pd.DataFrame(rows).to_parquet(tmp, index=False)
+
+
 def _predict(run: RequestRun, backend: Backend, todo: pd.DataFrame, chunks: Path, log: Callable[[str], None]) -> int:
-    """Ask for the items of ``todo`` in parts of :data:`PART_ITEMS`, each part saved as it ends; returns how many."""
+    """Ask for the items of ``todo`` in parts of :data:`PART_ITEMS`, each part saved as it ends; returns how many.
+    A backend that streams ``generate`` replies (an endpoint: :class:`~queerbench.models.backends.StreamingBackend`)
+    is asked every item's requests in one stream instead (:func:`_predict_streamed`)."""
     chunks.mkdir(parents=True, exist_ok=True)
+    if run.request_type == GENERATE and isinstance(backend, StreamingBackend):
+        return _predict_streamed(run, backend, todo, chunks)
     records = cast("list[dict[str, Any]]", todo.to_dict("records"))
     n_requests = sum(len(run.task.requests(item, run.method)) for item in records)
     done = 0
@@ -243,10 +253,60 @@ def _predict(run: RequestRun, backend: Backend, todo: pd.DataFrame, chunks: Path
                 scored = run.task.score_item(item, results[at : at + len(reqs)], run.method)
                 rows.append({"id": item["id"], **scored})
                 at += len(reqs)
-            first = int(todo.index[start])
-            with atomic_path(chunks / f"chunk-{first:07d}-{first + len(part):07d}.parquet") as tmp:
-                pd.DataFrame(rows).to_parquet(tmp, index=False)
+            _save_part(chunks, int(todo.index[start]), rows)
             done += len(part)
+    return done
+
+
+def _predict_streamed(run: RequestRun, backend: StreamingBackend, todo: pd.DataFrame, chunks: Path) -> int:
+    """:func:`_predict` through one stream of every item's ``generate`` requests: each item is scored the moment its
+    last reply arrives, and the items done are saved every :data:`PART_ITEMS` (and when the stream stops, for
+    whatever reason), so that every slot stays busy across parts and a slow or retried request holds up nothing but
+    its own item. A part's file is named after its first item's position, which no earlier part of the run holds."""
+    records = cast("list[dict[str, Any]]", todo.to_dict("records"))
+    positions = [int(i) for i in todo.index]
+    asked = [run.task.requests(item, run.method) for item in records]
+    flat = [r for reqs in asked for r in reqs]
+    owner = [k for k, reqs in enumerate(asked) for _ in reqs]
+    starts = [0]
+    for reqs in asked:
+        starts.append(starts[-1] + len(reqs))
+    results: list[Result | None] = [None] * len(flat)
+    left = [len(reqs) for reqs in asked]
+    ready: list[int] = []
+    done = 0
+
+    def save() -> None:
+        nonlocal done
+        if ready:
+            ready.sort()
+            rows = [
+                {
+                    "id": records[k]["id"],
+                    **run.task.score_item(
+                        records[k], cast("list[Result]", results[starts[k] : starts[k + 1]]), run.method
+                    ),
+                }
+                for k in ready
+            ]
+            _save_part(chunks, positions[ready[0]], rows)
+            done += len(ready)
+            ready.clear()
+
+    with progress_bar(len(flat), f"{run.task.name} {run.request_type}", "req") as bar:
+        try:
+            for k in (k for k, reqs in enumerate(asked) if not reqs):  # an item with no request is done at once
+                ready.append(k)
+            for i, result in backend.stream_generate(cast("list[Generate]", flat), bar.update):
+                results[i] = result
+                k = owner[i]
+                left[k] -= 1
+                if not left[k]:
+                    ready.append(k)
+                    if len(ready) >= PART_ITEMS:
+                        save()
+        finally:
+            save()  # the items whose replies are all in, whatever stopped the stream
     return done
 
 

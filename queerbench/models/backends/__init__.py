@@ -20,7 +20,7 @@ an endpoint) hands out that runner (``generator()``) and keeps its replies in a 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from queerbench.base.redact import redact_url
@@ -34,6 +34,8 @@ from queerbench.models.requests import (
     LOGLIKELIHOOD,
     REQUEST_TYPES,
     Backend,
+    Generate,
+    GenerateResult,
     UnsupportedRequestError,
 )
 from queerbench.models.spec import ModelSpec
@@ -42,6 +44,7 @@ __all__ = [
     "REQUEST_TYPES_OF_KIND",
     "GenerateBackend",
     "RequestFailedError",
+    "StreamingBackend",
     "backend_request_types",
     "check_request_type",
     "open_backend",
@@ -67,6 +70,20 @@ class GenerateBackend(Backend, Protocol):
 
     def generator(self) -> Runner:
         """The runner that answers this backend's ``generate`` requests."""
+        ...
+
+
+@runtime_checkable
+class StreamingBackend(GenerateBackend, Protocol):
+    """A backend that answers ``generate`` requests through concurrent slots (an endpoint) and hands each reply out
+    as it arrives (:meth:`stream_generate`), so that a run keeps every slot busy across its parts and a slow or
+    retried request holds up nothing but itself; it needs a reply cache."""
+
+    def stream_generate(
+        self, requests: Sequence[Generate], tick: Callable[[int], None] | None = None
+    ) -> Iterator[tuple[int, GenerateResult]]:
+        """``(index, reply)`` of each of ``requests`` as it arrives; a request that got no reply raises one line
+        once every other was answered."""
         ...
 
 

@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from queerbench.base.http import DEFAULT_REQUESTS_PER_MINUTE
 from queerbench.base.redact import redact_url
 from queerbench.models.backends.common import RequestFailedError, check_batch_size, refuse_chat, split_context, ticker
-from queerbench.models.backends.generate import generate_with
+from queerbench.models.backends.generate import generate_with, stream_with
 from queerbench.models.generation.cache import ResponseCache
 from queerbench.models.generation.completions import CompletionsRunner, completion_job
 from queerbench.models.generation.endpoint import OpenAIChatRunner
@@ -166,6 +166,16 @@ class EndpointBackend:
     def generate(self, requests: Sequence[Generate], tick: Callable[[int], None] | None = None) -> list[GenerateResult]:
         """Chat replies (each with its request's decoding settings), ``concurrency`` requests in flight, in order."""
         return generate_with(self.chat_runner(), self.name, requests, 1, ticker(tick), self.reply_cache)
+
+    def stream_generate(
+        self, requests: Sequence[Generate], tick: Callable[[int], None] | None = None
+    ) -> Iterator[tuple[int, GenerateResult]]:
+        """``(index, reply)`` of each request as it arrives, ``concurrency`` requests in flight for the whole call
+        (:func:`~queerbench.models.backends.generate.stream_with`), through the reply cache, which it needs: a
+        reply handed out is already kept, so a caller may save what it made of it at any time."""
+        if self.reply_cache is None:
+            raise ValueError(f"{self.name}: streamed generate requests need a reply cache (open_backend(reply_cache=))")
+        return stream_with(self.chat_runner(), self.name, requests, ticker(tick), self.reply_cache)
 
     def loglikelihood(
         self, requests: Sequence[Loglikelihood], tick: Callable[[int], None] | None = None

@@ -6,7 +6,7 @@ Importing this module does not import torch, so an endpoint's backend needs none
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from queerbench.models.backends.common import RequestFailedError
@@ -16,7 +16,7 @@ from queerbench.models.requests import Generate, GenerateResult
 if TYPE_CHECKING:
     from queerbench.models.generation.cache import ResponseCache
 
-__all__ = ["generate_with"]
+__all__ = ["generate_with", "stream_with"]
 
 
 def generate_with(
@@ -96,3 +96,44 @@ def _cached_replies(
         )
     done(len(requests) - asked)
     return [GenerateResult(g["response"], (g["meta"] or {}).get("finish_reason") == "length") for g in got]
+
+
+def stream_with(
+    runner: Any,
+    name: str,
+    requests: Sequence[Generate],
+    done: Callable[[int], None],
+    cache: ResponseCache,
+) -> Iterator[tuple[int, GenerateResult]]:
+    """``(index, reply)`` of each of ``requests`` as it arrives, through the concurrent slots of an endpoint's
+    ``runner`` (:class:`~queerbench.models.generation.collect.StreamCollector`): a request the reply ``cache`` holds
+    comes out at once, each new reply is committed to it the moment it arrives, a request asked twice is asked once,
+    and a slow or retried request holds up nothing but itself. A request that got no reply raises
+    :class:`RequestFailedError` in one line once every other request was answered (:func:`generate_with`'s message:
+    a rerun asks only the failed ones); failures in a row (a dead server) stop at once, in one line."""
+    from queerbench.models.generation.collect import StreamCollector
+    from queerbench.models.generation.settings import RunAbortedError
+
+    collector = StreamCollector(runner, cache)
+    failed: list[tuple[int, str]] = []
+    try:
+        for i, request in enumerate(requests):
+            collector.ask(i, request)
+        for i, result in collector.results():
+            done(1)
+            if result["error"] is not None:
+                failed.append((i, str(result["error"])))
+                continue
+            truncated = (result["meta"] or {}).get("finish_reason") == "length"
+            yield i, GenerateResult(result["response"], truncated)
+    except RunAbortedError as exc:  # failures in a row (a dead server): one line; the replies so far are kept
+        raise RequestFailedError(str(exc)) from None
+    finally:
+        collector.close()
+    if failed:
+        first, error = min(failed)
+        raise RequestFailedError(
+            f"{name} gave no reply to {len(failed)} of {len(requests)} prompts (first: "
+            f"{requests[first].prompt[:60]!r}: {error[:200]}); every other reply is saved in {cache.path}: rerun the "
+            "same command to ask only these"
+        )
