@@ -16,8 +16,9 @@ from __future__ import annotations
 import argparse
 from collections import Counter
 
-from queerbench.models.backends import runner_backend
-from queerbench.models.generation import TransformersRunner
+from queerbench.models.backends import open_backend
+from queerbench.models.registry import model_ref
+from queerbench.models.spec import ModelSpec
 from queerbench.tasks.scm.dataset import scm_splits, shuffled_selection_rows
 from queerbench.tasks.scm.pipeline import SCORING_METHODS, constrained_scores
 
@@ -32,10 +33,10 @@ def main() -> None:
     rows = rows[rows["task"] == "selection"]
     if args.shuffle:
         rows = shuffled_selection_rows(rows, 1, seed=0)
-    runner = TransformersRunner(args.model)
-    backend = runner_backend(runner, batch_size=args.batch_size)
-    assert backend is not None  # a local model
-    print(f"{runner.name}: {len(rows)} selection prompts, list {'shuffled' if args.shuffle else 'in Table 1 order'}")
+    # the model as an SCM run opens it: the backend that answers its generate requests, asked for the options'
+    # loglikelihood in the run's batch size
+    backend = open_backend(model_ref(args.model), "generate", ModelSpec(batch_size=args.batch_size), announce=False)
+    print(f"{backend.name}: {len(rows)} selection prompts, list {'shuffled' if args.shuffle else 'in Table 1 order'}")
     for method in SCORING_METHODS:
         s = constrained_scores(backend, rows, method)
         top = Counter(s["top_term"]).most_common(3)

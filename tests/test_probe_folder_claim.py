@@ -205,22 +205,28 @@ def test_ctrl_c_while_the_replies_are_read_says_they_are_all_kept(echo: None, tm
 
 
 def test_ctrl_c_while_the_model_is_opened_leaves_the_folder_as_it_was(
-    echo: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    echo: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    import queerbench.models.backends as backends
     import queerbench.run.probes as probes
     from queerbench.tasks import get_task
 
     def interrupted(*_: object, **__: object) -> None:  # Ctrl-C while a local model's weights load
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(probes, "open_probe_model", interrupted)
+    monkeypatch.setattr(backends, "open_backend", interrupted)
     task = get_task("echo")
     out = tmp_path / "eval" / "echo"
-    with pytest.raises(KeyboardInterrupt) as info:
+    with pytest.raises(KeyboardInterrupt) as info:  # a library caller (queerbench eval)
         probes.run_probes(task, out, task.probe_plan("x"), model="m", log=_quiet)
-    assert str(info.value) == (
-        f"interrupted while the model was opened: nothing was asked, {out} is as it was; rerun the same command to "
-        "start"
+    assert (
+        str(info.value) == "interrupted while the model was opened: nothing was asked; rerun the same command to start"
+    )
+    assert not out.exists()
+    assert main(["echo", "run", "--model", "m", "--out", str(out)]) == 130  # the command
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[0] == "loading m …" and err[-1] == (  # the model's announcement, then one line
+        "queerbench: interrupted while the model was opened: nothing was asked; rerun the same command to start"
     )
     assert not out.exists()
 

@@ -411,8 +411,10 @@ def test_a_probes_run_opens_its_model_as_the_backend_that_answers_generate(model
     assert message.startswith(
         f"--model {models['bert']} is a masked LM (BertForMaskedLM) and cannot answer generate requests"
     )
-    assert "--method" not in message  # a probes command has no --method to change
-    assert "`queerbench run` asks such a model for the words of a blank" in message
+    assert message.endswith(  # a probes command has no --method to change: the fix is another model
+        "it answers fill_mask, loglikelihood: give a model that answers generate: a causal LM (e.g. "
+        "embedded:smollm2-135m-instruct) or an --endpoint"
+    )
 
 
 def test_sampled_generate_follows_each_requests_seed(backends: dict[str, object]) -> None:
@@ -747,3 +749,59 @@ def test_scored_opens_its_model_as_the_backend_that_answers_fill_mask(
     assert again.backend is opened[1][1] and again.backend.model is loaded[0]
     words = predictor.predict(["a"], ["The person is [MASK]."], lambda n: None)["tokens"]
     assert words == again.predict(["a"], ["The person is [MASK]."], lambda n: None)["tokens"] and len(words[0]) == 2
+
+
+def test_a_loaded_model_is_opened_without_reading_its_configuration_again(
+    models: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A model loaded already (the Space's cached models) is opened by what it is: its configuration is not read
+    again (offline, a Hub name whose files are not cached would fail), and its files are fingerprinted once."""
+    from queerbench.methods.mlm import MaskedLMPredictor
+    from queerbench.methods.scored.predictor import ScoredPredictor
+    from queerbench.models.registry import ModelRef, load_model
+
+    spec = ModelSpec(device="cpu", batch_size=3)
+    lms = {
+        "bert": load_model(model_ref(str(models["bert"])), "masked_lm", device="cpu"),
+        "llama": load_model(model_ref(str(models["llama"])), "causal_lm", device="cpu"),
+    }
+    fingerprints: list[str] = []
+    real_fingerprint = ModelRef.fingerprint
+
+    def counted(self: ModelRef, **kwargs: object) -> object:
+        fingerprints.append(self.name)
+        return real_fingerprint(self, **kwargs)  # type: ignore[arg-type]
+
+    def unreadable(self: ModelRef) -> str:
+        raise AssertionError(f"the configuration of {self.name} was read again")
+
+    monkeypatch.setattr(ModelRef, "kind", unreadable)
+    monkeypatch.setattr(ModelRef, "fingerprint", counted)
+    masked = MaskedLMPredictor(str(models["bert"]), config="default", top_k=2, spec=spec, lm=lms["bert"])
+    assert masked.backend.lm is lms["bert"]
+    scored = ScoredPredictor(
+        str(models["llama"]), top_k=2, spec=spec, loaded=lms["llama"], ref=ModelRef(str(models["llama"]))
+    )
+    assert scored.backend.model is lms["llama"][0] and fingerprints == [str(models["llama"])]  # once, for both
+
+
+def test_a_method_given_a_model_of_another_kind_refuses_it_before_any_weight_loads(
+    models: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import queerbench.models.registry as registry
+    from queerbench.methods.mlm import MaskedLMPredictor
+    from queerbench.methods.scored.predictor import ScoredPredictor
+    from queerbench.models.device import ModelLoadError
+
+    def no_loading(*_: object, **__: object) -> None:
+        raise AssertionError("weights loaded")
+
+    monkeypatch.setattr(registry, "load_model", no_loading)
+    monkeypatch.setattr("queerbench.models.masked.predict.load_masked_lm", no_loading)
+    spec = ModelSpec(device="cpu")
+    with pytest.raises(ModelLoadError) as info:
+        ScoredPredictor(str(models["bert"]), top_k=2, spec=spec)
+    assert one_line(info) == f"--model {models['bert']} is a masked LM; scored runs on a causal LM: give such a model"
+    with pytest.raises(ModelLoadError) as info:
+        MaskedLMPredictor(str(models["llama"]), config="default", top_k=2, spec=spec)
+    assert one_line(info) == f"--model {models['llama']} is a causal LM; mlm runs on a masked LM: give such a model"

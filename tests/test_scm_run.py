@@ -285,3 +285,21 @@ def test_report_reanalyses_a_run_without_model_calls(chat_model, tmp_path) -> No
     assert "refusal:general" not in narrow["refusals"]["story"]["kinds"]
     assert json.loads((out / "scm.json").read_text())["run"]["settings"]["refusal_rule"] == "patterns"
     assert "rule `patterns`" in (out / "report.md").read_text()
+
+
+def test_an_endpoint_scores_no_option_whatever_the_plan_was_told(tmp_path, monkeypatch) -> None:
+    """Whether a run scores the answer options is the backend's to say (a completions route scores no reply to a
+    chat prompt): a library caller's plan made without ``endpoint=True`` still runs on an endpoint, its replies
+    read and no option scored."""
+    from queerbench.run.probes import run_probes
+    from queerbench.tasks import get_task
+    from tests.openai_server import FakeOpenAI
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    task = get_task("scm")
+    plan = task.probe_plan("served", limit=2, mapper_factory=_FakeMapper)
+    with FakeOpenAI() as server:
+        res = run_probes(task, tmp_path / "scm", plan, model="served", endpoint=server.url, log=lambda m: None)
+        assert server.calls > 0
+    assert res["run"]["constrained"] is False and res["run"]["settings"]["scoring"] is None
+    assert not (tmp_path / "scm" / "scores.parquet").exists()

@@ -58,7 +58,9 @@ class MaskedLMPredictor:
         self.mode = mode or _mode(config)  # the task's (given by a run's options, which looked it up once)
         ref = ref or model_ref(model, revision=revision, check_paths=lm is None)
         # the model as tasks see it: the backend that answers fill_mask requests (on a masked LM already loaded too)
-        backend = open_backend(ref, FILL_MASK, spec, loaded=lm, announce=False)
+        backend = open_backend(
+            ref, FILL_MASK, spec, loaded=lm, announce=False, model_kind="masked", model_kind_for="mlm"
+        )
         if not isinstance(backend, MaskedBackend):  # a causal LM answers top-k fill_mask only: mlm needs a masked LM
             backend.close()
             raise TypeError(f"{backend.name}: mlm runs on a masked LM, got {type(backend).__name__}")

@@ -91,10 +91,6 @@ def check_model_settings(
     )
 
 
-_OTHER_CHOICE = "`queerbench run` asks such a model for the words of a blank; here give"
-"""What the refusal of a model that cannot generate suggests: a probes command has no --method to change."""
-
-
 def open_probe_model(
     plan: ProbePlan,
     *,
@@ -111,7 +107,8 @@ def open_probe_model(
     per minute, concurrency, request timeout), with the plan's generator options (its system prompt, an endpoint's
     extra body, and the batch size of the requests the plan asks besides its ``generate`` groups, e.g. a local
     model's option scores). Checked before it loads: the settings, the URL, the API key rule, a missing folder, a
-    model that cannot generate (a masked LM given as ``model``)."""
+    model that cannot generate (a masked LM given as ``model``). Ctrl-C while it opens is one line
+    (:class:`~queerbench.run.parts.RunInterrupted`): nothing was asked."""
     from queerbench.models.backends import open_backend
     from queerbench.models.registry import model_ref
 
@@ -125,16 +122,21 @@ def open_probe_model(
     ref = model_ref(model, endpoint, check_paths=False)  # the loader says what is missing
     if not endpoint:
         log(f"loading {model or 'the embedded SmolLM2-135M-Instruct'} …")
-    backend = open_backend(
-        ref,
-        GENERATE,
-        spec,
-        log=log,
-        announce=False,
-        system_prompt=system_prompt,
-        other_choice=_OTHER_CHOICE,
-        **options,
-    )
+    try:
+        backend = open_backend(
+            ref,
+            GENERATE,
+            spec,
+            log=log,
+            announce=False,
+            system_prompt=system_prompt,
+            other_choice=None,  # a probes command has no --method: the fix is another model
+            **options,
+        )
+    except KeyboardInterrupt:  # nothing was asked yet
+        raise RunInterrupted(
+            "interrupted while the model was opened: nothing was asked; rerun the same command to start"
+        ) from None
     if not isinstance(backend, GenerateBackend):  # every model that answers generate does so through a runner
         backend.close()
         raise TypeError(f"{backend.name}: its generate requests are not answered by a generation runner")
@@ -165,13 +167,7 @@ def run_probes(
     with folder_lock(out, f"{task.name} run"):  # one writer per folder (a command holding it already enters again)
         if backend is not None:
             return _run_locked(task, out, plan, backend, cache_path, log)
-        try:
-            opened = open_probe_model(plan, log=log, **model)
-        except KeyboardInterrupt:  # nothing asked yet: the folder is as it was
-            raise RunInterrupted(
-                f"interrupted while the model was opened: nothing was asked, {out} is as it was; rerun the same "
-                "command to start"
-            ) from None
+        opened = open_probe_model(plan, log=log, **model)  # Ctrl-C while it opens: one line, nothing asked
         try:
             return _run_locked(task, out, plan, opened, cache_path, log)
         finally:

@@ -72,7 +72,8 @@ class ProbePlan(Protocol):
     def generator_options(self) -> dict[str, Any]:
         """Options of the generator the model is opened as: a ``system_prompt``, an endpoint's ``extra_body``, and
         the ``batch_size`` of requests the plan asks besides its ``generate`` groups (a local model's option
-        scores); a value left out or None is the runner's default."""
+        scores); a value left out or None takes the default of
+        :class:`~queerbench.models.spec.ModelSpec` (a batch size of 16)."""
         ...
 
     def request_groups(self) -> list[tuple[pd.DataFrame, GenerationSettings]]:

@@ -52,8 +52,17 @@ class ScoredPredictor:
         self.model_id, self.top_k, self.batch_size = model, top_k, spec.batch_size
         ref = ref or model_ref(None if model == DEFAULT_MODEL else model, revision=revision)  # a run's: resolved once
         # the model as tasks see it: the backend that answers top-k fill_mask requests (a causal LM's, loaded to
-        # score text; refused in one line before anything loads for a model that cannot)
-        backend = open_backend(ref, FILL_MASK, spec, loaded=loaded, log=_quiet, announce=False)
+        # score text; another kind of model is refused in one line before anything loads)
+        backend = open_backend(
+            ref,
+            FILL_MASK,
+            spec,
+            loaded=loaded,
+            log=_quiet,
+            announce=False,
+            model_kind="causal",
+            model_kind_for="scored",
+        )
         if not isinstance(backend, CausalBackend):  # a local reference that answers fill_mask top-k: a causal LM's
             backend.close()
             raise TypeError(f"{backend.name}: scored runs on a local causal LM, got {type(backend).__name__}")

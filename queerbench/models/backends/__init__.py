@@ -48,6 +48,7 @@ __all__ = [
     "backend_request_types",
     "check_request_type",
     "open_backend",
+    "scores_chat_replies",
 ]
 
 REQUEST_TYPES_OF_KIND: dict[str, frozenset[str]] = {
@@ -113,24 +114,41 @@ _OTHER_CHOICE = "choose a task or --method that asks for those"
 """What a refusal suggests besides another model, unless the caller knows better (a command without ``--method``)."""
 
 
-def check_request_type(ref: ModelRef, request_type: str, *, other_choice: str = _OTHER_CHOICE) -> None:
+def check_request_type(
+    ref: ModelRef, request_type: str, *, other_choice: str | None = _OTHER_CHOICE, kind: str | None = None
+) -> None:
     """A one-line :class:`UnsupportedRequestError` unless ``ref``'s kind answers ``request_type`` (read from the
-    configuration: nothing loads); a one-line ``ValueError`` for a request type that does not exist.
+    configuration, nothing loads; ``kind``: the kind already known, e.g. of a model loaded already, then nothing is
+    read unless the request type is refused); a one-line ``ValueError`` for a request type that does not exist.
     ``other_choice`` is what the message suggests besides another model (the command's own way to ask for the
-    request types the model answers)."""
+    request types the model answers; None: nothing)."""
     if request_type not in REQUEST_TYPES:
         raise ValueError(f"unknown request type {request_type!r}; the request types are {', '.join(REQUEST_TYPES)}")
-    answers = backend_request_types(ref)
+    answers = REQUEST_TYPES_OF_KIND.get(kind if kind is not None else ref.kind(), frozenset())
     if request_type in answers:
         return
     kind, architecture = ref.description
     said = ", ".join(sorted(answers)) or "no request type"
     what = _KIND_NAMES.get(kind, "a model without a language-model head")
     what = what if kind == "endpoint" else f"{what} ({architecture})"
+    fix = f"{other_choice}, or a model" if other_choice and answers else "give a model"
     raise UnsupportedRequestError(
-        f"--model {_shown(ref)} is {what} and cannot answer {request_type} requests; it answers {said}: "
-        f"{other_choice}, or a model that answers {request_type}: {_WHO_ANSWERS[request_type]}"
+        f"--model {_shown(ref)} is {what} and cannot answer {request_type} requests; it answers {said}: {fix} that "
+        f"answers {request_type}: {_WHO_ANSWERS[request_type]}"
     )
+
+
+def scores_chat_replies(backend: Backend) -> bool:
+    """Whether ``backend`` answers ``loglikelihood`` requests of a reply to a chat prompt (``chat=True``): a local
+    causal LM's does (it formats the prompt as its model reads one); a masked LM's and an endpoint's completions
+    route score plain text only."""
+    return LOGLIKELIHOOD in backend.request_types and getattr(backend, "kind", None) == "causal_lm"
+
+
+def _loaded_kind(loaded: Any) -> str:
+    """The kind of a model :func:`~queerbench.models.registry.load_model` loaded: a causal LM's ``(model,
+    tokenizer)``, else a masked LM (no configuration is read for it again)."""
+    return "causal" if isinstance(loaded, tuple) else "masked"
 
 
 def open_backend(
@@ -144,7 +162,9 @@ def open_backend(
     reply_cache: ResponseCache | None = None,
     announce: bool = True,
     system_prompt: str | None = None,
-    other_choice: str = _OTHER_CHOICE,
+    other_choice: str | None = _OTHER_CHOICE,
+    model_kind: str | None = None,
+    model_kind_for: str | None = None,
     **endpoint_options: Any,
 ) -> Backend:
     """The backend of ``ref`` for a task that asks ``request_type`` requests (checked first, before anything loads:
@@ -167,18 +187,31 @@ def open_backend(
     which device (a caller that reports its model itself passes False). ``system_prompt``: the system turn before
     every prompt of a model that answers ``generate`` (a local causal LM or an endpoint; None: none), part of its
     runner's fingerprint and so of every reply's cache key. ``other_choice``: what a refusal of ``request_type``
-    suggests besides another model (:func:`check_request_type`).
+    suggests besides another model (:func:`check_request_type`). ``model_kind``: the kind of model the caller runs on
+    (``masked``, ``causal``, ``endpoint``; a method that needs one), another refused in one line before anything
+    loads, the message naming what needs it (``model_kind_for``, e.g. ``scored``).
+
+    Nothing is read twice: a ``loaded`` model's kind is that of the object (no configuration is read for it), and
+    a causal LM's files are fingerprinted once, for its backend and its runner.
     """
-    check_request_type(ref, request_type, other_choice=other_choice)
+    if ref.endpoint and loaded is not None:
+        raise ValueError(f"{_shown(ref)} is served by its endpoint: there is no loaded model to answer from")
+    kind = _loaded_kind(loaded) if loaded is not None else ref.kind()
+    check_request_type(ref, request_type, other_choice=other_choice, kind=kind)
+    if model_kind is not None and kind != model_kind:
+        from queerbench.models.device import ModelLoadError
+
+        shown = _KIND_NAMES.get(kind, "a model without a language-model head")
+        raise ModelLoadError(
+            f"--model {_shown(ref)} is {shown}; {model_kind_for or 'this'} runs on {_KIND_NAMES[model_kind]}: give "
+            "such a model"
+        )
     spec = spec if spec is not None else ModelSpec()
     spec.check_endpoint(ref.endpoint)
-    kind = ref.kind()
     if kind != "endpoint" and endpoint_options:
         raise ValueError(f"{', '.join(sorted(endpoint_options))}: endpoint options need --endpoint")
     if kind == "masked" and system_prompt is not None:
         raise ValueError(f"--model {_shown(ref)} is a masked LM: a system prompt is for a model that generates text")
-    if kind == "endpoint" and loaded is not None:
-        raise ValueError(f"{_shown(ref)} is served by its endpoint: there is no loaded model to answer from")
     if kind == "endpoint":
         from queerbench.models.backends.endpoint import EndpointBackend
 
@@ -229,14 +262,17 @@ def _causal_backend(
     """A local causal LM's backend. Opened for ``generate``, its runner is the one a generative run opens
     (:func:`~queerbench.models.registry.open_generator`: the weights' fingerprint its replies are cached under, a
     note when the model has no chat template). Opened to score text (``fill_mask``, ``loglikelihood``), the model is
-    loaded as such (:func:`~queerbench.models.registry.load_model`) and formats no prompt of its own, so it says
-    nothing of a chat template, and its files are fingerprinted once, for the backend and its runner alike."""
+    loaded as such (:func:`~queerbench.models.registry.load_model`) and says nothing of a chat template (a chat
+    ``loglikelihood`` request, which none of these callers asks, still formats its prompt as the model reads one),
+    and its files are fingerprinted once, for the backend and its runner alike."""
     from queerbench.models.backends.causal import CausalBackend
     from queerbench.models.generation.local import TransformersRunner
     from queerbench.models.registry import load_model, open_generator
 
     runner: Runner
+    weights: dict[str, Any] | None = None
     if request_type != GENERATE:
+        weights = ref.fingerprint(loaded=True)
         model = loaded or load_model(ref, "causal_lm", device=spec.device, dtype=spec.dtype, device_map=spec.device_map)
         runner = TransformersRunner(
             None if ref.is_embedded else ref.name,
@@ -244,7 +280,7 @@ def _causal_backend(
             revision=ref.revision,
             device_map=None if loaded is not None else spec.device_map,  # a loaded model was placed by its loader
             loaded=model,
-            weights=ref.fingerprint(loaded=True),
+            weights=weights,
             system_prompt=system_prompt,
             prompts=False,
         )
@@ -267,5 +303,11 @@ def _causal_backend(
     if not isinstance(runner, TransformersRunner):  # a local reference opens a local runner
         raise TypeError(f"{ref.name}: expected a local causal LM runner, got {type(runner).__name__}")
     return CausalBackend(
-        runner, ref, dtype=spec.dtype, batch_size=spec.batch_size, share_prefixes=share_prefixes, log=log
+        runner,
+        ref,
+        dtype=spec.dtype,
+        batch_size=spec.batch_size,
+        share_prefixes=share_prefixes,
+        log=log,
+        fingerprint=weights,
     )

@@ -102,7 +102,9 @@ class CausalBackend:
         batch_size: int = 16,
         share_prefixes: bool = True,
         log: Callable[[str], None] = print,
+        fingerprint: dict[str, Any] | None = None,
     ) -> None:
+        """``fingerprint``: the weights' fingerprint when the caller took it already (else taken at first use)."""
         self.runner, self.ref, self.dtype = runner, ref, dtype
         self.model, self.tokenizer = runner.model, runner.tokenizer
         self.batch_size = check_batch_size(batch_size)
@@ -112,7 +114,7 @@ class CausalBackend:
         self.reply_cache: ResponseCache | None = None
         """Where ``generate`` replies are kept as they arrive and found again (None: not kept)."""
         self._pad = int(self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0)
-        self._fingerprint: dict[str, Any] | None = None
+        self._fingerprint: dict[str, Any] | None = fingerprint
         self.share_prefixes = bool(share_prefixes) and runner.device_map is None  # a placed model: rows run whole
         self._prefixes: PrefixScorer | None = None  # built (and checked) at the first call that shares
         self._blanks: ScoredLM | None = None  # the top-k engine's tables, built at the first fill_mask call

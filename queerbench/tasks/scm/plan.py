@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 
 from queerbench.base.files import atomic_path, read_parquet
-from queerbench.models.backends import GenerateBackend, RequestFailedError
+from queerbench.models.backends import GenerateBackend, RequestFailedError, scores_chat_replies
 from queerbench.models.generation import GenerationSettings
 from queerbench.tasks.base import MetricSpec
 from queerbench.tasks.probes import ProbeAnalysis
@@ -52,8 +52,7 @@ PARSE_COLUMNS = ("rating", "selected", "keywords", "parsed", "refusal", "refusal
 class ScmPlan:
     """One SCM run's settings, checked and resolved: survey and story decoding with their provenance, the prompts
     per split (``limit``), constrained scoring, the selection order, the refusal rule, the system prompt and an
-    endpoint's extra body, and the axis mapper's factory (its flags checked already). An endpoint's run
-    (``endpoint``) scores no option: a completions route scores no reply to a chat prompt, so its replies are read."""
+    endpoint's extra body, and the axis mapper's factory (its flags checked already)."""
 
     survey: GenerationSettings
     story: GenerationSettings
@@ -68,7 +67,6 @@ class ScmPlan:
     mapper_factory: Callable[[], Any] | None = None
     metrics: tuple[MetricSpec, ...] = ()
     """The task's declared metrics, each a rating block and its axis (``rating_free.Warmth``): the result record's."""
-    endpoint: bool = False
 
     def generator_options(self) -> dict[str, Any]:
         """The system prompt before every prompt, the JSON merged into every endpoint request, and the rows per
@@ -136,8 +134,8 @@ class ScmPlan:
         """A local model's option scores for the rating and selection prompts (:mod:`.constrained`), asked as
         ``loglikelihood`` requests of its backend and reused from ``out/scores.parquet`` when the same weights
         (the fingerprint its replies are cached under) were scored the same way."""
-        if not self.constrained or self.endpoint:  # an endpoint: its replies are read, no option is scored
-            return None
+        if not self.constrained or not scores_chat_replies(backend):  # an endpoint: its replies are read, no option
+            return None  # is scored (its completions route scores no reply to a chat prompt)
         score_rows = self.rows()["survey"]
         if self.shuffle_selection:
             score_rows = shuffled_selection_rows(score_rows, self.survey.samples, self.survey.seed)
@@ -349,5 +347,4 @@ def scm_plan(
         extra_body=extra_body,
         mapper_factory=mapper_factory or make_mapper(embedder, threshold, api_key_env=api_key_env),
         metrics=tuple(metrics),
-        endpoint=endpoint,
     )
