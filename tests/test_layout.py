@@ -494,7 +494,8 @@ def test_no_module_outside_a_task_package_names_a_benchmark_method_group_or_scor
 
 
 def _model_classes() -> set[str]:
-    """The runner and backend classes of ``models/``: what answers a model's requests (``…Runner``, ``…Backend``)."""
+    """The runner, backend and reply-stream classes of ``models/``: what answers a model's requests (``…Runner``,
+    ``…Backend``, ``…Collector``)."""
     names: set[str] = set()
     for name, path in MODULES.items():
         if name.startswith("queerbench.models."):
@@ -502,7 +503,7 @@ def _model_classes() -> set[str]:
             names |= {
                 node.name
                 for node in ast.walk(tree)
-                if isinstance(node, ast.ClassDef) and node.name.endswith(("Runner", "Backend"))
+                if isinstance(node, ast.ClassDef) and node.name.endswith(("Runner", "Backend", "Collector"))
             }
     return names
 
@@ -525,14 +526,20 @@ def test_the_construction_finder_finds_calls_of_the_classes_and_only_those() -> 
         (1, "CausalBackend"),
         (2, "OpenAIChatRunner"),
     ]
-    assert {"CausalBackend", "MaskedBackend", "EndpointBackend", "TransformersRunner", "CompletionsRunner"} <= (
-        _model_classes()
-    )
+    assert {
+        "CausalBackend",
+        "MaskedBackend",
+        "EndpointBackend",
+        "TransformersRunner",
+        "CompletionsRunner",
+        "StreamCollector",
+    } <= _model_classes()
 
 
 def test_only_models_makes_a_runner_or_a_backend() -> None:
     """Every method, run, task and command opens its model through the seam (``open_backend``, or the generation
-    layer's ``load_runner`` behind it): none builds a runner or a backend of its own."""
+    layer's ``load_runner`` behind it) and asks it through the backend: none builds a runner, a backend or a reply
+    stream of its own."""
     classes = _model_classes()
     made = {
         name: lines

@@ -72,6 +72,7 @@ class InstructedPredictor:
         except BaseException:
             backend.close()
             raise
+        backend.reply_cache = self.cache  # the run's replies, kept as they arrive (closed by the predictor)
         from queerbench.models.generation.collect import ErrorStreak
 
         self.streak = ErrorStreak()  # failed calls in a row, across the parts of the run
@@ -151,16 +152,18 @@ class InstructedPredictor:
     def stream(
         self, ids: Sequence[str], sentences: Sequence[str], tick: Callable[[int], None], pacing: Pacing
     ) -> Iterator[Rows]:
-        """An endpoint's replies stream through its slots for the whole run, each sentence handed out as its last
-        reply arrives (:func:`~queerbench.methods.instructed.replies.stream_instructed`); a local model answers a
-        batch at a time (:func:`~queerbench.methods.base.predict_in_parts`)."""
-        if not self.endpoint:
+        """A backend that streams (an endpoint's: :class:`~queerbench.models.backends.StreamingBackend`) answers
+        through its slots for the whole run, each sentence handed out as its last reply arrives
+        (:func:`~queerbench.methods.instructed.replies.stream_instructed`); a local model answers a batch at a time
+        (:func:`~queerbench.methods.base.predict_in_parts`)."""
+        from queerbench.models.backends import StreamingBackend
+
+        if not isinstance(self.backend, StreamingBackend):
             yield from predict_in_parts(self, ids, sentences, tick, pacing)
             return
         from queerbench.methods.instructed.replies import stream_instructed
-        from queerbench.models.generation.collect import StreamCollector
 
-        collector = StreamCollector(self.runner, self.cache, streak=self.streak)
+        collector = self.backend.reply_stream(streak=self.streak)
         try:
             for row in stream_instructed(
                 collector,

@@ -21,7 +21,7 @@ an endpoint) hands out that runner (``generator()``) and keeps its replies in a 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from queerbench.base.redact import redact_url
 from queerbench.models.backends.common import RequestFailedError
@@ -39,6 +39,9 @@ from queerbench.models.requests import (
     UnsupportedRequestError,
 )
 from queerbench.models.spec import ModelSpec
+
+if TYPE_CHECKING:
+    from queerbench.models.generation.collect import ErrorStreak, StreamCollector
 
 __all__ = [
     "REQUEST_TYPES_OF_KIND",
@@ -85,6 +88,12 @@ class StreamingBackend(GenerateBackend, Protocol):
     ) -> Iterator[tuple[int, GenerateResult]]:
         """``(index, reply)`` of each of ``requests`` as it arrives; a request that got no reply raises one line
         once every other was answered."""
+        ...
+
+    def reply_stream(self, *, streak: ErrorStreak | None = None) -> StreamCollector:
+        """A stream to ask ``generate`` requests of at any time and read each answer as it arrives, under the tag it
+        was asked with, through the reply cache (a caller that asks again what an answer calls for, such as an
+        empty reply, while reading); ``streak`` counts failed calls in a row across a run's streams."""
         ...
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from queerbench.base.http import DEFAULT_REQUESTS_PER_MINUTE
 from queerbench.base.redact import redact_url
@@ -46,6 +46,9 @@ from queerbench.models.requests import (
     UnsupportedRequestError,
     require,
 )
+
+if TYPE_CHECKING:
+    from queerbench.models.generation.collect import ErrorStreak, StreamCollector
 
 __all__ = ["EndpointBackend", "continuation_span"]
 
@@ -176,6 +179,16 @@ class EndpointBackend:
         if self.reply_cache is None:
             raise ValueError(f"{self.name}: streamed generate requests need a reply cache (open_backend(reply_cache=))")
         return stream_with(self.chat_runner(), self.name, requests, ticker(tick), self.reply_cache)
+
+    def reply_stream(self, *, streak: ErrorStreak | None = None) -> StreamCollector:
+        """A stream of ``generate`` requests through the chat runner's slots and the reply cache (which it needs):
+        ask at any time, read each answer as it arrives (:class:`~queerbench.models.generation.collect.
+        StreamCollector`)."""
+        from queerbench.models.generation.collect import StreamCollector
+
+        if self.reply_cache is None:
+            raise ValueError(f"{self.name}: a reply stream needs a reply cache (open_backend(reply_cache=))")
+        return StreamCollector(self.chat_runner(), self.reply_cache, streak=streak)
 
     def loglikelihood(
         self, requests: Sequence[Loglikelihood], tick: Callable[[int], None] | None = None
