@@ -177,3 +177,55 @@ def test_ctrl_c_in_a_stream_saves_the_items_whose_replies_are_all_in(
     pd.testing.assert_frame_equal(
         pd.read_parquet(out / "predictions.parquet"), pd.read_parquet(whole / "predictions.parquet")
     )
+
+
+def test_a_stream_reads_its_requests_as_it_goes(tmp_path: Path) -> None:
+    """A stream asks at most a few requests per slot ahead of the replies read, so a run of millions of requests
+    never holds them all (nor their stream state) at once."""
+    from queerbench.models.backends import open_backend
+    from queerbench.models.backends.generate import AHEAD_PER_SLOT
+    from queerbench.models.generation.cache import ResponseCache
+    from queerbench.models.registry import model_ref
+    from queerbench.models.requests import Generate
+    from queerbench.models.spec import ModelSpec
+
+    pulled: list[int] = []
+
+    def requests():
+        for n in range(200):
+            pulled.append(n)
+            yield Generate(f"prompt {n}")
+
+    with FakeOpenAI(answer="ok") as server, ResponseCache(tmp_path / "replies.sqlite") as cache:
+        backend = open_backend(
+            model_ref("chat-model", server.url),
+            "generate",
+            ModelSpec(concurrency=2),
+            reply_cache=cache,
+            log=lambda _: None,
+        )
+        seen_when: list[int] = []
+        got = {}
+        for i, reply in backend.stream_generate(requests()):  # type: ignore[attr-defined]
+            seen_when.append(len(pulled))
+            got[i] = reply.text
+    assert sorted(got) == list(range(200)) and server.calls == 200
+    ahead = [pulled_then - read for read, pulled_then in enumerate(seen_when, 1)]  # asked and not yet read
+    assert max(ahead) <= 2 * AHEAD_PER_SLOT and seen_when[0] <= 2 * AHEAD_PER_SLOT + 1  # 2 slots
+
+
+def test_the_error_that_stopped_a_stream_is_the_one_shown_when_saving_fails_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A prompt the endpoint rejects stops the stream; if saving the items scored so far then fails as well (a full
+    disk), the user is told of the rejected prompt, not only of the disk."""
+    import queerbench.run.requests as requests_module
+
+    def full_disk(*_: object, **__: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(requests_module, "atomic_path", full_disk)
+    with FakeOpenAI(script=["400"], answer="They") as server:
+        assert _run("--endpoint", server.url, "--out", str(tmp_path / "run")) != 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "gave no reply to 1 of 11 prompts" in err[0], err

@@ -14,10 +14,11 @@ record ``scores.json`` (:mod:`queerbench.reporting.record`), ``report.md`` and a
 
 from __future__ import annotations
 
+import contextlib
 import re
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -259,54 +260,62 @@ def _predict(run: RequestRun, backend: Backend, todo: pd.DataFrame, chunks: Path
 
 
 def _predict_streamed(run: RequestRun, backend: StreamingBackend, todo: pd.DataFrame, chunks: Path) -> int:
-    """:func:`_predict` through one stream of every item's ``generate`` requests: each item is scored the moment its
-    last reply arrives, and the items done are saved every :data:`PART_ITEMS` (and when the stream stops, for
-    whatever reason), so that every slot stays busy across parts and a slow or retried request holds up nothing but
-    its own item. A part's file is named after its first item's position, which no earlier part of the run holds."""
+    """:func:`_predict` through one stream of every item's ``generate`` requests, read as the stream goes: each item
+    is scored when its last reply arrives, and the items scored are saved in groups of :data:`PART_ITEMS` (and
+    whatever stops the stream: a failed prompt, a dead server, Ctrl-C), so every slot stays busy across groups and a
+    slow or retried request holds up nothing but its own item. A group's file is named after the first and last
+    positions of its items (``chunk-<first>-<last + 1>``): the first is an item no earlier file holds."""
     records = cast("list[dict[str, Any]]", todo.to_dict("records"))
     positions = [int(i) for i in todo.index]
-    asked = [run.task.requests(item, run.method) for item in records]
-    flat = [r for reqs in asked for r in reqs]
-    owner = [k for k, reqs in enumerate(asked) for _ in reqs]
-    starts = [0]
-    for reqs in asked:
-        starts.append(starts[-1] + len(reqs))
-    results: list[Result | None] = [None] * len(flat)
-    left = [len(reqs) for reqs in asked]
-    ready: list[int] = []
+    n_requests = sum(len(run.task.requests(item, run.method)) for item in records)
+    owner: dict[int, tuple[int, int]] = {}  # a request asked and not yet answered: its item and place there
+    results: dict[int, list[Result | None]] = {}  # the results of the items asked and not yet complete
+    scored: list[tuple[int, dict[str, Any]]] = []  # items scored and not yet saved
     done = 0
+
+    def score(k: int, got: list[Result | None]) -> None:
+        row = {"id": records[k]["id"], **run.task.score_item(records[k], cast("list[Result]", got), run.method)}
+        scored.append((k, row))
+
+    def requests() -> Iterator[Generate]:
+        n = 0
+        for k, item in enumerate(records):
+            asked = cast("list[Generate]", run.task.requests(item, run.method))
+            if not asked:  # an item with no request is scored at once
+                score(k, [])
+                continue
+            results[k] = [None] * len(asked)
+            for j, request in enumerate(asked):
+                owner[n] = (k, j)
+                n += 1
+                yield request
 
     def save() -> None:
         nonlocal done
-        if ready:
-            ready.sort()
-            rows = [
-                {
-                    "id": records[k]["id"],
-                    **run.task.score_item(
-                        records[k], cast("list[Result]", results[starts[k] : starts[k + 1]]), run.method
-                    ),
-                }
-                for k in ready
-            ]
-            _save_part(chunks, positions[ready[0]], rows)
-            done += len(ready)
-            ready.clear()
+        if scored:
+            scored.sort(key=lambda pair: pair[0])
+            first, last = positions[scored[0][0]], positions[scored[-1][0]]
+            with atomic_path(chunks / f"chunk-{first:07d}-{last + 1:07d}.parquet") as tmp:
+                pd.DataFrame([row for _, row in scored]).to_parquet(tmp, index=False)
+            done += len(scored)
+            scored.clear()
 
-    with progress_bar(len(flat), f"{run.task.name} {run.request_type}", "req") as bar:
+    with progress_bar(n_requests, f"{run.task.name} {run.request_type}", "req") as bar:
         try:
-            for k in (k for k, reqs in enumerate(asked) if not reqs):  # an item with no request is done at once
-                ready.append(k)
-            for i, result in backend.stream_generate(cast("list[Generate]", flat), bar.update):
-                results[i] = result
-                k = owner[i]
-                left[k] -= 1
-                if not left[k]:
-                    ready.append(k)
-                    if len(ready) >= PART_ITEMS:
-                        save()
-        finally:
-            save()  # the items whose replies are all in, whatever stopped the stream
+            with contextlib.closing(backend.stream_generate(requests(), bar.update)) as stream:
+                for i, result in stream:
+                    k, j = owner.pop(i)
+                    got = results[k]
+                    got[j] = result
+                    if all(r is not None for r in got):
+                        score(k, results.pop(k))
+                        if len(scored) >= PART_ITEMS:
+                            save()
+        except BaseException:
+            with contextlib.suppress(Exception):  # the error that stopped the stream is the one to report
+                save()  # the items scored so far (their replies are in the reply cache either way)
+            raise
+        save()
     return done
 
 

@@ -20,7 +20,7 @@ an endpoint) hands out that runner (``generator()``) and keeps its replies in a 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from queerbench.base.redact import redact_url
@@ -84,8 +84,8 @@ class StreamingBackend(GenerateBackend, Protocol):
     retried request holds up nothing but itself; it needs a reply cache."""
 
     def stream_generate(
-        self, requests: Sequence[Generate], tick: Callable[[int], None] | None = None
-    ) -> Iterator[tuple[int, GenerateResult]]:
+        self, requests: Iterable[Generate], tick: Callable[[int], None] | None = None
+    ) -> Generator[tuple[int, GenerateResult], None, None]:
         """``(index, reply)`` of each of ``requests`` as it arrives; a request that got no reply raises one line
         once every other was answered."""
         ...

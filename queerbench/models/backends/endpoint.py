@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from queerbench.base.http import DEFAULT_REQUESTS_PER_MINUTE
@@ -171,8 +171,8 @@ class EndpointBackend:
         return generate_with(self.chat_runner(), self.name, requests, 1, ticker(tick), self.reply_cache)
 
     def stream_generate(
-        self, requests: Sequence[Generate], tick: Callable[[int], None] | None = None
-    ) -> Iterator[tuple[int, GenerateResult]]:
+        self, requests: Iterable[Generate], tick: Callable[[int], None] | None = None
+    ) -> Generator[tuple[int, GenerateResult], None, None]:
         """``(index, reply)`` of each request as it arrives, ``concurrency`` requests in flight for the whole call
         (:func:`~queerbench.models.backends.generate.stream_with`), through the reply cache, which it needs: a
         reply handed out is already kept, so a caller may save what it made of it at any time."""

@@ -6,7 +6,7 @@ Importing this module does not import torch, so an endpoint's backend needs none
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from queerbench.models.backends.common import RequestFailedError
@@ -16,7 +16,10 @@ from queerbench.models.requests import Generate, GenerateResult
 if TYPE_CHECKING:
     from queerbench.models.generation.cache import ResponseCache
 
-__all__ = ["generate_with", "stream_with"]
+__all__ = ["AHEAD_PER_SLOT", "generate_with", "stream_with"]
+
+AHEAD_PER_SLOT = 8
+"""Requests a stream keeps asked per slot of its runner (``concurrency``) before their replies are read."""
 
 
 def generate_with(
@@ -101,28 +104,47 @@ def _cached_replies(
 def stream_with(
     runner: Any,
     name: str,
-    requests: Sequence[Generate],
+    requests: Iterable[Generate],
     done: Callable[[int], None],
     cache: ResponseCache,
-) -> Iterator[tuple[int, GenerateResult]]:
+) -> Generator[tuple[int, GenerateResult], None, None]:
     """``(index, reply)`` of each of ``requests`` as it arrives, through the concurrent slots of an endpoint's
     ``runner`` (:class:`~queerbench.models.generation.collect.StreamCollector`): a request the reply ``cache`` holds
     comes out at once, each new reply is committed to it the moment it arrives, a request asked twice is asked once,
-    and a slow or retried request holds up nothing but itself. A request that got no reply raises
-    :class:`RequestFailedError` in one line once every other request was answered (:func:`generate_with`'s message:
-    a rerun asks only the failed ones); failures in a row (a dead server) stop at once, in one line."""
+    and a slow or retried request holds up nothing but itself. ``requests`` are read as the stream goes, at most
+    :data:`AHEAD_PER_SLOT` per slot asked and not yet answered, so a run of millions of requests holds only those
+    in memory. A request that got no reply raises :class:`RequestFailedError` in one line once every other request
+    was answered (:func:`generate_with`'s message: a rerun asks only the failed ones); failures in a row (a dead
+    server) stop at once, in one line."""
     from queerbench.models.generation.collect import StreamCollector
     from queerbench.models.generation.settings import RunAbortedError
 
     collector = StreamCollector(runner, cache)
-    failed: list[tuple[int, str]] = []
-    try:
-        for i, request in enumerate(requests):
+    ahead = AHEAD_PER_SLOT * max(1, int(getattr(runner, "concurrency", 1) or 1))
+    source = enumerate(requests)
+    prompts: dict[int, str] = {}  # the requests asked and not yet answered
+    failed: list[tuple[int, str, str]] = []
+    asked = 0
+
+    def top_up() -> None:
+        nonlocal asked
+        while len(prompts) < ahead:
+            nxt = next(source, None)
+            if nxt is None:
+                return
+            i, request = nxt
+            prompts[i] = request.prompt
+            asked += 1
             collector.ask(i, request)
+
+    try:
+        top_up()
         for i, result in collector.results():
             done(1)
+            prompt = prompts.pop(i)
+            top_up()  # the next requests go out while this reply is handed on
             if result["error"] is not None:
-                failed.append((i, str(result["error"])))
+                failed.append((i, str(result["error"]), prompt))
                 continue
             truncated = (result["meta"] or {}).get("finish_reason") == "length"
             yield i, GenerateResult(result["response"], truncated)
@@ -131,9 +153,8 @@ def stream_with(
     finally:
         collector.close()
     if failed:
-        first, error = min(failed)
+        _, error, prompt = min(failed)
         raise RequestFailedError(
-            f"{name} gave no reply to {len(failed)} of {len(requests)} prompts (first: "
-            f"{requests[first].prompt[:60]!r}: {error[:200]}); every other reply is saved in {cache.path}: rerun the "
-            "same command to ask only these"
+            f"{name} gave no reply to {len(failed)} of {asked} prompts (first: {prompt[:60]!r}: {error[:200]}); every "
+            f"other reply is saved in {cache.path}: rerun the same command to ask only these"
         )
