@@ -118,12 +118,18 @@ def _timed(server: FaultyServer) -> None:
     server.latency = delay
 
 
-def _measure(server: FaultyServer, concurrency: int, templates: int, top_k: int, folder: Path) -> dict[str, Any]:
+def _measure(
+    server: FaultyServer, concurrency: int, templates: int, top_k: int, folder: Path, config: str = "default"
+) -> dict[str, Any]:
     with server._cond:
         server.reset()
     out = folder / f"c{concurrency}-t{templates}-{time.monotonic_ns()}"
     cmd = [sys.executable, "-m", "queerbench", "run", "--endpoint", server.url, "--model", "served"]
-    cmd += ["--top-k", str(top_k), "--limit", str(templates), "--toxicity", "none", "--concurrency", str(concurrency)]
+    if config != "default":  # a task on the request runner: its own items, no --top-k or --toxicity
+        cmd += ["--config", config, "--method", "instructed"]
+    else:
+        cmd += ["--top-k", str(top_k), "--toxicity", "none"]
+    cmd += ["--limit", str(templates), "--concurrency", str(concurrency)]
     cmd += ["--requests-per-minute", "1000000", "--out", str(out)]
     env = {**os.environ, "OPENAI_API_KEY": "not-a-secret"}
     wall, commands = 0.0, 0
@@ -137,7 +143,10 @@ def _measure(server: FaultyServer, concurrency: int, templates: int, top_k: int,
         if proc.returncode != 1 or commands == 3:
             raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
     preds = pd.read_parquet(out / "predictions.parquet")
-    assert len(preds) == 77 * templates and preds["tokens"].map(list).tolist() == [["doctor"] * top_k] * len(preds)
+    if config == "default":
+        assert len(preds) == 77 * templates and preds["tokens"].map(list).tolist() == [["doctor"] * top_k] * len(preds)
+    else:  # every item answered ("doctor" is no pronoun: read as no choice)
+        assert len(preds) == 11 * templates and preds["reply"].eq("doctor").all()
     with server._cond:
         spans, statuses = list(server.spans), dict(server.statuses)
     busy = sum(end - begin for begin, end in spans)
@@ -167,6 +176,11 @@ def main() -> None:
     parser.add_argument("--rows", default=None, help="CONCURRENCYxLATENCY,... (default: all six rows)")
     parser.add_argument("--templates", default=None, help="CONCURRENCYxLATENCY=N,... templates of those rows")
     parser.add_argument("--top-k", default=None, help="CONCURRENCYxLATENCY=K,... --top-k of those rows")
+    parser.add_argument(
+        "--config",
+        default="default",
+        help="the task run (misgendered: the request runner's stream, 11 items a template)",
+    )
     args = parser.parse_args()
     sizes = {row: list(size) for row, size in ROWS.items()}
     for option, where in ((args.templates, 0), (args.top_k, 1)):
@@ -176,7 +190,7 @@ def main() -> None:
             sizes[(int(c), float(latency))][where] = int(n)
     rows = _parse_rows(args.rows)
     print(
-        "whole `queerbench run` commands (instructed, --toxicity none) against a fake OpenAI server on 127.0.0.1 that "
+        f"whole `queerbench run --config {args.config}` commands (instructed) against a fake OpenAI server on 127.0.0.1 that "
         "keeps connections open: each prompt's first request 429 (Retry-After: 0), then 1 in 7 requests a 500 and 1 in 11 a "
         f"truncated JSON body; {os.cpu_count()} CPUs shared by the server and the client"
     )
@@ -191,7 +205,7 @@ def main() -> None:
             _timed(server)
             with server:
                 templates, top_k = sizes[(concurrency, latency)]
-                m = _measure(server, concurrency, templates, top_k, Path(tmp))
+                m = _measure(server, concurrency, templates, top_k, Path(tmp), args.config)
             ratio, inner = m["busy"] / m["wall"], m["busy"] / m["window"]
             reruns = f" (+{m['commands'] - 1} rerun for the failed prompts)" if m["commands"] > 1 else ""
             verdict = "met" if ratio >= 0.7 * concurrency else "NOT met"

@@ -227,9 +227,10 @@ def _ask(backend: Backend, request_type: str, requests: list[Request], tick: Cal
     return results
 
 
-def _save_part(chunks: Path, first: int, rows: list[dict[str, Any]]) -> None:
-    """Save the results of ``rows`` (items from the one at position ``first`` of the run's items on) atomically."""
-    with atomic_path(chunks / f"chunk-{first:07d}-{first + len(rows):07d}.parquet") as tmp:
+def _save_part(chunks: Path, first: int, end: int, rows: list[dict[str, Any]]) -> None:
+    """Save the results of ``rows`` atomically, named after the positions of their items in the run's items: the
+    first, and one past the last (``chunk-<first>-<end>``; the first is an item no earlier part holds)."""
+    with atomic_path(chunks / f"chunk-{first:07d}-{end:07d}.parquet") as tmp:
         pd.DataFrame(rows).to_parquet(tmp, index=False)
 
 
@@ -254,7 +255,8 @@ def _predict(run: RequestRun, backend: Backend, todo: pd.DataFrame, chunks: Path
                 scored = run.task.score_item(item, results[at : at + len(reqs)], run.method)
                 rows.append({"id": item["id"], **scored})
                 at += len(reqs)
-            _save_part(chunks, int(todo.index[start]), rows)
+            first = int(todo.index[start])
+            _save_part(chunks, first, first + len(part), rows)
             done += len(part)
     return done
 
@@ -294,9 +296,7 @@ def _predict_streamed(run: RequestRun, backend: StreamingBackend, todo: pd.DataF
         nonlocal done
         if scored:
             scored.sort(key=lambda pair: pair[0])
-            first, last = positions[scored[0][0]], positions[scored[-1][0]]
-            with atomic_path(chunks / f"chunk-{first:07d}-{last + 1:07d}.parquet") as tmp:
-                pd.DataFrame([row for _, row in scored]).to_parquet(tmp, index=False)
+            _save_part(chunks, positions[scored[0][0]], positions[scored[-1][0]] + 1, [row for _, row in scored])
             done += len(scored)
             scored.clear()
 
