@@ -3,7 +3,7 @@
 The server (``tests/completions_server.py``) serves the tiny letters Llama of ``tests/tiny_models.py``; a first,
 untimed pass warms its memory of answers (``memo``), so in the timed passes each request costs the fixed
 ``--latency`` only, like a remote engine that takes that long per batch of prompts. Each timed pass scores the same
-``--n`` sentences with :class:`~queerbench.methods.scored.endpoint.EndpointScoredPredictor` (probe, propose, extend,
+``--n`` sentences with :class:`~queerbench.methods.scored.predictor.ScoredPredictor` (probe, propose, extend,
 rank) on a fresh reply cache and no rate limit, alternating the two concurrencies ``--repeats`` times (best time
 counts). Printed: requests and seconds per concurrency, the speed-up and the target ≥ 0.7 × concurrency; both passes
 must give the same words.
@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from queerbench.methods.scored.endpoint import EndpointScoredPredictor
+from queerbench.methods.scored.predictor import ScoredPredictor
 from queerbench.models.spec import ModelSpec
 from queerbench.tasks.queerbench.templates import build_sentences
 from tests.completions_server import CompletionsServer
@@ -31,7 +31,7 @@ from tests.tiny_models import tiny_letters_llama
 def _once(url: str, concurrency: int, ids: list[str], sentences: list[str], folder: Path) -> tuple[float, float, dict]:
     """(seconds to load, i.e. identify and probe the server; seconds to score the sentences; the predictions)."""
     start = time.perf_counter()
-    predictor = EndpointScoredPredictor(
+    predictor = ScoredPredictor(
         "tiny",
         endpoint=url,
         top_k=5,

@@ -204,7 +204,7 @@ def test_a_chat_only_endpoint_skips_scored_with_the_probes_reason_and_the_eval_s
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ):
     # the fake server answers no GET (HTTP 501): what the server says of itself is not tested here
-    monkeypatch.setattr("queerbench.methods.scored.endpoint.identify", lambda runner: {})
+    monkeypatch.setattr("queerbench.models.causal_blanks.endpoint_probe.identify", lambda runner: {})
     out = tmp_path / "eval"
     with FakeOpenAI(answer="kind") as server:
         args = ["eval", "--model", "m", "--endpoint", server.url, "--tasks", "default", "--out", str(out), *FAST]

@@ -186,7 +186,7 @@ def test_an_eval_folder_of_the_earlier_plan_resumes_and_only_the_new_passes_run(
 def test_a_chat_endpoint_runs_queergens_protocol_one_greedy_reply_to_its_prompt(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("queerbench.methods.scored.endpoint.identify", lambda runner: {})
+    monkeypatch.setattr("queerbench.models.causal_blanks.endpoint_probe.identify", lambda runner: {})
     out = tmp_path / "eval"
     prompt = load_prompts()["prompts"]["queergen-2"]["text"].split("{sentence}")[0]
     with FakeOpenAI(answer="kind") as server:

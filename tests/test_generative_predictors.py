@@ -220,7 +220,7 @@ def test_scored_predictor(folders: dict[str, str]) -> None:
         predictor = ScoredPredictor(path, top_k=3, spec=ModelSpec(device="cpu", dtype="float32", batch_size=2))
     assert not [w for w in caught if "chat template" in str(w.message)]  # scored sends no prompt: no such note
     meta = predictor.metadata()
-    lm = predictor.lm
+    lm = predictor.backend.blank_filler()
     assert meta == {
         "method": "scored",
         "model": path,

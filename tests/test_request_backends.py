@@ -80,7 +80,9 @@ def test_request_types_come_from_the_config_alone(models: dict[str, Path], tmp_p
         assert types == ({"fill_mask", "loglikelihood"} if masked else {"fill_mask", "loglikelihood", "generate"})
     embedded = backend_request_types(model_ref("embedded:smollm2-135m-instruct"))
     assert embedded == {"fill_mask", "loglikelihood", "generate"}
-    assert backend_request_types(model_ref("served", "http://127.0.0.1:9/v1")) == {"generate", "loglikelihood"}
+    # a served model: chat replies, and on its completions route the loglikelihood and the top-k words of a blank
+    served = backend_request_types(model_ref("served", "http://127.0.0.1:9/v1"))
+    assert served == {"fill_mask", "generate", "loglikelihood"}
 
 
 def test_unsupported_type_is_refused_in_one_line_before_any_weight_loads(
@@ -98,11 +100,16 @@ def test_unsupported_type_is_refused_in_one_line_before_any_weight_loads(
         assert "a causal LM" in message  # the fix: which model answers it
     gpt2 = model_ref(str(models["gpt2"]))
     check_request_type(gpt2, "fill_mask")  # a causal LM answers the top-k words of a blank (proposed and ranked)
-    with pytest.raises(UnsupportedRequestError) as caught:
-        check_request_type(model_ref("served", "http://user:hunter2@127.0.0.1:9/v1"), "fill_mask")
+    from queerbench.models.device import ModelLoadError
+
+    served = model_ref("served", "http://user:hunter2@127.0.0.1:9/v1")
+    check_request_type(served, "fill_mask")  # so does a served one, on its completions route
+    # a served model where a method needs another kind: refused before any request, its URL without credentials
+    with pytest.raises(ModelLoadError) as caught:
+        open_backend(served, "fill_mask", log=quiet, model_kind="masked", model_kind_for="mlm")
     message = one_line(caught)
-    assert "served at http://127.0.0.1:9/v1" in message and "hunter2" not in message and "a masked LM" in message
-    assert "generate, loglikelihood" in message and "a causal LM" in message
+    assert "served at http://127.0.0.1:9/v1" in message and "hunter2" not in message
+    assert "is an OpenAI-compatible endpoint; mlm runs on a masked LM" in message
     with pytest.raises(ValueError, match="unknown request type 'rank'"):
         check_request_type(gpt2, "rank")
 

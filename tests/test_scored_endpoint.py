@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from queerbench.cli import main
-from queerbench.methods.scored.endpoint import EndpointScoredPredictor
+from queerbench.methods.scored.predictor import ScoredPredictor
 from tests.completions_server import CompletionsServer
 from tests.tiny_models import tiny_letters_llama
 
@@ -42,8 +42,8 @@ def server(letters: Path):
         yield srv
 
 
-def _predictor(url: str, cache: Path, **kwargs) -> EndpointScoredPredictor:
-    return EndpointScoredPredictor("tiny", endpoint=url, top_k=5, cache_path=cache, log=lambda _: None, **kwargs)
+def _predictor(url: str, cache: Path, **kwargs) -> ScoredPredictor:
+    return ScoredPredictor("tiny", endpoint=url, top_k=5, cache_path=cache, log=lambda _: None, **kwargs)
 
 
 def test_endpoint_scored_equals_local_scored(letters: Path, server: CompletionsServer, tmp_path: Path) -> None:
@@ -84,7 +84,7 @@ def test_endpoint_scored_equals_local_scored(letters: Path, server: CompletionsS
 def test_capped_logprobs_lower_m_and_record_it(server: CompletionsServer, tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setattr(server, "max_logprobs", 20)  # vLLM's default --max-logprobs
     notes: list[str] = []
-    predictor = EndpointScoredPredictor("tiny", endpoint=server.url, top_k=5, cache_path=tmp_path / "c.sqlite",
+    predictor = ScoredPredictor("tiny", endpoint=server.url, top_k=5, cache_path=tmp_path / "c.sqlite",
                                         log=notes.append)  # fmt: skip
     assert predictor.metadata()["decoding"]["propose_logprobs"] == 20
     assert len(notes) == 1 and "--max-logprobs 100" in notes[0]
@@ -152,3 +152,36 @@ def test_the_endpoint_settings_are_the_specs_and_a_stray_one_is_one_line(tmp_pat
             _predictor("http://127.0.0.1:9/v1", tmp_path / "c.sqlite", **stray)  # refused before any request
         assert "\n" not in str(caught.value)
     assert not (tmp_path / "probe.sqlite").exists()
+
+
+def test_the_endpoint_backend_answers_top_k_fill_mask_requests(server: CompletionsServer, tmp_path: Path) -> None:
+    """The seam itself: a served model opened for ``fill_mask`` answers top-k requests (probed at the first one,
+    its calls in the reply cache) with what the ``scored`` predictor gives, in one step per call or streamed, and
+    refuses a candidate-word request in one line before any call."""
+    from queerbench.models.backends import StreamingBlanksBackend, open_backend
+    from queerbench.models.generation.cache import ResponseCache
+    from queerbench.models.registry import model_ref
+    from queerbench.models.requests import FillMask, UnsupportedRequestError
+
+    want = _predictor(server.url, tmp_path / "p" / "c.sqlite").predict(IDS, SENTENCES, lambda n: None)
+    requests = [FillMask(s, top_k=5, item=i) for i, s in zip(IDS, SENTENCES, strict=True)]
+    with ResponseCache(tmp_path / "b.sqlite") as cache:
+        backend = open_backend(model_ref("tiny", server.url), "fill_mask", log=lambda _: None, reply_cache=cache)
+        assert isinstance(backend, StreamingBlanksBackend) and "fill_mask" in backend.request_types
+        before = server.calls
+        with pytest.raises(UnsupportedRequestError) as caught:
+            backend.fill_mask([FillMask("The [MASK] is here.", ("nurse",))])
+        assert "\n" not in str(caught.value) and "not for the candidate words ['nurse']" in str(caught.value)
+        assert server.calls == before  # refused before any call, the probe's included
+        ticks: list[int] = []
+        got = backend.fill_mask(requests, ticks.append)
+        assert sum(ticks) == len(requests)
+        assert [list(r.words) for r in got] == want["tokens"] and [r.n_proposed for r in got] == want["n_proposed"]
+        assert [list(r.probs) for r in got] == want["probs"]
+        streamed = dict(backend.stream_fill_mask(requests))
+        assert [streamed[i] for i in range(len(requests))] == got
+        backend.close()
+    # without a reply cache: one line, before any call
+    bare = open_backend(model_ref("tiny", server.url), "fill_mask", log=lambda _: None)
+    with pytest.raises(ValueError, match="top-k fill_mask requests need a reply cache"):
+        bare.fill_mask(requests[:1])

@@ -23,7 +23,7 @@ import pytest
 
 from queerbench.cli import main
 from queerbench.methods.base import Rows, predict_in_parts
-from queerbench.methods.scored.endpoint import EndpointScoredPredictor
+from queerbench.methods.scored.predictor import ScoredPredictor
 from queerbench.models.causal_blanks.blanks import split_blank
 from queerbench.models.causal_blanks.endpoint_steps import SETTINGS
 from queerbench.models.generation.cache import cache_key
@@ -77,11 +77,9 @@ class Parts:
         return time.monotonic()
 
 
-def _predictor(
-    server: CompletionsServer, folder: Path, concurrency: int = 8, **options: Any
-) -> EndpointScoredPredictor:
+def _predictor(server: CompletionsServer, folder: Path, concurrency: int = 8, **options: Any) -> ScoredPredictor:
     spec = ModelSpec(concurrency=concurrency, requests_per_minute=None)
-    return EndpointScoredPredictor("tiny", endpoint=server.url, top_k=TOP_K, cache_path=folder / "replies.sqlite",
+    return ScoredPredictor("tiny", endpoint=server.url, top_k=TOP_K, cache_path=folder / "replies.sqlite",
                                    spec=spec, log=lambda _: None, **options)  # fmt: skip
 
 
@@ -198,7 +196,7 @@ def test_rows_are_handed_out_as_sentences_finish_with_the_batch_form_s_words_and
     # parameters and at most prompts_per_request prompts
     jobs = _jobs(streamed_bodies)
     assert len(jobs) == len(set(jobs))
-    assert all(len(b["prompt"]) <= predictor.runner.prompts_per_request for b in streamed_bodies)
+    assert all(len(b["prompt"]) <= predictor.backend.completions_runner().prompts_per_request for b in streamed_bodies)
 
     # the batch form (parts of 64, what a run did before) on a reply cache of its own: the same words
     batch = _predictor(server, tmp_path / "batch")
@@ -229,7 +227,7 @@ def test_a_slow_request_holds_up_its_own_sentences_only(
     hold = 1.5
     ids, texts = list(sentences), list(sentences.values())
     predictor = _predictor(server, tmp_path, concurrency=4, prompts_per_request=4)
-    slow_head = predictor.report.start_text + split_blank(texts[5])[0]
+    slow_head = predictor.backend.blanks_reports[TOP_K].start_text + split_blank(texts[5])[0]
     arrivals: list[tuple[float, bool]] = []  # (when, whether the request is of a later step than propose)
     held: dict[str, Any] = {}
     lock = threading.Lock()
@@ -249,7 +247,7 @@ def test_a_slow_request_holds_up_its_own_sentences_only(
         handed.append((rows.ids[0], time.monotonic()))
     start, end = held["start"], held["start"] + hold
     slow_ids = {sid for sid, text in sentences.items()
-                if predictor.report.start_text + split_blank(text)[0] in held["prompts"]}  # fmt: skip
+                if predictor.backend.blanks_reports[TOP_K].start_text + split_blank(text)[0] in held["prompts"]}  # fmt: skip
     assert 1 <= len(slow_ids) <= 4
     # other sentences' extensions and rankings were asked while the slow request was held ...
     assert sum(later and start < t < end for t, later in arrivals) >= 20
@@ -269,7 +267,7 @@ def test_an_interrupted_run_resumes_without_asking_a_cached_job_again(
     out = tmp_path / "run"
     args = ["run", "--endpoint", server.url, "--model", "tiny", "--method", "scored", "--top-k", str(TOP_K),
             "--limit", "1", "--out", str(out), *FAST]  # fmt: skip
-    real = EndpointScoredPredictor.stream
+    real = ScoredPredictor.stream
     handed: list[str] = []
 
     def interrupted(self, *args: Any, **kwargs: Any) -> Iterator[Rows]:
@@ -281,7 +279,7 @@ def test_an_interrupted_run_resumes_without_asking_a_cached_job_again(
                 if len(handed) == 30:
                     raise KeyboardInterrupt
 
-    monkeypatch.setattr(EndpointScoredPredictor, "stream", interrupted)
+    monkeypatch.setattr(ScoredPredictor, "stream", interrupted)
     assert main(args) == 130
     assert "interrupted: the predictions of 30 of 77 sentences are saved" in capsys.readouterr().err
     chunks = out / ".chunks"
@@ -296,7 +294,7 @@ def test_an_interrupted_run_resumes_without_asking_a_cached_job_again(
     def keys(bodies: list[dict]) -> list[str]:
         return [cache_key(fingerprint, job, 0, SETTINGS.decoding()) for job in _jobs(bodies)]
 
-    monkeypatch.setattr(EndpointScoredPredictor, "stream", real)
+    monkeypatch.setattr(ScoredPredictor, "stream", real)
     first = len(server.bodies)
     assert main(args) == 0
     assert "resuming the run in" in capsys.readouterr().out

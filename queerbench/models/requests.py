@@ -58,12 +58,15 @@ code read them (a task's ``mlm_mode``)."""
 class FillMask:
     """At the one ``[MASK]`` of ``text``: each of ``candidates``' log-probability there; or, with ``top_k`` and no
     candidates, the model's own ``top_k`` fills there with their probabilities, read as ``mode`` says
-    (:data:`FILL_MASK_MODES`): the open prediction a fill-in-the-blank benchmark scores."""
+    (:data:`FILL_MASK_MODES`): the open prediction a fill-in-the-blank benchmark scores. ``item``: the id of the
+    task's item the request is for, where a backend that answers through calls of its own (a completions endpoint's
+    top-k) names and seeds those calls by it (None: by the request's position in its batch)."""
 
     text: str
     candidates: tuple[str, ...] = ()
     top_k: int = 0
     mode: str = FILL_MASK_MODES[0]
+    item: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.text, str) or self.text.count(MASK) != 1:
@@ -173,6 +176,10 @@ class FillMaskResult:
     token_ids: tuple[int, ...] = ()
     probs: tuple[float, ...] = ()
     n_tokens: tuple[int, ...] = ()
+    n_proposed: int | None = None
+    """A top-k fill whose candidates come from a list of next tokens the backend was given (a completions
+    endpoint's top ``logprobs``): how many word-start candidates that list held, up to the number asked for (None:
+    the backend proposes from the whole vocabulary)."""
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """``scored``: candidate words ranked by whole-sentence probability, on a local causal LM or a completions endpoint.
 
-:data:`SCORED` is the method's registry entry: its predictor per backend (:mod:`.predictor` on a local causal LM,
-:mod:`.endpoint` on a completions endpoint that echoes log-probabilities) and how its report says what it did.
+:data:`SCORED` is the method's registry entry: its predictor (:mod:`.predictor`: top-k ``fill_mask`` requests, which a
+local causal LM and a completions endpoint that echoes log-probabilities answer) and how its report says what it did.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ SCORED = ScoredMethod(
     default_model=DEFAULT_MODEL,
     backends={
         "causal_lm": "queerbench.methods.scored.predictor:ScoredPredictor",
-        "completions_endpoint": "queerbench.methods.scored.endpoint:EndpointScoredPredictor",
+        "completions_endpoint": "queerbench.methods.scored.predictor:ScoredPredictor",
     },
     key_fields=("endpoint",),
     generative=True,

@@ -9,7 +9,12 @@ for the request type a task asks:
   (:class:`~queerbench.models.backends.causal.CausalBackend`): ``fill_mask`` (the top-k words of a blank, proposed
   and ranked by the whole sentence's probability), ``loglikelihood`` and ``generate``;
 - an OpenAI-compatible endpoint (:class:`~queerbench.models.backends.endpoint.EndpointBackend`): ``generate``
-  (chat) and ``loglikelihood`` (a completions route that echoes prompt log-probabilities).
+  (chat), and ``loglikelihood`` and top-k ``fill_mask`` (a completions route that echoes prompt log-probabilities).
+
+A backend that answers the top-k words of a blank (:class:`BlanksBackend`: a causal LM's, local or served) is made
+ready for a ``k`` before any work (``prepare_blanks``: an endpoint is probed, each failure one line) and says how it
+found them (``blanks_metadata``); a served one also hands out each result as its last reply arrives
+(:class:`StreamingBlanksBackend`).
 
 A backend that answers ``generate`` through a generation-layer runner (:class:`GenerateBackend`: a local causal LM,
 an endpoint) hands out that runner (``generator()``) and keeps its replies in a reply cache when it is given one
@@ -20,7 +25,8 @@ an endpoint) hands out that runner (``generator()``) and keeps its replies in a 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Iterable
+from collections.abc import Callable, Generator, Iterable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from queerbench.base.redact import redact_url
@@ -34,6 +40,8 @@ from queerbench.models.requests import (
     LOGLIKELIHOOD,
     REQUEST_TYPES,
     Backend,
+    FillMask,
+    FillMaskResult,
     Generate,
     GenerateResult,
     UnsupportedRequestError,
@@ -45,9 +53,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "REQUEST_TYPES_OF_KIND",
+    "BlanksBackend",
     "GenerateBackend",
     "RequestFailedError",
     "StreamingBackend",
+    "StreamingBlanksBackend",
     "backend_request_types",
     "check_request_type",
     "open_backend",
@@ -57,11 +67,12 @@ __all__ = [
 REQUEST_TYPES_OF_KIND: dict[str, frozenset[str]] = {
     "masked": frozenset({FILL_MASK, LOGLIKELIHOOD}),
     "causal": frozenset({FILL_MASK, LOGLIKELIHOOD, GENERATE}),
-    "endpoint": frozenset({GENERATE, LOGLIKELIHOOD}),
+    "endpoint": frozenset({FILL_MASK, GENERATE, LOGLIKELIHOOD}),
 }
 """The request types each kind of model answers (:meth:`ModelRef.kind`); a seq2seq or headless model answers none.
-A causal LM's ``fill_mask`` is the top-k form (the words of a blank); its backend refuses a candidate-word request in
-one line, and no method asks one of it (``mlm``, which does, is refused for a causal LM when the run is resolved)."""
+A causal LM's ``fill_mask``, local or served, is the top-k form (the words of a blank); its backend refuses a
+candidate-word request in one line, and no method asks one of it (``mlm``, which does, is refused for a causal LM
+or an endpoint when the run is resolved)."""
 
 
 @runtime_checkable
@@ -97,6 +108,35 @@ class StreamingBackend(GenerateBackend, Protocol):
         ...
 
 
+@runtime_checkable
+class BlanksBackend(Backend, Protocol):
+    """A backend that answers the top-k whole words of a blank (a causal LM's, local or at a completions endpoint):
+    made ready for a ``top_k`` before any work, and saying how it found the words."""
+
+    def prepare_blanks(self, top_k: int, *, probe_path: Path | None = None, logprobs: int | None = None) -> Any:
+        """Ready for top-``top_k`` ``fill_mask`` requests, each reason it cannot be one line now (an endpoint is
+        probed; ``probe_path``: where its probe's replies are kept; ``logprobs``: how many next tokens its propose
+        step asks for)."""
+        ...
+
+    def blanks_metadata(self, top_k: int) -> dict[str, Any]:
+        """What a run records of how its top-``top_k`` words were found: the weights' fingerprint, the engine's or
+        the server's settings, the decoding."""
+        ...
+
+
+@runtime_checkable
+class StreamingBlanksBackend(BlanksBackend, Protocol):
+    """A :class:`BlanksBackend` whose calls go through concurrent slots (an endpoint): each request's result is
+    handed out as its last reply arrives."""
+
+    def stream_fill_mask(
+        self, requests: Sequence[FillMask], tick: Callable[[int], None] | None = None
+    ) -> Generator[tuple[int, FillMaskResult], None, None]:
+        """``(index, result)`` of each top-k request as it is done, in any order."""
+        ...
+
+
 _KIND_NAMES = {
     "masked": "a masked LM",
     "causal": "a causal LM",
@@ -104,7 +144,10 @@ _KIND_NAMES = {
     "seq2seq": "an encoder-decoder (seq2seq) model",
 }
 _WHO_ANSWERS = {
-    FILL_MASK: "a masked LM (e.g. bert-base-uncased, roberta-base) or, for the top-k words of a blank, a causal LM",
+    FILL_MASK: (
+        "a masked LM (e.g. bert-base-uncased, roberta-base) or, for the top-k words of a blank, a causal LM (local, "
+        "or at an --endpoint with a completions route)"
+    ),
     LOGLIKELIHOOD: "a masked LM, a causal LM or an --endpoint with a completions route",
     GENERATE: "a causal LM (e.g. embedded:smollm2-135m-instruct) or an --endpoint",
 }

@@ -41,11 +41,13 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
+import transformers
 
 from queerbench.models.backends.common import (
     RequestFailedError,
     batches,
     by_length,
+    by_top_k,
     check_batch_size,
     split_context,
     ticker,
@@ -56,7 +58,6 @@ from queerbench.models.generation.local import TransformersRunner
 from queerbench.models.registry import ModelRef
 from queerbench.models.requests import (
     FILL_MASK,
-    FILL_MASK_MODES,
     GENERATE,
     LOGLIKELIHOOD,
     FillMask,
@@ -65,7 +66,6 @@ from queerbench.models.requests import (
     GenerateResult,
     Loglikelihood,
     LoglikelihoodResult,
-    UnsupportedRequestError,
 )
 
 if TYPE_CHECKING:
@@ -128,8 +128,6 @@ class CausalBackend:
 
     def metadata(self) -> dict[str, Any]:
         """The backend, model, architecture, device, dtype, batch size, prefix sharing and prompt format."""
-        import transformers
-
         return {
             "backend": self.kind,
             "model": self.ref.name,
@@ -158,26 +156,9 @@ class CausalBackend:
         request, before any forward pass."""
         from queerbench.models.causal_blanks.local import score_blanks
 
-        for request in requests:
-            if not request.top_k:
-                shown = ", ".join(repr(c) for c in request.candidates[:5]) + (
-                    ", …" if len(request.candidates) > 5 else ""
-                )
-                raise UnsupportedRequestError(
-                    f"{self.name} is a causal LM: it answers fill_mask requests for the top-k whole words of a blank, "
-                    f"not for the candidate words [{shown}]; ask loglikelihood of each filled sentence instead"
-                )
-            if request.mode != FILL_MASK_MODES[0]:
-                raise UnsupportedRequestError(
-                    f"{self.name} is a causal LM: it answers fill_mask requests for the top-k whole words of a blank, "
-                    f"not raw top-k tokens (a masked LM's vocabulary entries); ask mode {FILL_MASK_MODES[0]!r}, or "
-                    "use a masked LM"
-                )
+        by_k = by_top_k(self.name, requests)
         done = ticker(tick)
         results: list[FillMaskResult | None] = [None] * len(requests)
-        by_k: dict[int, list[int]] = {}
-        for i, request in enumerate(requests):
-            by_k.setdefault(request.top_k, []).append(i)
         for k, idx in by_k.items():
             got = score_blanks(
                 self.blank_filler(), [requests[i].text for i in idx], k, batch_size=self.batch_size, progress=done
@@ -200,6 +181,33 @@ class CausalBackend:
 
             self._blanks = ScoredLM(self.model, self.tokenizer)
         return self._blanks
+
+    def prepare_blanks(self, top_k: int, **_: Any) -> None:
+        """Ready for top-k ``fill_mask`` requests (the engine's vocabulary tables built now, not at the first
+        request); a local model needs no other check before the work."""
+        self.blank_filler()
+
+    def blanks_metadata(self, top_k: int) -> dict[str, Any]:
+        """What a run records of how its top-``k`` words were found: the weights' fingerprint, the engine's
+        settings (tokenizer family, start token, device, dtype), the placement, the size and the decoding."""
+        from queerbench.models.causal_blanks.local import CANDIDATES_PER_K, MAX_WORD_TOKENS
+
+        lm = self.blank_filler()
+        return {
+            "fingerprint": self.fingerprint(),
+            **lm.metadata(),
+            "device_map": self.runner.device_map,
+            "params": int(sum(p.numel() for p in lm.model.parameters())),
+            "decoding": {
+                "candidates": CANDIDATES_PER_K * top_k,
+                "candidates_per_k": CANDIDATES_PER_K,
+                "max_word_tokens": MAX_WORD_TOKENS,
+                "ranking": "log P(word + text after the blank | start token + text before the blank), summed",
+                "prompt_format": "raw",
+            },
+            "transformers_version": transformers.__version__,
+            "torch_version": torch.__version__,
+        }
 
     def loglikelihood(
         self, requests: Sequence[Loglikelihood], tick: Callable[[int], None] | None = None

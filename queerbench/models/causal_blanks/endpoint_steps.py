@@ -1,12 +1,37 @@
-"""``scored``'s three steps on a completions endpoint (what they are: :mod:`queerbench.methods.scored.endpoint`): the
-job each step asks, how its reply is read, and the two ways of asking them. :func:`score_blanks_endpoint` asks a step
-at a time for a batch of sentences, one :func:`~queerbench.models.generation.collect.collect` call per step;
-:func:`stream_blanks_endpoint` streams a run: every sentence's calls flow through one
-:class:`~queerbench.models.generation.completions.JobStream`, a sentence's extensions are asked as soon as its
-proposal is in and its rankings as soon as its extensions are, and its row comes out the moment its last reply
-arrives, so one slow or retried request holds up its own sentences only. Both ask the same jobs under the same cache
-keys (a run folder of either resumes with the other) and read each reply with the same functions, so they give the
-same words; jobs of equal parameters share requests either way.
+"""A causal LM's top-k words for a blank on an OpenAI-compatible completions endpoint (vLLM, SGLang, TGI, llama.cpp's
+server): how :class:`~queerbench.models.backends.endpoint.EndpointBackend` answers a top-k ``fill_mask`` request.
+
+The three steps of the local engine (:mod:`queerbench.models.causal_blanks.local`), made of the calls
+lm-evaluation-harness's ``local-completions`` model makes, with the server's own tokenizer (no local tokenizer is
+needed):
+
+1. **Propose**: the start token and the text before ``[MASK]`` with ``max_tokens: 1, logprobs: M`` give the top-``M``
+   next tokens; the ``N = 4·k`` most likely *word-start* ones are kept (a token of a space and a whole word; at the
+   very start of a sentence, a whole word without the space: the local engine's rules). When at least ``N`` of the
+   ``M`` are word starts, they are exactly the local engine's candidates; ``n_proposed`` records how many a sentence
+   got. ``M`` is ``5·N``, or ``N`` where the server caps ``logprobs`` below that (recorded).
+2. **Extend** each candidate greedily to a whole word: the prompt plus the candidate with ``temperature: 0,
+   max_tokens: 4``; the returned tokens that are alphabetic and carry no space continue the word, up to 4 tokens
+   in all (a word still going on there is dropped).
+3. **Rank** by the echoed log-probability (``echo: true, max_tokens: 1, logprobs: 1``) of the word's tokens and of
+   every token after it, the final ``.`` included; :func:`queerbench.models.causal_blanks.blanks.rank_candidates`
+   selects the top ``k`` distinct lowercased words and renormalises, as for a local model.
+
+The start token, and whether the server can do this at all, are found first
+(:func:`~queerbench.models.causal_blanks.endpoint_probe.probe`). A filled sentence is sent as text, so the server
+scores it as its tokenizer splits it; the local engine scores the token path its greedy extension took. The two
+agree whenever that path is the tokenizer's own split of the word (the tests check equality on such a model); two
+paths that spell the same text are one candidate here.
+
+This module holds the job each step asks, how its reply is read, and the two ways of asking them.
+:func:`score_blanks_endpoint` asks a step at a time for a batch of sentences, one
+:func:`~queerbench.models.generation.collect.collect` call per step; :func:`stream_blanks_endpoint` streams a run:
+every sentence's calls flow through one :class:`~queerbench.models.generation.completions.JobStream`, a sentence's
+extensions are asked as soon as its proposal is in and its rankings as soon as its extensions are, and its row comes
+out the moment its last reply arrives, so one slow or retried request holds up its own sentences only. Both ask the
+same jobs under the same cache keys (a run folder of either resumes with the other) and read each reply with the
+same functions, so they give the same words; jobs of equal parameters share requests either way. Every call goes
+through the reply cache, so a killed run resumes and a rerun with the same cache makes no completions call.
 """
 
 from __future__ import annotations
@@ -46,7 +71,7 @@ SETTINGS = GenerationSettings(temperature=0.0, top_p=None, max_new_tokens=1, see
 
 @dataclass(frozen=True)
 class ServerReport:
-    """What :func:`~queerbench.methods.scored.endpoint.probe` found: the start text sent before each prompt, how it was chosen, the ``logprobs`` the
+    """What :func:`~queerbench.models.causal_blanks.endpoint_probe.probe` found: the start text sent before each prompt, how it was chosen, the ``logprobs`` the
     propose call asks for, and the consistency check's figures."""
 
     start_text: str

@@ -1,6 +1,6 @@
 """OpenAI-compatible *completions* endpoints (``POST {base_url}/completions``): text with token log-probabilities.
 
-The ``scored`` method over an endpoint (:mod:`queerbench.methods.scored.endpoint`) needs what only the completions API
+An endpoint's top-k words for a blank (:mod:`queerbench.models.causal_blanks.endpoint_steps`) need what only the completions API
 gives: the top next tokens with their log-probabilities (``logprobs: N``), greedy continuations with their token
 strings, and the log-probability of every token of the prompt itself (``echo: true``) — the calls
 lm-evaluation-harness's ``local-completions`` model makes. :class:`CompletionsRunner` is the chat runner of
