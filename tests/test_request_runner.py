@@ -157,6 +157,57 @@ def test_an_interrupted_run_resumes_with_only_the_items_not_saved_and_ends_as_an
     )
 
 
+def _cut_run(toy: dict[str, Any], out: Path) -> list[Path]:
+    """A run stopped after two parts of 5 items: its saved part files."""
+    import queerbench.run.requests as runner
+
+    runner_part = runner.PART_ITEMS
+    try:
+        runner.PART_ITEMS, toy["fail_after"] = 5, 2
+        with pytest.raises(KeyboardInterrupt):
+            _run(out)
+    finally:
+        runner.PART_ITEMS, toy["fail_after"] = runner_part, None
+    return sorted((out / ".chunks").glob("chunk-*.parquet"))
+
+
+def test_saved_parts_are_checked_as_a_fill_in_the_blank_runs_are(toy, tmp_path):
+    """The request runner reads its parts with the fill-in-the-blank runner's checks: a row in two files, a row of
+    other items and a part that lost a column are each one line naming the fix, never mixed into the results."""
+    from queerbench.run.requests import _saved
+
+    damages = {
+        "overlap": lambda first, second: pd.concat([pd.read_parquet(second), pd.read_parquet(first).head(1)]),
+        "other items": lambda first, second: pd.read_parquet(second).assign(id=lambda f: "other-" + f["id"]),
+        "lost column": lambda first, second: pd.read_parquet(second).drop(columns=["choice"]),
+    }
+    messages = {"overlap": "overlap; delete that folder and rerun", "other items": "do not match this run's items",
+                "lost column": "lacks the column(s) choice that the run's other saved parts have"}  # fmt: skip
+    for name, damage in damages.items():
+        out = tmp_path / name.replace(" ", "-")
+        first, second = _cut_run(toy, out)
+        damage(first, second).to_parquet(second, index=False)
+        calls = len(toy["backends"])
+        with pytest.raises(ValueError, match=re.escape(messages[name])) as caught:
+            _run(out)
+        assert "\n" not in str(caught.value) and len(toy["backends"]) == calls  # before the model opens
+    # the parts of an earlier version (7-digit names, items in any order, no row kept to check) still resume
+    out = tmp_path / "earlier"
+    first, second = _cut_run(toy, out)
+    _ids = pd.read_parquet(first)["id"].tolist() + pd.read_parquet(second)["id"].tolist()
+    both = pd.concat([pd.read_parquet(first), pd.read_parquet(second)], ignore_index=True).iloc[::-1]
+    first.unlink()
+    second.unlink()
+    both.to_parquet(out / ".chunks" / "chunk-0000000-0000010.parquet", index=False)
+    assert sorted(_saved(out / ".chunks", sorted(_ids))["id"]) == sorted(_ids)
+    _run(out)
+    assert toy["backends"][-1].calls == [2 * 6]  # only the 6 items not saved
+    _run(tmp_path / "whole")
+    pd.testing.assert_frame_equal(
+        pd.read_parquet(out / "predictions.parquet"), pd.read_parquet(tmp_path / "whole" / "predictions.parquet")
+    )
+
+
 def test_ctrl_c_says_truthfully_what_the_run_kept(toy, tmp_path):
     import queerbench.run.requests as runner
 

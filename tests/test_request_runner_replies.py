@@ -80,7 +80,7 @@ def test_ctrl_c_counts_the_replies_kept_of_items_not_yet_saved(tmp_path: Path) -
     with ResponseCache(tmp_path / "run" / ".chunks" / "replies.sqlite") as cache:
         for i in range(3):
             cache.put(f"k{i}", f"item{i}", 0, "They", {})
-    message = str(_interruption(tmp_path / "run", 11, removed=False))
+    message = str(_interruption(tmp_path / "run", [f"item{i}" for i in range(11)], removed=False))
     assert message.startswith("interrupted: the results of 0 of 11 items are saved in ")
     assert ", and 3 replies in " in message
     assert message.endswith("(it asks the other 11, only the requests whose replies are not saved)")

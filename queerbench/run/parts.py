@@ -14,6 +14,9 @@ A resume reads which rows each saved file holds from its ``id`` column (any orde
 folders of earlier versions resume too, checks that every file has the columns of the others, and is refused when
 the loaded weights are not those of the saved parts. The rows of ``predictions.parquet`` are in the task's order,
 whatever order they were saved in. :func:`interruption` says truthfully what an interrupted run kept.
+
+The request runner (:mod:`queerbench.run.requests`) saves and reads its items' parts with the same
+:class:`PartSaver` and :func:`read_parts`: the same file names, atomic writes, overlap and column checks.
 """
 
 from __future__ import annotations
@@ -36,10 +39,12 @@ __all__ = [
     "SAVE_EVERY",
     "SAVE_SECONDS",
     "PartPlan",
+    "PartSaver",
     "RunInterrupted",
     "interruption",
     "kept",
     "predict_chunks",
+    "read_parts",
     "saved_parts",
     "write_failure",
 ]
@@ -50,8 +55,6 @@ SAVE_SECONDS = 30.0
 """The most seconds of prediction a saved part holds (parts are sized for half of it: paces vary by sentence)."""
 FIRST_PART = 1
 """The first part's size, before any pace is known (a slow model could otherwise spend minutes on it)."""
-
-_FIX = "delete it and rerun the same command (only its sentences are predicted again)"
 
 
 class RunInterrupted(KeyboardInterrupt):
@@ -85,11 +88,20 @@ class PartPlan:
         self.rate = n / max(seconds, 1e-6)
 
 
-def saved_parts(chunk_dir: Path, ids: list[str], sentences: list[str] | None = None) -> list[tuple[list[int], Path]]:
+def saved_parts(
+    chunk_dir: Path,
+    ids: list[str],
+    sentences: list[str] | None = None,
+    *,
+    noun: str = "sentences",
+    in_order: bool = True,
+) -> list[tuple[list[int], Path]]:
     """The saved parts in ``chunk_dir`` as ``(the rows they hold, file)``; else a one-line ``ValueError`` (a folder
-    of other sentences is never mixed in). A part of this version holds its rows in any order with each row's
-    sentence, which must be the run's sentence of that id (``sentences``, in the order of ``ids``); a part of an
-    earlier version holds a run of ``ids`` in order. No row may be in two files."""
+    of other items is never mixed in). A part of this version holds its rows in any order with each row's
+    sentence, which must be the run's sentence of that id (``sentences``, in the order of ``ids``); a part without
+    them (of an earlier version, or of a run whose items have no sentence) holds ids of the run: a run of ``ids`` in
+    order where ``in_order`` (a fill-in-the-blank run's earlier parts), else any of them. No row may be in two
+    files. ``noun``: what the items are called in the messages."""
     import pyarrow.parquet as pq
 
     position = {sid: i for i, sid in enumerate(ids)}
@@ -100,15 +112,17 @@ def saved_parts(chunk_dir: Path, ids: list[str], sentences: list[str] | None = N
             signed = "sentence" in pq.read_schema(path).names
         except (OSError, ValueError):
             signed = False  # unreadable: read_parquet below names the file and the fix
-        got = read_parquet(path, columns=["id", "sentence"] if signed else ["id"], fix=_FIX)
+        got = read_parquet(path, columns=["id", "sentence"] if signed else ["id"], fix=_fix(noun))
         rows = [position.get(sid) for sid in got["id"]]
         if signed and sentences is not None:
             ok = all(r is not None and sentences[r] == s for r, s in zip(rows, got["sentence"], strict=True))
-        else:
+        elif in_order:
             ok = bool(rows) and rows[0] is not None and ids[rows[0] : rows[0] + len(rows)] == got["id"].tolist()
+        else:
+            ok = bool(rows) and all(r is not None for r in rows)
         if not rows or not ok:
             raise ValueError(
-                f"the saved chunks in {chunk_dir} do not match this run's sentences ({path.name}); "
+                f"the saved chunks in {chunk_dir} do not match this run's {noun} ({path.name}); "
                 "delete that folder and rerun"
             )
         held = [r for r in rows if r is not None]  # all of them: `ok` means every id is one of the run's
@@ -122,43 +136,89 @@ def saved_parts(chunk_dir: Path, ids: list[str], sentences: list[str] | None = N
     return parts
 
 
+def _fix(noun: str) -> str:
+    """What to do with a damaged part (only its items are done again)."""
+    return f"delete it and rerun the same command (only its {noun} are predicted again)"
+
+
 def _todo(parts: list[tuple[list[int], Path]], n: int) -> list[int]:
     """The rows of ``range(n)`` that no saved part holds, in order."""
     done = {r for rows, _ in parts for r in rows}
     return [r for r in range(n) if r not in done]
 
 
-def _check_columns(parts: list[tuple[list[int], Path]], chunk_dir: Path) -> None:
-    """Every saved part has the columns of the others (``tokens`` among them), else a one-line ``ValueError``
-    naming the file: a part that lost a column would leave holes in ``predictions.parquet``."""
+def _check_columns(
+    parts: list[tuple[list[int], Path]],
+    chunk_dir: Path,
+    *,
+    noun: str = "sentences",
+    required: tuple[str, ...] = ("id", "tokens"),
+) -> None:
+    """Every saved part has the columns of the others and the ``required`` ones (a fill-in-the-blank run's
+    ``tokens``), else a one-line ``ValueError`` naming the file: a part that lost a column would leave holes in
+    ``predictions.parquet``."""
     import pyarrow.parquet as pq
 
     columns = {path: set(pq.read_schema(path).names) - {"sentence"} for _, path in parts}
     every = set().union(*columns.values()) if columns else set()
     for path, have in columns.items():
-        missing = sorted((every | {"id", "tokens"}) - have)
+        missing = sorted((every | set(required)) - have)
         if missing:
             raise ValueError(
-                f"{path} lacks the column(s) {', '.join(missing)} that the run's other saved parts have; {_FIX}"
+                f"{path} lacks the column(s) {', '.join(missing)} that the run's other saved parts have; {_fix(noun)}"
             )
 
 
-class _Saver:
-    """Saves handed-out rows under ``chunk_dir``: at each checkpoint, or when :data:`SAVE_EVERY` rows or half of
-    :data:`SAVE_SECONDS` have gathered since the last save."""
+def read_parts(
+    chunk_dir: Path,
+    ids: list[str],
+    sentences: list[str] | None = None,
+    *,
+    noun: str = "sentences",
+    in_order: bool = True,
+    required: tuple[str, ...] = ("id", "tokens"),
+) -> pd.DataFrame:
+    """Every row the saved parts in ``chunk_dir`` hold (checked: :func:`saved_parts`, :func:`_check_columns`), in
+    the order of ``ids``, without the sentence kept to check them (empty, with an ``id`` column, when none)."""
+    parts = saved_parts(chunk_dir, ids, sentences, noun=noun, in_order=in_order)
+    _check_columns(parts, chunk_dir, noun=noun, required=required)
+    if not parts:
+        return pd.DataFrame({"id": pd.Series([], dtype=object)})
+    chunks = pd.concat([read_parquet(path, fix=_fix(noun)) for _, path in parts], ignore_index=True)
+    chunks = chunks.drop(columns=["sentence"], errors="ignore")
+    order = {sid: i for i, sid in enumerate(ids)}
+    return chunks.sort_values("id", key=lambda c: c.map(order), kind="stable").reset_index(drop=True)
 
-    def __init__(self, frame: pd.DataFrame, chunk_dir: Path, clock: Callable[[], float]) -> None:
-        self.position = {sid: i for i, sid in enumerate(frame["id"])}
-        self.sentences = frame["masked_sentence"].tolist()
+
+class PartSaver:
+    """Saves handed-out rows under ``chunk_dir`` as parts: at each checkpoint, or when ``every`` rows or half of
+    ``seconds`` have gathered since the last save; each part is written atomically as
+    ``chunk-<first row>-<end row>.parquet`` (its rows lie between them, and no other part starts at its first),
+    with each row's sentence where the run has them (``sentences``, checked by a resume)."""
+
+    def __init__(
+        self,
+        ids: list[str],
+        chunk_dir: Path,
+        clock: Callable[[], float] = time.monotonic,
+        *,
+        sentences: list[str] | None = None,
+        every: int = SAVE_EVERY,
+        seconds: float = SAVE_SECONDS,
+    ) -> None:
+        self.position = {sid: i for i, sid in enumerate(ids)}
+        self.sentences = sentences
         self.chunk_dir, self.clock = chunk_dir, clock
+        self.every, self.seconds = every, seconds
         self.rows: list[Rows] = []
         self.saved = 0
         self.last = clock()
 
     def add(self, rows: Rows) -> None:
+        """Gather ``rows``; save them with those gathered before when a part is due."""
         self.rows.append(rows)
         gathered = sum(len(r.ids) for r in self.rows)
-        if rows.checkpoint or gathered >= SAVE_EVERY or self.clock() - self.last >= SAVE_SECONDS / 2:
+        if rows.checkpoint or gathered >= self.every or self.clock() - self.last >= self.seconds / 2:
             self.save()
 
     def save(self) -> None:
@@ -166,9 +226,11 @@ class _Saver:
         if not self.rows:
             return
         ids = [sid for r in self.rows for sid in r.ids]
-        columns = {c: [v for r in self.rows for v in r.columns[c]] for c in self.rows[0].columns}
+        names = dict.fromkeys(c for r in self.rows for c in r.columns)  # rows that lack a column hold None there
+        columns = {c: [v for r in self.rows for v in r.columns.get(c, [None] * len(r.ids))] for c in names}
         where = [self.position[sid] for sid in ids]
-        chunk = pd.DataFrame({"id": ids, "sentence": [self.sentences[i] for i in where], **columns})
+        kept = {"sentence": [self.sentences[i] for i in where]} if self.sentences is not None else {}
+        chunk = pd.DataFrame({"id": ids, **kept, **columns})
         with atomic_path(self.chunk_dir / f"chunk-{min(where):06d}-{max(where) + 1:06d}.parquet") as tmp:
             chunk.to_parquet(tmp, index=False)
         self.saved += len(ids)
@@ -191,7 +253,7 @@ def _predict_todo(
     total = len(frame)
     done = total - len(todo)
     part = frame.iloc[todo]
-    saver = _Saver(frame, chunk_dir, clock)
+    saver = PartSaver(frame["id"].tolist(), chunk_dir, clock, sentences=frame["masked_sentence"].tolist())
     plan = PartPlan(SAVE_EVERY, SAVE_SECONDS, FIRST_PART, clock=clock)  # read at call time
     with progress_bar(total, "predicting", "sent", disable=progress is not None, initial=done) as bar:
 
@@ -237,7 +299,7 @@ def predict_chunks(
     _check_columns(parts, chunk_dir)
     todo = _todo(parts, len(frame))
     meta_path = chunk_dir / "model.json"
-    stored: dict[str, Any] | None = read_json_object(meta_path, fix=_FIX) if meta_path.is_file() else None
+    stored: dict[str, Any] | None = read_json_object(meta_path, fix=_fix("sentences")) if meta_path.is_file() else None
     meta: dict[str, Any] = stored or {}
     predicted = 0
     if todo:
@@ -252,12 +314,7 @@ def predict_chunks(
             predicted = _predict_todo(frame, todo, predictor, chunk_dir, progress, calls, clock)
         finally:
             predictor.close()  # a reply cache (its folder is removed once the predictions are written)
-        parts = saved_parts(chunk_dir, ids, sentences)
-        _check_columns(parts, chunk_dir)
-    chunks = pd.concat([read_parquet(path, fix=_FIX) for _, path in parts], ignore_index=True)
-    chunks = chunks.drop(columns=["sentence"], errors="ignore")
-    order = {sid: i for i, sid in enumerate(ids)}
-    chunks = chunks.sort_values("id", key=lambda c: c.map(order), kind="stable").reset_index(drop=True)
+    chunks = read_parts(chunk_dir, ids, sentences)
     if chunks["id"].tolist() != ids:
         raise ValueError(
             f"the saved chunks in {chunk_dir} do not match this run's sentences; delete that folder and rerun"

@@ -31,6 +31,7 @@ from queerbench.base.lock import folder_lock
 from queerbench.base.progress import progress_bar
 from queerbench.base.redact import redact_url
 from queerbench.base.signature import format_signature
+from queerbench.methods.base import Rows
 from queerbench.methods.registry import get_method, resolve_method
 from queerbench.models.backends import StreamingBackend, check_request_type, open_backend
 from queerbench.models.generation.cache import ResponseCache
@@ -48,7 +49,7 @@ from queerbench.run.folder import (
     literal_meaning,
     unclaim_out_dir,
 )
-from queerbench.run.parts import RunInterrupted
+from queerbench.run.parts import PartSaver, RunInterrupted, read_parts
 from queerbench.scoring.metrics import group_metrics
 from queerbench.tasks import Task, get_task
 
@@ -209,12 +210,13 @@ def resolve_request_run(
 
 
 # ------------------------------------------------------------------------------------------------ the folder --
-def _saved(chunks: Path) -> pd.DataFrame:
-    """The rows of every saved part (empty when none)."""
-    parts = sorted(chunks.glob("chunk-*.parquet"))
-    fix = "delete it and rerun the same command (only its items are asked again)"
-    frames = [read_parquet(p, fix=fix) for p in parts]
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame({"id": []})
+def _saved(chunks: Path, ids: list[str]) -> pd.DataFrame:
+    """The rows every saved part holds, in the order of ``ids`` (the run's items), checked as a fill-in-the-blank
+    run's are (:func:`~queerbench.run.parts.read_parts`: every id one of the run's, none in two files, every part
+    with the columns of the others); empty when none."""
+    if not chunks.is_dir():
+        return pd.DataFrame({"id": pd.Series([], dtype=object)})
+    return read_parts(chunks, ids, noun="items", in_order=False, required=("id",))
 
 
 # ------------------------------------------------------------------------------------------------ the work --
@@ -227,20 +229,18 @@ def _ask(backend: Backend, request_type: str, requests: list[Request], tick: Cal
     return results
 
 
-def _save_part(chunks: Path, first: int, end: int, rows: list[dict[str, Any]]) -> None:
-    """Save the results of ``rows`` atomically, named after the positions of their items in the run's items: the
-    first, and one past the last (``chunk-<first>-<end>``; the first is an item no earlier part holds)."""
-    with atomic_path(chunks / f"chunk-{first:07d}-{end:07d}.parquet") as tmp:
-        pd.DataFrame(rows).to_parquet(tmp, index=False)
+def _row(item: dict[str, Any], scored: dict[str, Any]) -> Rows:
+    """One scored item as the rows a part saver gathers."""
+    return Rows([item["id"]], {column: [value] for column, value in scored.items()})
 
 
-def _predict(run: RequestRun, backend: Backend, todo: pd.DataFrame, chunks: Path, log: Callable[[str], None]) -> int:
-    """Ask for the items of ``todo`` in parts of :data:`PART_ITEMS`, each part saved as it ends; returns how many.
-    A backend that streams ``generate`` replies (an endpoint: :class:`~queerbench.models.backends.StreamingBackend`)
-    is asked every item's requests in one stream instead (:func:`_predict_streamed`)."""
-    chunks.mkdir(parents=True, exist_ok=True)
+def _predict(run: RequestRun, backend: Backend, todo: pd.DataFrame, saver: PartSaver) -> int:
+    """Ask for the items of ``todo`` in parts of :data:`PART_ITEMS`, each part saved as it ends (``saver``: the
+    run's parts, as a fill-in-the-blank run saves its own); returns how many. A backend that streams ``generate``
+    replies (an endpoint: :class:`~queerbench.models.backends.StreamingBackend`) is asked every item's requests in
+    one stream instead (:func:`_predict_streamed`)."""
     if run.request_type == GENERATE and isinstance(backend, StreamingBackend):
-        return _predict_streamed(run, backend, todo, chunks)
+        return _predict_streamed(run, backend, todo, saver)
     records = cast("list[dict[str, Any]]", todo.to_dict("records"))
     n_requests = sum(len(run.task.requests(item, run.method)) for item in records)
     done = 0
@@ -250,34 +250,30 @@ def _predict(run: RequestRun, backend: Backend, todo: pd.DataFrame, chunks: Path
             asked = [run.task.requests(item, run.method) for item in part]
             flat = [r for reqs in asked for r in reqs]
             results = _ask(backend, run.request_type, flat, bar.update)
-            rows, at = [], 0
+            at = 0
             for item, reqs in zip(part, asked, strict=True):
-                scored = run.task.score_item(item, results[at : at + len(reqs)], run.method)
-                rows.append({"id": item["id"], **scored})
+                saver.add(_row(item, run.task.score_item(item, results[at : at + len(reqs)], run.method)))
                 at += len(reqs)
-            first = int(todo.index[start])
-            _save_part(chunks, first, first + len(part), rows)
+            saver.save()  # the part ends here
             done += len(part)
     return done
 
 
-def _predict_streamed(run: RequestRun, backend: StreamingBackend, todo: pd.DataFrame, chunks: Path) -> int:
+def _predict_streamed(run: RequestRun, backend: StreamingBackend, todo: pd.DataFrame, saver: PartSaver) -> int:
     """:func:`_predict` through one stream of every item's ``generate`` requests, read as the stream goes: each item
-    is scored when its last reply arrives, and the items scored are saved in groups of :data:`PART_ITEMS` (and
-    whatever stops the stream: a failed prompt, a dead server, Ctrl-C), so every slot stays busy across groups and a
-    slow or retried request holds up nothing but its own item. A group's file is named after the first and last
-    positions of its items (``chunk-<first>-<last + 1>``): the first is an item no earlier file holds."""
+    is scored when its last reply arrives, and the items scored are saved in groups of :data:`PART_ITEMS` or every
+    15 seconds (and whatever stops the stream: a failed prompt, a dead server, Ctrl-C), so every slot stays busy
+    across groups and a slow or retried request holds up nothing but its own item."""
     records = cast("list[dict[str, Any]]", todo.to_dict("records"))
-    positions = [int(i) for i in todo.index]
     n_requests = sum(len(run.task.requests(item, run.method)) for item in records)
     owner: dict[int, tuple[int, int]] = {}  # a request asked and not yet answered: its item and place there
     results: dict[int, list[Result | None]] = {}  # the results of the items asked and not yet complete
-    scored: list[tuple[int, dict[str, Any]]] = []  # items scored and not yet saved
     done = 0
 
     def score(k: int, got: list[Result | None]) -> None:
-        row = {"id": records[k]["id"], **run.task.score_item(records[k], cast("list[Result]", got), run.method)}
-        scored.append((k, row))
+        nonlocal done
+        saver.add(_row(records[k], run.task.score_item(records[k], cast("list[Result]", got), run.method)))
+        done += 1
 
     def requests() -> Iterator[Generate]:
         n = 0
@@ -292,14 +288,6 @@ def _predict_streamed(run: RequestRun, backend: StreamingBackend, todo: pd.DataF
                 n += 1
                 yield request
 
-    def save() -> None:
-        nonlocal done
-        if scored:
-            scored.sort(key=lambda pair: pair[0])
-            _save_part(chunks, positions[scored[0][0]], positions[scored[-1][0]] + 1, [row for _, row in scored])
-            done += len(scored)
-            scored.clear()
-
     with progress_bar(n_requests, f"{run.task.name} {run.request_type}", "req") as bar:
         try:
             with contextlib.closing(backend.stream_generate(requests(), bar.update)) as stream:
@@ -309,25 +297,26 @@ def _predict_streamed(run: RequestRun, backend: StreamingBackend, todo: pd.DataF
                     got[j] = result
                     if all(r is not None for r in got):
                         score(k, results.pop(k))
-                        if len(scored) >= PART_ITEMS:
-                            save()
         except BaseException:
             with contextlib.suppress(Exception):  # the error that stopped the stream is the one to report
-                save()  # the items scored so far (their replies are in the reply cache either way)
+                saver.save()  # the items scored so far (their replies are in the reply cache either way)
             raise
-        save()
+        saver.save()
     return done
 
 
-def _interruption(out: Path, n_items: int, removed: bool) -> RunInterrupted:
-    """What to tell the user after Ctrl-C: how many items' results (and replies) are saved and what a rerun does;
-    ``removed``: nothing was saved, so the claim on the output folder was undone."""
+def _interruption(out: Path, ids: list[str], removed: bool) -> RunInterrupted:
+    """What to tell the user after Ctrl-C: how many of the items ``ids`` have their results (and replies) saved and
+    what a rerun does; ``removed``: nothing was saved, so the claim on the output folder was undone."""
     if removed:
         return RunInterrupted(
             f"interrupted before any item was saved: nothing is kept in {out}; rerun the same command to start"
         )
-    chunks = out / ".chunks"
-    n_saved = len(_saved(chunks).drop_duplicates("id"))
+    chunks, n_items = out / ".chunks", len(ids)
+    try:
+        n_saved = len(_saved(chunks, ids))
+    except (ValueError, OSError):  # a damaged part: the rerun names it
+        n_saved = 0
     cache = chunks / "replies.sqlite"
     n_replies = 0
     if cache.is_file():
@@ -373,7 +362,8 @@ def _run_locked(
         reused, n_predicted = True, 0
         log(f"reusing the finished predictions in {pred_path} (no inference); scoring again")
     else:
-        saved = _saved(chunks)
+        ids = items["id"].tolist()
+        saved = _saved(chunks, ids)
         todo = items[~items["id"].isin(set(saved["id"]))]
         if state == "resume":
             log(f"resuming the run in {out}: {len(saved)} of {len(items)} items saved")
@@ -388,14 +378,16 @@ def _run_locked(
                 )
                 try:
                     meta = {**backend.metadata(), "fingerprint": fingerprint}
-                    n_predicted = _predict(run, backend, todo, chunks, log)
+                    chunks.mkdir(parents=True, exist_ok=True)
+                    saver = PartSaver(ids, chunks, every=PART_ITEMS)
+                    n_predicted = _predict(run, backend, todo, saver)
                 finally:
                     backend.close()
             except KeyboardInterrupt:
                 if replies is not None:
                     replies.close()
                 removed = unclaim_out_dir(out, created)  # a start that saved nothing leaves no folder behind
-                raise _interruption(out, len(items), removed) from None
+                raise _interruption(out, ids, removed) from None
             except BaseException:
                 if replies is not None:
                     replies.close()
@@ -403,7 +395,7 @@ def _run_locked(
                 raise
             if replies is not None:
                 replies.close()
-        saved = _saved(chunks).drop_duplicates("id", keep="last")
+        saved = _saved(chunks, ids)
         predictions = items.drop(columns=["split"], errors="ignore").copy()
         predictions["method"] = run.method
         predictions = predictions.merge(saved, on="id", how="left", validate="one_to_one")
