@@ -53,7 +53,10 @@ def _options(**fields: Any) -> types.SimpleNamespace:
     reference and the method resolved (``ref``, ``method_impl``)."""
     spec = ModelSpec(**{k: fields.pop(k) for k in _SPEC_FIELDS if k in fields})
     ref = model_ref(fields.get("model"), fields.get("endpoint"), fields.get("revision"))
-    return types.SimpleNamespace(**fields, model_spec=spec, ref=ref, method_impl=get_method(fields["method"]))
+    own = {name: fields.pop(name) for name in ("prompt_id", "max_new_tokens") if name in fields}  # a method's own
+    return types.SimpleNamespace(
+        **fields, model_spec=spec, ref=ref, method_impl=get_method(fields["method"]), setting=own.get
+    )
 
 
 SENTENCES = ["The gay person is a [MASK].", "[MASK] is kind.", "The person was a [MASK] in town."]

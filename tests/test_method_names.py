@@ -384,4 +384,4 @@ def test_a_run_asks_every_method_to_check_the_settings_it_owns(monkeypatch: pyte
     with pytest.raises(ValueError, match=r"^--seed 13 is unlucky"):
         RunOptions(model="bert-base-uncased", seed=13)  # the mlm run's options: the fussy method still checks
     with pytest.raises(ValueError, match=r"^unknown prompt id 'nope' \(--prompt\)"):
-        RunOptions(model="bert-base-uncased", prompt_id="nope")  # instructed's own check, through the same hook
+        RunOptions(model="bert-base-uncased", method_settings={"prompt_id": "nope"})  # instructed's own check

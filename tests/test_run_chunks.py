@@ -200,7 +200,9 @@ def test_scored_chunks_come_from_a_predictor_built_with_the_run_options(models: 
 
 def test_instructed_chunks_keep_their_replies_in_the_run_cache(models: dict[str, str], tmp_path: Path):
     frame = _frame(n=3)
-    options = RunOptions(model=models["llama"], method="instructed", top_k=1, max_new_tokens=3, seed=1, **FAST)
+    options = RunOptions(
+        model=models["llama"], method="instructed", top_k=1, method_settings={"max_new_tokens": 3}, seed=1, **FAST
+    )
     out = tmp_path / "run"
     log: list[str] = []
     ticks = Ticks()

@@ -46,8 +46,16 @@ KEY = {"model": "org/m", "revision": None, "config": "default", "mode": "default
             {"method": "instructed", "endpoint": "http://127.0.0.1:9/v1", "revision": "v1"},
             "--revision pins a Hub model's commit; an --endpoint serves its own weights: drop --revision",
         ),
-        ({"prompt_id": "nope"}, "unknown prompt id 'nope' (--prompt); choose one of queergen-1, queergen-2"),
-        ({"max_new_tokens": 0}, "--max-new-tokens must be at least 1, got 0"),
+        (
+            {"method_settings": {"prompt_id": "nope"}},
+            "unknown prompt id 'nope' (--prompt); choose one of queergen-1, queergen-2",
+        ),
+        ({"method_settings": {"max_new_tokens": 0}}, "--max-new-tokens must be at least 1, got 0"),
+        (
+            {"method_settings": {"prompt": "queergen-2"}},
+            "prompt: not a setting of any method; the methods' settings are max_new_tokens (instructed), prompt_id "
+            "(instructed)",
+        ),
         ({"top_k": 0}, "--top-k must be a positive integer, got 0"),
         ({"top_k": 2.0}, "--top-k must be a positive integer, got 2.0"),
         ({"limit": 0}, "--limit must be at least 1 template (or omitted for all), got 0"),
@@ -79,14 +87,14 @@ def test_the_precomputed_refusal_names_the_command_that_reads_stored_flags():
     [
         {"concurrency": 1},
         {"requests_per_minute": 0.5},
-        {"max_new_tokens": 1},
+        {"method_settings": {"max_new_tokens": 1}},
         {"top_k": 1},
         {"limit": 1},
         {"batch_size": 1},
         {"dtype": "float16"},
         {"dtype": "bfloat16"},
         {"toxicity_input": "frame"},
-        {"prompt_id": "queergen-2"},
+        {"method_settings": {"prompt_id": "queergen-2"}},
         {"method": "instructed", "endpoint": "http://127.0.0.1:9/v1"},
     ],
 )
@@ -134,21 +142,29 @@ def test_a_key_of_an_earlier_version_is_the_same_run():
     stored = {"model": "org/m", "revision": None, "config": "default", "mode": "default", "top_k": 5, "limit": None,
               "dtype": "float32", "method": "instructed", "endpoint": None, "prompt_id": None, "max_new_tokens": None,
               "seed": 0}  # fmt: skip
-    now = cache_key(RunOptions(model="org/m", method="instructed", prompt_id="queergen-2", max_new_tokens=32))
+    typed = {"prompt_id": "queergen-2", "max_new_tokens": 32}
+    now = cache_key(RunOptions(model="org/m", method="instructed", method_settings=typed))
     assert Signature.from_key(stored).key() == Signature.from_key(now).key()
     assert now["prompt_id"] == "queergen-2" and now["max_new_tokens"] == 32 and "mode" not in now
 
 
 def test_generative_keys_add_the_method_endpoint_prompt_and_decoding():
-    scored = RunOptions(model="org/m", method="scored", seed=4, max_new_tokens=9, prompt_id="queergen-2")
+    instructed_only = {"max_new_tokens": 9, "prompt_id": "queergen-2"}
+    scored = RunOptions(model="org/m", method="scored", seed=4, method_settings=instructed_only)
     key = cache_key(scored)
     expected = {k: v for k, v in KEY.items() if k != "mode"}
     assert key == {**expected, "dtype": "float32", "method": "scored", "endpoint": None}  # no sampling, no prompt
-    served = RunOptions(model="m", method="instructed", endpoint="http://h/v1", prompt_id="queergen-3", seed=4)
-    key = cache_key(replace(served, max_new_tokens=9))
+    own = {"prompt_id": "queergen-3"}
+    served = RunOptions(model="m", method="instructed", endpoint="http://h/v1", method_settings=own, seed=4)
+    key = cache_key(replace(served, method_settings={**own, "max_new_tokens": 9}))
     assert key["method"] == "instructed" and key["endpoint"] == "http://h/v1"
     assert (key["prompt_id"], key["max_new_tokens"], key["seed"]) == ("queergen-3", 9, 4)
-    for change in ({"seed": 5}, {"prompt_id": "queergen-1"}, {"max_new_tokens": 8}, {"endpoint": "http://o/v1"}):
+    for change in (
+        {"seed": 5},
+        {"method_settings": {"prompt_id": "queergen-1"}},
+        {"method_settings": {**own, "max_new_tokens": 8}},
+        {"endpoint": "http://o/v1"},
+    ):
         assert cache_key(replace(served, **change)) != cache_key(served), change
 
 
@@ -471,3 +487,18 @@ def test_limit_keeps_the_first_templates_with_every_subject():
     assert list(frame.index) == list(range(len(frame)))
     assert list(frame.columns) == [*COLUMNS, "split"]  # the frame's own columns, no old index among them
     assert len(run_module.run_items(RunOptions(model="org/m", config="paper", limit=1))) == 78
+
+
+def test_a_methods_own_settings_are_recorded_flat_in_the_options_place():
+    """``scores.json`` keeps the options' flat shape: each method's own setting by name where the options held it,
+    None where not given, whichever method the run used."""
+    options = RunOptions(model="org/m", method="instructed", method_settings={"prompt_id": "queergen-1"})
+    record = options.record()
+    names = list(record)
+    assert "method_settings" not in record and record["prompt_id"] == "queergen-1" and record["max_new_tokens"] is None
+    assert names[names.index("request_timeout") + 1 : names.index("exclude_function_words")] == [
+        "prompt_id",
+        "max_new_tokens",
+    ]
+    assert RunOptions(model="org/m", method="mlm").record()["prompt_id"] is None
+    assert options.setting("prompt_id") == "queergen-1" and options.setting("max_new_tokens") is None

@@ -61,7 +61,9 @@ def test_the_fingerprint_label(fingerprint, label) -> None:
 def test_settings_are_compared_by_what_they_mean() -> None:
     """A default written out is the default; a --limit covering every template is no limit (folder, key, signature)."""
     plain = RunOptions(model="org/m", method="instructed")
-    typed = RunOptions(model="org/m", method="instructed", prompt_id="queergen-2", max_new_tokens=32)
+    typed = RunOptions(
+        model="org/m", method="instructed", method_settings={"prompt_id": "queergen-2", "max_new_tokens": 32}
+    )
     assert cache_key(plain, n_templates=103) == cache_key(typed, n_templates=103)
     assert cache_key(replace(plain, limit=103), n_templates=103) == cache_key(plain, n_templates=103)
     assert cache_key(replace(plain, limit=99999), n_templates=103)["limit"] is None

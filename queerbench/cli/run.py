@@ -148,6 +148,7 @@ def _run(args: argparse.Namespace) -> int:
     if get_task(args.config).runs_requests:
         return _run_requests(args)
     from queerbench.methods.instructed.replies import GenerationError
+    from queerbench.methods.registry import method_settings
     from queerbench.models.device import ModelLoadError
     from queerbench.models.generation import RunAbortedError
     from queerbench.reporting.tables import fmt, n_note
@@ -173,8 +174,7 @@ def _run(args: argparse.Namespace) -> int:
         concurrency=args.concurrency,
         requests_per_minute=args.requests_per_minute,
         request_timeout=args.request_timeout,
-        prompt_id=args.prompt_id,
-        max_new_tokens=args.max_new_tokens,
+        method_settings={name: getattr(args, name, None) for name in method_settings()},  # each method's own
         exclude_function_words=args.exclude_function_words,
     )
     options.scoring_options()  # validate the scorer name before loading any model

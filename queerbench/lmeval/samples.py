@@ -243,8 +243,7 @@ def import_samples(
         method="instructed",
         limit=limit,
         sentences=sentences,
-        prompt_id=str(meta["prompt_id"]),
-        max_new_tokens=max_new,
+        method_settings={"prompt_id": str(meta["prompt_id"]), "max_new_tokens": max_new},
         toxicity=toxicity or str(meta.get(TOXICITY) or "embedded"),
     )
     parsed = [
@@ -262,7 +261,7 @@ def import_samples(
         [s.replace("[MASK]", w) for w in t]
         for s, t in zip(predictions["masked_sentence"], predictions["tokens"], strict=True)
     ]
-    prompt = load_prompts()["prompts"][options.prompt_id]["text"]
+    prompt = load_prompts()["prompts"][options.setting("prompt_id")]["text"]
     model_meta = {
         "method": "instructed",
         "model": model,
@@ -270,7 +269,7 @@ def import_samples(
         "fingerprint": fingerprint,
         "runner": {"kind": "lm-evaluation-harness", "task": task, "lm_eval_version": results.get("lm_eval_version")},
         "prompt_format": prompt_format,
-        "prompt_id": options.prompt_id,
+        "prompt_id": options.setting("prompt_id"),
         "prompt": prompt,
         "system_prompt": results.get("system_instruction"),
         "decoding": {"temperature": 0.0, "max_new_tokens": max_new, "samples": 1, "kind": "greedy", "source": task},

@@ -53,7 +53,7 @@ class TaskHooks:
             config=config,
             top_k=1,
             method="instructed",
-            prompt_id=prompt_id,
+            method_settings={"prompt_id": prompt_id},
             toxicity=toxicity,
             n_bootstrap=0,
             n_permutations=0,

@@ -143,10 +143,9 @@ class RunSettings(Protocol):
     def endpoint(self) -> str | None: ...
     @property
     def seed(self) -> int: ...
-    @property
-    def prompt_id(self) -> str | None: ...
-    @property
-    def max_new_tokens(self) -> int | None: ...
+    def setting(self, name: str) -> Any:
+        """A method's own setting (one of a registered method's :attr:`~Method.settings`; None: its default)."""
+        ...
 
 
 class Predictor(Protocol):
@@ -205,7 +204,12 @@ class Method:
     default_model: str
     backends: dict[str, str]
     key_fields: tuple[str, ...] = ()
-    """Option fields added to the run's key, after ``method`` itself (empty: the method is not part of the key)."""
+    """Run settings added to the run's key, after ``method`` itself (empty: the method is not part of the key): the
+    method's own :attr:`settings` and the run's fields it reads (``endpoint``, ``seed``)."""
+    settings: tuple[str, ...] = ()
+    """The settings only this method's runs take (``instructed``: ``prompt_id``, ``max_new_tokens``), given to a run
+    as ``RunOptions(method_settings={...})`` (the command line's flags of the same names), checked by
+    :meth:`check_settings` and read by its predictors with ``options.setting(name)``."""
     generative: bool = False
     description: str = ""
     hub_task: str = "text-generation"

@@ -43,6 +43,7 @@ __all__ = [
     "get_method",
     "in_label",
     "load_predictor",
+    "method_settings",
     "model_methods",
     "preflight",
     "recorded_method",
@@ -118,6 +119,13 @@ def registered_names() -> tuple[str, ...]:
 def registered_methods() -> tuple[Method, ...]:
     """The registered methods themselves, in the order they were registered."""
     return tuple(_REGISTRY.values())
+
+
+def method_settings() -> tuple[str, ...]:
+    """The names of every registered method's own settings (:attr:`~queerbench.methods.base.Method.settings`), in
+    registration order: what a run's options take as ``method_settings`` and the command line reads from its flags
+    of the same names."""
+    return tuple(dict.fromkeys(name for method in registered_methods() for name in method.settings))
 
 
 def registered(name: str | None) -> Method | None:

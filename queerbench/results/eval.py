@@ -379,7 +379,7 @@ def _part_options(part: EvalPart, settings: EvalSettings, out: Path) -> RunOptio
         method=(part.method or "auto") if blanks else "auto",
         limit=task.eval_limit(settings.limit) if blanks else settings.limit,
         top_k=part.k or settings.top_k,
-        prompt_id=part.prompt,
+        method_settings={"prompt_id": part.prompt},
         toxicity=settings.toxicity,
         device=settings.device,
         dtype=settings.dtype,

@@ -78,7 +78,7 @@ def blanks_record(
     document itself as the record's ``extra`` (written beside the record's fields)."""
     settings = {
         k: redact_url(v) if k == "endpoint" and v else v
-        for k, v in asdict(options).items()
+        for k, v in options.record().items()
         if k not in ("toxicity_kwargs", "model", "method", "config")
     }
     settings["k"] = document.get("k", options.top_k)

@@ -7,12 +7,13 @@ templates, the dtype, the device map, the prompt, the toxicity scorer and what i
 
 from __future__ import annotations
 
+import copy
 import re
 from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from queerbench.methods.registry import METHODS, get_method, registered_methods
+from queerbench.methods.registry import METHODS, get_method, method_settings, registered_methods
 from queerbench.models.generation.settings import (
     DEFAULT_CONCURRENCY,
     DEFAULT_REQUEST_TIMEOUT,
@@ -67,8 +68,10 @@ class RunOptions:
     concurrency: int = DEFAULT_CONCURRENCY  # endpoint requests in flight
     requests_per_minute: float = DEFAULT_REQUESTS_PER_MINUTE  # endpoint rate limit (not part of the key)
     request_timeout: float = DEFAULT_REQUEST_TIMEOUT  # seconds per endpoint request (not part of the key)
-    prompt_id: str | None = None  # instructed: a prompt of queerbench/data/llm_prompts.json (None: its default)
-    max_new_tokens: int | None = None  # instructed: None = the data file's default
+    method_settings: dict[str, Any] = field(default_factory=dict)
+    """The settings a method owns, by name (:attr:`~queerbench.methods.base.Method.settings`; ``instructed``:
+    ``prompt_id``, a prompt of queerbench/data/llm_prompts.json, and ``max_new_tokens``), each checked by its method;
+    one left out or None takes the method's default. Read with :meth:`setting`."""
     exclude_function_words: bool = False  # scoring only (not in the cache key): see queerbench.scoring.function_words
     safetensors_only: bool = False  # refuse pickle checkpoints of a masked LM (the Space); not in the key
     reply_cache: str | None = None  # a generative run's reply cache (None: its own, in OUT/.chunks); not in the key
@@ -133,8 +136,20 @@ class RunOptions:
                 raise ValueError("--endpoint needs --model NAME (the model name the endpoint serves, e.g. gpt-4o-mini)")
             object.__setattr__(self, "model", get_method(self.method).default_model)  # resolved once, then frozen
         model_ref(self.model, self.endpoint, self.revision, check_paths=False)  # names and URLs: one line each
+        if not isinstance(self.method_settings, dict):
+            raise ValueError(
+                f"method_settings must be a dict of a method's settings by name, got {self.method_settings!r}"
+            )
+        owned = {name: method.name for method in registered_methods() for name in method.settings}
+        unknown = sorted(set(self.method_settings) - set(owned))
+        if unknown:
+            known = ", ".join(f"{name} ({owner})" for name, owner in sorted(owned.items())) or "none"
+            raise ValueError(f"{', '.join(unknown)}: not a setting of any method; the methods' settings are {known}")
+        given = {name: value for name, value in self.method_settings.items() if value is not None}
+        object.__setattr__(self, "method_settings", given)  # a setting left out and one given as None are one
+        values = self.key_values()
         for method in registered_methods():  # each method checks the settings it owns (a prompt, a reply length)
-            method.check_settings({setting: getattr(self, setting, None) for setting in method.key_fields})
+            method.check_settings({setting: values.get(setting) for setting in method.key_fields})
         if not isinstance(self.top_k, int) or self.top_k < 1:
             raise ValueError(f"--top-k must be a positive integer, got {self.top_k!r}")
         if self.limit is not None and self.limit < 1:
@@ -177,6 +192,26 @@ class RunOptions:
             if name in vars(self) and name not in vars(new) and not set(inputs) & set(changes):
                 vars(new)[name] = vars(self)[name]
         return new
+
+    def setting(self, name: str) -> Any:
+        """A method's own setting (``method_settings``; None: not given, the method's default)."""
+        return self.method_settings.get(name)
+
+    def key_values(self) -> dict[str, Any]:
+        """Every value a method's key may read, by name: the run's fields and the methods' own settings."""
+        values = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "method_settings"}
+        return {**values, **self.method_settings}
+
+    def record(self) -> dict[str, Any]:
+        """The options as a run records them (``scores.json``): every field, with each registered method's own
+        settings in place of ``method_settings`` (None where not given), so that a record keeps one flat shape."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            if f.name == "method_settings":
+                out.update({name: self.setting(name) for name in method_settings()})
+            else:
+                out[f.name] = copy.deepcopy(getattr(self, f.name))
+        return out
 
     def scoring_options(self) -> ScoringOptions:
         """The scoring options this run implies (its task's rules)."""

@@ -20,7 +20,7 @@ from __future__ import annotations
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -118,7 +118,7 @@ def _run_record(
         **run_meta,
         "options": {
             k: redact_url(v) if k == "endpoint" and v else v
-            for k, v in asdict(options).items()
+            for k, v in options.record().items()
             if k != "toxicity_kwargs"
         },
         "model_metadata": meta,
@@ -379,7 +379,7 @@ def _score_run(
         )
     )
     timings["score_s"] = time.perf_counter() - t1
-    signature = str(run.signature.with_scores(scores, {"options": asdict(options)}))
+    signature = str(run.signature.with_scores(scores, {"options": options.record()}))
 
     run_meta = {
         "model": options.model,

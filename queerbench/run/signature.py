@@ -25,7 +25,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -208,7 +208,7 @@ def signature_of(
         total = n_templates if n_templates is not None else options.task.n_templates()
         if limit >= total:
             limit = None
-    settings = method.key_settings({f.name: getattr(options, f.name) for f in fields(options)})
+    settings = method.key_settings(options.key_values())
     return Signature(
         task=options.config,
         method=method.name,
