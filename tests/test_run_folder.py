@@ -149,8 +149,7 @@ def test_a_key_of_an_earlier_version_is_the_same_run():
 
 
 def test_generative_keys_add_the_method_endpoint_prompt_and_decoding():
-    instructed_only = {"max_new_tokens": 9, "prompt_id": "queergen-2"}
-    scored = RunOptions(model="org/m", method="scored", seed=4, method_settings=instructed_only)
+    scored = RunOptions(model="org/m", method="scored", seed=4)
     key = cache_key(scored)
     expected = {k: v for k, v in KEY.items() if k != "mode"}
     assert key == {**expected, "dtype": "float32", "method": "scored", "endpoint": None}  # no sampling, no prompt
@@ -502,3 +501,20 @@ def test_a_methods_own_settings_are_recorded_flat_in_the_options_place():
     ]
     assert RunOptions(model="org/m", method="mlm").record()["prompt_id"] is None
     assert options.setting("prompt_id") == "queergen-1" and options.setting("max_new_tokens") is None
+
+
+@pytest.mark.parametrize("method", ["mlm", "scored"])
+def test_a_setting_of_another_method_is_refused_in_one_line_once_the_method_is_known(method: str):
+    """``--prompt`` on an mlm run would be ignored without a word: refused, named by its flag, when the method is
+    given and when ``auto`` resolves to it (before any folder or model)."""
+    own = {"prompt_id": "queergen-2", "max_new_tokens": 9}
+    with pytest.raises(ValueError) as info:
+        RunOptions(model="org/m", method=method, method_settings=own)
+    assert str(info.value) == (
+        f"--prompt, --max-new-tokens: a setting of --method instructed, not of {method}; drop it, or run --method "
+        "instructed"
+    )
+    auto = RunOptions(model="org/m", method_settings={"prompt_id": "queergen-2"})  # auto: not known yet
+    with pytest.raises(ValueError, match=rf"^--prompt: a setting of --method instructed, not of {method}; "):
+        auto.with_fields(method=method)
+    assert auto.with_fields(method="instructed").setting("prompt_id") == "queergen-2"

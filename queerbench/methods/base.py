@@ -206,10 +206,11 @@ class Method:
     key_fields: tuple[str, ...] = ()
     """Run settings added to the run's key, after ``method`` itself (empty: the method is not part of the key): the
     method's own :attr:`settings` and the run's fields it reads (``endpoint``, ``seed``)."""
-    settings: tuple[str, ...] = ()
-    """The settings only this method's runs take (``instructed``: ``prompt_id``, ``max_new_tokens``), given to a run
-    as ``RunOptions(method_settings={...})`` (the command line's flags of the same names), checked by
-    :meth:`check_settings` and read by its predictors with ``options.setting(name)``."""
+    settings: dict[str, str] = field(default_factory=dict)
+    """The settings only this method's runs take, by name, with the command line's flag of each (``instructed``:
+    ``prompt_id`` ``--prompt``, ``max_new_tokens`` ``--max-new-tokens``): given to a run as
+    ``RunOptions(method_settings={...})``, checked by :meth:`check_settings`, read by its predictors with
+    ``options.setting(name)``; a run of another method is refused one of them."""
     generative: bool = False
     description: str = ""
     hub_task: str = "text-generation"

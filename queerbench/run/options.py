@@ -147,6 +147,15 @@ class RunOptions:
             raise ValueError(f"{', '.join(unknown)}: not a setting of any method; the methods' settings are {known}")
         given = {name: value for name, value in self.method_settings.items() if value is not None}
         object.__setattr__(self, "method_settings", given)  # a setting left out and one given as None are one
+        mine = get_method(self.method).settings if self.method != "auto" else owned  # auto: checked once resolved
+        foreign = [name for name in given if name not in mine]
+        if foreign:
+            owner = get_method(owned[foreign[0]])
+            flags = ", ".join(owner.settings.get(name, name) for name in foreign)
+            raise ValueError(
+                f"{flags}: a setting of --method {owner.name}, not of {self.method}; drop it, or run --method "
+                f"{owner.name}"
+            )
         values = self.key_values()
         for method in registered_methods():  # each method checks the settings it owns (a prompt, a reply length)
             method.check_settings({setting: values.get(setting) for setting in method.key_fields})

@@ -109,7 +109,7 @@ INSTRUCTED = InstructedMethod(
         "chat_endpoint": "queerbench.methods.instructed.predictor:InstructedPredictor",
     },
     key_fields=("endpoint", "prompt_id", "max_new_tokens", "seed"),  # the seed: it seeds the sampled replies
-    settings=("prompt_id", "max_new_tokens"),
+    settings={"prompt_id": "--prompt", "max_new_tokens": "--max-new-tokens"},
     generative=True,
     description="a chat model is asked for the word",
     auto_on=("chat_endpoint",),
