@@ -40,7 +40,10 @@ def _once(url: str, concurrency: int, ids: list[str], sentences: list[str], fold
         log=lambda _: None,
     )
     loaded = time.perf_counter()
-    out = predictor.predict(ids, sentences, lambda n: None)
+    try:
+        out = predictor.predict(ids, sentences, lambda n: None)
+    finally:
+        predictor.close()  # its reply cache
     return loaded - start, time.perf_counter() - loaded, out
 
 

@@ -208,6 +208,25 @@ def test_saved_parts_are_checked_as_a_fill_in_the_blank_runs_are(toy, tmp_path):
     )
 
 
+def test_a_part_asked_at_once_is_saved_as_one_file_however_long_it_took(toy, tmp_path, monkeypatch):
+    """A local model answers a part at a time: its items are saved together when the part ends, in one file, even
+    when the part took longer than the streamed save interval."""
+    import queerbench.run.requests as runner
+
+    class SlowClock(runner.PartSaver):
+        def __init__(self, *args, **kwargs):
+            ticks = iter(range(0, 10**6, 20))  # 20 s pass between any two readings
+            super().__init__(*args, clock=lambda: float(next(ticks)), **kwargs)
+
+    monkeypatch.setattr(runner, "PartSaver", SlowClock)
+    monkeypatch.setattr(runner, "PART_ITEMS", 5)
+    toy["fail_after"] = 3
+    with pytest.raises(KeyboardInterrupt):
+        _run(tmp_path / "cut")
+    names = sorted(p.name for p in (tmp_path / "cut" / ".chunks").glob("chunk-*.parquet"))
+    assert names == ["chunk-000000-000005.parquet", "chunk-000005-000010.parquet", "chunk-000010-000015.parquet"]
+
+
 def test_ctrl_c_says_truthfully_what_the_run_kept(toy, tmp_path):
     import queerbench.run.requests as runner
 

@@ -79,6 +79,8 @@ def test_endpoint_scored_equals_local_scored(letters: Path, server: CompletionsS
     again = _predictor(server.url, tmp_path / "c.sqlite", logprobs=len(server.tokenizer))
     assert again.predict(IDS, SENTENCES, lambda n: None) == got
     assert server.calls == before
+    predictor.close()
+    again.close()
 
 
 def test_capped_logprobs_lower_m_and_record_it(server: CompletionsServer, tmp_path: Path, monkeypatch) -> None:
@@ -163,7 +165,13 @@ def test_the_endpoint_backend_answers_top_k_fill_mask_requests(server: Completio
     from queerbench.models.registry import model_ref
     from queerbench.models.requests import FillMask, UnsupportedRequestError
 
-    want = _predictor(server.url, tmp_path / "p" / "c.sqlite").predict(IDS, SENTENCES, lambda n: None)
+    predictor = _predictor(server.url, tmp_path / "p" / "c.sqlite")
+    want = predictor.predict(IDS, SENTENCES, lambda n: None)
+    predictor.close()
+    # ids are one per sentence and distinct, else one line before any call (the run's ids always are)
+    for ids in (IDS[:2], [IDS[0]] * len(SENTENCES)):
+        with pytest.raises(ValueError, match="scored needs one distinct id per sentence"):
+            predictor.predict(ids, SENTENCES, lambda n: None)
     requests = [FillMask(s, top_k=5, item=i) for i, s in zip(IDS, SENTENCES, strict=True)]
     with ResponseCache(tmp_path / "b.sqlite") as cache:
         backend = open_backend(model_ref("tiny", server.url), "fill_mask", log=lambda _: None, reply_cache=cache)

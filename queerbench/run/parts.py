@@ -179,13 +179,15 @@ def read_parts(
     required: tuple[str, ...] = ("id", "tokens"),
 ) -> pd.DataFrame:
     """Every row the saved parts in ``chunk_dir`` hold (checked: :func:`saved_parts`, :func:`_check_columns`), in
-    the order of ``ids``, without the sentence kept to check them (empty, with an ``id`` column, when none)."""
+    the order of ``ids``, without the sentence kept to check them where the run has ``sentences`` (empty, with an
+    ``id`` column, when none)."""
     parts = saved_parts(chunk_dir, ids, sentences, noun=noun, in_order=in_order)
     _check_columns(parts, chunk_dir, noun=noun, required=required)
     if not parts:
         return pd.DataFrame({"id": pd.Series([], dtype=object)})
     chunks = pd.concat([read_parquet(path, fix=_fix(noun)) for _, path in parts], ignore_index=True)
-    chunks = chunks.drop(columns=["sentence"], errors="ignore")
+    if sentences is not None:  # the sentence kept to check each row (a run without them keeps none)
+        chunks = chunks.drop(columns=["sentence"], errors="ignore")
     order = {sid: i for i, sid in enumerate(ids)}
     return chunks.sort_values("id", key=lambda c: c.map(order), kind="stable").reset_index(drop=True)
 

@@ -229,9 +229,11 @@ def _ask(backend: Backend, request_type: str, requests: list[Request], tick: Cal
     return results
 
 
-def _row(item: dict[str, Any], scored: dict[str, Any]) -> Rows:
-    """One scored item as the rows a part saver gathers."""
-    return Rows([item["id"]], {column: [value] for column, value in scored.items()})
+def _rows(items: list[dict[str, Any]], scored: list[dict[str, Any]], *, checkpoint: bool = False) -> Rows:
+    """Scored items as the rows a part saver gathers (``checkpoint``: a part that ends here, saved at once)."""
+    names = dict.fromkeys(column for row in scored for column in row)
+    columns = {column: [row.get(column) for row in scored] for column in names}
+    return Rows([item["id"] for item in items], columns, checkpoint=checkpoint)
 
 
 def _predict(run: RequestRun, backend: Backend, todo: pd.DataFrame, saver: PartSaver) -> int:
@@ -250,11 +252,11 @@ def _predict(run: RequestRun, backend: Backend, todo: pd.DataFrame, saver: PartS
             asked = [run.task.requests(item, run.method) for item in part]
             flat = [r for reqs in asked for r in reqs]
             results = _ask(backend, run.request_type, flat, bar.update)
-            at = 0
+            scored, at = [], 0
             for item, reqs in zip(part, asked, strict=True):
-                saver.add(_row(item, run.task.score_item(item, results[at : at + len(reqs)], run.method)))
+                scored.append(run.task.score_item(item, results[at : at + len(reqs)], run.method))
                 at += len(reqs)
-            saver.save()  # the part ends here
+            saver.add(_rows(part, scored, checkpoint=True))  # the part ends here: one file
             done += len(part)
     return done
 
@@ -272,7 +274,7 @@ def _predict_streamed(run: RequestRun, backend: StreamingBackend, todo: pd.DataF
 
     def score(k: int, got: list[Result | None]) -> None:
         nonlocal done
-        saver.add(_row(records[k], run.task.score_item(records[k], cast("list[Result]", got), run.method)))
+        saver.add(_rows([records[k]], [run.task.score_item(records[k], cast("list[Result]", got), run.method)]))
         done += 1
 
     def requests() -> Iterator[Generate]:
@@ -371,8 +373,10 @@ def _run_locked(
         if len(todo):
             replies: ResponseCache | None = None
             try:
-                # generate replies are kept as they arrive: a run stopped within a part asks only the missing ones
-                replies = ResponseCache(chunks / "replies.sqlite") if run.request_type == GENERATE else None
+                # generate replies, and every call an endpoint makes (its top-k fill_mask's), are kept as they arrive:
+                # a run stopped within a part asks only the missing ones
+                kept = run.request_type == GENERATE or run.model.endpoint is not None
+                replies = ResponseCache(chunks / "replies.sqlite") if kept else None
                 backend = open_backend(
                     run.model, run.request_type, run.model_spec, log=log, loaded=loaded, reply_cache=replies
                 )

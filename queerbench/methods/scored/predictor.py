@@ -31,10 +31,6 @@ if TYPE_CHECKING:
 
 __all__ = ["ScoredPredictor"]
 
-COLUMNS = ("tokens", "probs", "logprobs", "n_word_tokens")
-"""A sentence's prediction columns (and ``n_proposed`` where the backend proposes from a capped list: an
-endpoint's)."""
-
 
 def _quiet(_: str) -> None:
     """A local backend's notes are not shown: ``scored`` asks only ``fill_mask``, whose engine says nothing."""
@@ -175,11 +171,14 @@ class ScoredPredictor:
         return {"method": self.method, "model": self.model_id, **self.backend.blanks_metadata(self.top_k)}
 
     def _requests(self, ids: Sequence[str], sentences: Sequence[str]) -> list[Any]:
-        """One top-k ``fill_mask`` request per sentence, for the item its id names (no ids: none named)."""
+        """One top-k ``fill_mask`` request per sentence, for the item its id names (no ids: named by position); ids
+        that are not one per sentence, or not distinct, are one line before any call."""
         from queerbench.models.requests import FillMask
 
-        items = [str(i) for i in ids] if len(ids) else [None] * len(sentences)
-        return [FillMask(s, top_k=self.top_k, item=i) for i, s in zip(items, sentences, strict=True)]
+        names = [str(i) for i in ids] if len(ids) else [str(i) for i in range(len(sentences))]
+        if len(names) != len(sentences) or len(set(names)) != len(names):
+            raise ValueError(f"scored needs one distinct id per sentence, got {len(ids)} ids for {len(sentences)}")
+        return [FillMask(s, top_k=self.top_k, item=i) for i, s in zip(names, sentences, strict=True)]
 
     def predict(self, ids: Sequence[str], sentences: Sequence[str], tick: Callable[[int], None]) -> dict[str, list]:
         """tokens (lowercased top-k words), probs (renormalised over candidates), logprobs, n_word_tokens (and an
@@ -199,8 +198,9 @@ class ScoredPredictor:
         if not isinstance(self.backend, StreamingBlanksBackend):
             yield from predict_in_parts(self, ids, sentences, tick, pacing)
             return
-        for i, found in self.backend.stream_fill_mask(self._requests(ids, sentences), tick):
-            yield Rows([ids[i]], {column: values for column, values in _columns([found]).items()})
+        requests = self._requests(ids, sentences)
+        for i, found in self.backend.stream_fill_mask(requests, tick):
+            yield Rows([ids[i] if len(ids) else requests[i].item], _columns([found]))
 
     def close(self) -> None:
         """Close the backend and a served model's reply cache."""

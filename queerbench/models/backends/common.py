@@ -45,23 +45,24 @@ def refuse_chat(name: str, requests: Sequence[Any], why: str) -> None:
         )
 
 
-def by_top_k(name: str, requests: Sequence[Any]) -> dict[int, list[int]]:
+def by_top_k(name: str, requests: Sequence[Any], *, served: bool = False) -> dict[int, list[int]]:
     """The positions of ``requests`` by their ``top_k``, for a backend that answers only the top-k whole words of a
-    blank (a causal LM's, local or served): a candidate-word or ``raw`` request is a one-line
+    blank (a causal LM's, local or ``served``): a candidate-word or ``raw`` request is a one-line
     :class:`~queerbench.models.requests.UnsupportedRequestError`, before any work."""
     from queerbench.models.requests import FILL_MASK_MODES, UnsupportedRequestError
 
+    name = f"{name} serves a causal LM" if served else f"{name} is a causal LM"
     groups: dict[int, list[int]] = {}
     for i, request in enumerate(requests):
         if not request.top_k:
             shown = ", ".join(repr(c) for c in request.candidates[:5]) + (", …" if len(request.candidates) > 5 else "")
             raise UnsupportedRequestError(
-                f"{name} is a causal LM: it answers fill_mask requests for the top-k whole words of a blank, "
+                f"{name}: it answers fill_mask requests for the top-k whole words of a blank, "
                 f"not for the candidate words [{shown}]; ask loglikelihood of each filled sentence instead"
             )
         if request.mode != FILL_MASK_MODES[0]:
             raise UnsupportedRequestError(
-                f"{name} is a causal LM: it answers fill_mask requests for the top-k whole words of a blank, "
+                f"{name}: it answers fill_mask requests for the top-k whole words of a blank, "
                 f"not raw top-k tokens (a masked LM's vocabulary entries); ask mode {FILL_MASK_MODES[0]!r}, or "
                 "use a masked LM"
             )

@@ -97,7 +97,8 @@ def continuation_span(tokens: Sequence[str], prompt: str, continuation: str) -> 
 
 
 class EndpointBackend:
-    """A served model answering ``generate`` (chat) and ``loglikelihood`` (echoed completions) requests.
+    """A served model answering ``generate`` (chat), and ``loglikelihood`` and top-k ``fill_mask`` (echoed
+    completions) requests.
 
     ``options`` go to both runners (``api_key_env``, ``requests_per_minute``, ``max_retries``, ``timeout``, …); the
     runners are made when first used, and making one sends nothing.
@@ -222,7 +223,9 @@ class EndpointBackend:
         with the probe's findings, the runner's, the start token, the consistency check and the decoding."""
         from queerbench.models.causal_blanks.blanks import CANDIDATES_PER_K, MAX_WORD_TOKENS
 
-        runner, report = self.completions_runner(), self._report(top_k)
+        runner, report = self.completions_runner(), self.blanks_reports.get(top_k)
+        if report is None:
+            raise ValueError(f"{self.name}: no top-{top_k} fill_mask was prepared; call prepare_blanks({top_k}) first")
         return {
             "endpoint": runner.base_url,
             "fingerprint": {**runner.fingerprint(), "start": report.start, "logprobs": report.logprobs},
@@ -248,7 +251,7 @@ class EndpointBackend:
         or ``raw`` request is one line before any call."""
         from queerbench.models.causal_blanks.endpoint_steps import score_blanks_endpoint
 
-        groups = by_top_k(self.name, requests)
+        groups = by_top_k(self.name, requests, served=True)
         cache, done = self._kept("top-k fill_mask requests need a reply cache"), ticker(tick)
         results: list[FillMaskResult | None] = [None] * len(requests)
         for k, idx in groups.items():
@@ -274,7 +277,7 @@ class EndpointBackend:
         holds up its own request only. The same calls, cache keys and results as :meth:`fill_mask`."""
         from queerbench.models.causal_blanks.endpoint_steps import stream_blanks_endpoint
 
-        groups = by_top_k(self.name, requests)
+        groups = by_top_k(self.name, requests, served=True)
         cache, done = self._kept("top-k fill_mask requests need a reply cache"), ticker(tick)
         for k, idx in groups.items():
             names = [_item(requests[i], i) for i in idx]
