@@ -96,6 +96,20 @@ def test_a_request_type_the_model_lacks_is_one_line_before_any_folder(tmp_path: 
     assert len(err) == 1 and "not a masked LM" in err[0] and not out.exists()
 
 
+def test_a_methods_setting_is_refused_for_a_task_of_its_own_requests(tmp_path: Path, capsys) -> None:
+    """``--prompt`` and ``--max-new-tokens`` are the fill-in-the-blank ``instructed``'s: a task that asks its own
+    requests would ignore them, so they are one line before any model loads or folder is made."""
+    out = tmp_path / "run"
+    code = main(["run", "--config", "misgendered", "--model", "no/such-model", "--prompt", "nope", "--max-new-tokens",
+                 "0", "--limit", "1", "--out", str(out)])  # fmt: skip
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and not out.exists()
+    assert err == (
+        "queerbench: error: --prompt, --max-new-tokens: for a fill-in-the-blank task; --config misgendered asks its "
+        "own requests and takes none: drop them"
+    )
+
+
 def test_eval_runs_misgendered_as_a_part_of_the_suite(tmp_path: Path) -> None:
     out = tmp_path / "eval"
     code = main(

@@ -511,10 +511,13 @@ def test_a_setting_of_another_method_is_refused_in_one_line_once_the_method_is_k
     with pytest.raises(ValueError) as info:
         RunOptions(model="org/m", method=method, method_settings=own)
     assert str(info.value) == (
-        f"--prompt, --max-new-tokens: a setting of --method instructed, not of {method}; drop it, or run --method "
-        "instructed"
+        f"--prompt, --max-new-tokens: settings of --method instructed, which this run does not use (its method is "
+        f"{method}): drop them"
     )
     auto = RunOptions(model="org/m", method_settings={"prompt_id": "queergen-2"})  # auto: not known yet
-    with pytest.raises(ValueError, match=rf"^--prompt: a setting of --method instructed, not of {method}; "):
+    with pytest.raises(
+        ValueError,
+        match=rf"^--prompt: a setting of --method instructed, which this run does not use \(its method is {method}\): drop it$",
+    ):
         auto.with_fields(method=method)
     assert auto.with_fields(method="instructed").setting("prompt_id") == "queergen-2"

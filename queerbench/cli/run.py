@@ -98,9 +98,16 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _run_requests(args: argparse.Namespace) -> int:
     """``queerbench run`` of a task on the request runner: resolve once, run, print each declared metric."""
+    from queerbench.methods.registry import method_settings, setting_flags
     from queerbench.models.device import ModelLoadError
     from queerbench.run.requests import resolve_request_run, run_requests
 
+    given = [name for name in method_settings() if getattr(args, name, None) is not None]
+    if given:  # a task that asks its own requests takes no method's settings: said, not ignored
+        raise ValueError(
+            f"{setting_flags(given)}: for a fill-in-the-blank task; --config {args.config} asks its own requests "
+            "and takes none: drop them"
+        )
     run = resolve_request_run(
         args.config,
         model=args.model,

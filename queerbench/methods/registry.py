@@ -53,6 +53,7 @@ __all__ = [
     "registered_names",
     "resolve_method",
     "same_weights",
+    "setting_flags",
     "unrecorded_method",
 ]
 
@@ -126,6 +127,12 @@ def method_settings() -> tuple[str, ...]:
     registration order: what a run's options take as ``method_settings`` and the command line reads from its flags
     of the same names."""
     return tuple(dict.fromkeys(name for method in registered_methods() for name in method.settings))
+
+
+def setting_flags(names: Sequence[str]) -> str:
+    """The command line's flags of method settings ``names``, as a user typed them (``--prompt, --max-new-tokens``)."""
+    flags = {name: flag for method in registered_methods() for name, flag in method.settings.items()}
+    return ", ".join(flags.get(name, name) for name in names)
 
 
 def registered(name: str | None) -> Method | None:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from queerbench.methods.registry import METHODS, get_method, method_settings, registered_methods
+from queerbench.methods.registry import METHODS, get_method, method_settings, registered_methods, setting_flags
 from queerbench.models.generation.settings import (
     DEFAULT_CONCURRENCY,
     DEFAULT_REQUEST_TIMEOUT,
@@ -150,11 +150,11 @@ class RunOptions:
         mine = get_method(self.method).settings if self.method != "auto" else owned  # auto: checked once resolved
         foreign = [name for name in given if name not in mine]
         if foreign:
-            owner = get_method(owned[foreign[0]])
-            flags = ", ".join(owner.settings.get(name, name) for name in foreign)
+            owners = ", ".join(dict.fromkeys(f"--method {owned[name]}" for name in foreign))
+            what = "settings" if len(foreign) > 1 else "a setting"
             raise ValueError(
-                f"{flags}: a setting of --method {owner.name}, not of {self.method}; drop it, or run --method "
-                f"{owner.name}"
+                f"{setting_flags(foreign)}: {what} of {owners}, which this run does not use (its method is "
+                f"{self.method}): drop {'them' if len(foreign) > 1 else 'it'}"
             )
         values = self.key_values()
         for method in registered_methods():  # each method checks the settings it owns (a prompt, a reply length)

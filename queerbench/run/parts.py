@@ -153,13 +153,16 @@ def _check_columns(
     *,
     noun: str = "sentences",
     required: tuple[str, ...] = ("id", "tokens"),
+    sentence_kept: bool = True,
 ) -> None:
     """Every saved part has the columns of the others and the ``required`` ones (a fill-in-the-blank run's
     ``tokens``), else a one-line ``ValueError`` naming the file: a part that lost a column would leave holes in
-    ``predictions.parquet``."""
+    ``predictions.parquet``. ``sentence_kept``: the parts keep each row's sentence to check it (a part of an earlier
+    version may lack it), not a prediction column."""
     import pyarrow.parquet as pq
 
-    columns = {path: set(pq.read_schema(path).names) - {"sentence"} for _, path in parts}
+    kept = {"sentence"} if sentence_kept else set()
+    columns = {path: set(pq.read_schema(path).names) - kept for _, path in parts}
     every = set().union(*columns.values()) if columns else set()
     for path, have in columns.items():
         missing = sorted((every | set(required)) - have)
@@ -182,7 +185,7 @@ def read_parts(
     the order of ``ids``, without the sentence kept to check them where the run has ``sentences`` (empty, with an
     ``id`` column, when none)."""
     parts = saved_parts(chunk_dir, ids, sentences, noun=noun, in_order=in_order)
-    _check_columns(parts, chunk_dir, noun=noun, required=required)
+    _check_columns(parts, chunk_dir, noun=noun, required=required, sentence_kept=sentences is not None)
     if not parts:
         return pd.DataFrame({"id": pd.Series([], dtype=object)})
     chunks = pd.concat([read_parquet(path, fix=_fix(noun)) for _, path in parts], ignore_index=True)

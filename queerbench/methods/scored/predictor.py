@@ -176,8 +176,10 @@ class ScoredPredictor:
         from queerbench.models.requests import FillMask
 
         names = [str(i) for i in ids] if len(ids) else [str(i) for i in range(len(sentences))]
-        if len(names) != len(sentences) or len(set(names)) != len(names):
+        if len(names) != len(sentences):
             raise ValueError(f"scored needs one distinct id per sentence, got {len(ids)} ids for {len(sentences)}")
+        if len(set(names)) != len(names):
+            raise ValueError(f"scored needs one distinct id per sentence, got {len(names) - len(set(names))} repeated")
         return [FillMask(s, top_k=self.top_k, item=i) for i, s in zip(names, sentences, strict=True)]
 
     def predict(self, ids: Sequence[str], sentences: Sequence[str], tick: Callable[[int], None]) -> dict[str, list]:
