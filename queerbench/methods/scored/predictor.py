@@ -121,8 +121,8 @@ class ScoredPredictor:
             # refused server leaves nothing that would make the run folder look resumable); then its reply cache
             probe_path = None if cache_path is None else cache_path.with_name("probe.sqlite")
             backend.prepare_blanks(top_k, probe_path=probe_path, logprobs=logprobs)
-            if ref.endpoint and isinstance(backend, GenerateBackend):
-                self.cache = backend.reply_cache = ResponseCache(Path(str(cache_path)))
+            if ref.endpoint and cache_path is not None and isinstance(backend, GenerateBackend):
+                self.cache = backend.reply_cache = ResponseCache(cache_path)
         except BaseException:
             self.close()
             raise
