@@ -246,6 +246,39 @@ def test_ctrl_c_says_truthfully_what_the_run_kept(toy, tmp_path):
     assert message.endswith("rerun the same command to resume (it asks the other 6)")
 
 
+def test_a_full_disk_mid_run_names_the_file_and_what_was_kept_and_the_rerun_resumes(toy, tmp_path, monkeypatch):
+    """A write that fails while items are asked (a full disk) is one line, as in a fill-in-the-blank run: the file,
+    how many items are kept and what to do; the parts saved before it are kept and a rerun asks only the rest."""
+    import queerbench.run.requests as runner
+
+    monkeypatch.setattr(runner, "PART_ITEMS", 5)
+    real, writes = pd.DataFrame.to_parquet, []
+
+    def fills_up(frame, path, *args, **kwargs):  # the third part finds the disk full
+        writes.append(path)
+        if len(writes) == 3:
+            raise OSError(28, "No space left on device")
+        return real(frame, path, *args, **kwargs)
+
+    out = tmp_path / "run"
+    monkeypatch.setattr(pd.DataFrame, "to_parquet", fills_up)
+    with pytest.raises(ValueError) as caught:
+        _run(out)
+    message = str(caught.value)
+    assert message.startswith(f"No space left on device: {out / '.chunks'}/chunk-000010-000015.parquet")
+    assert message.endswith(
+        f"; the results of 10 of 16 items are saved in {out / '.chunks'}; rerun the same command to resume (it asks "
+        "the other 6); free some space or fix the folder first"
+    )
+    monkeypatch.setattr(pd.DataFrame, "to_parquet", real)
+    _run(out)
+    assert toy["backends"][-1].calls == [2 * 5, 2 * 1]  # only the 6 items not saved, in parts of 5
+    _run(tmp_path / "whole")
+    pd.testing.assert_frame_equal(
+        pd.read_parquet(out / "predictions.parquet"), pd.read_parquet(tmp_path / "whole" / "predictions.parquet")
+    )
+
+
 def test_a_finished_run_is_reused_without_asking_the_model(toy, tmp_path):
     _run(tmp_path / "run")
     n = len(toy["backends"])

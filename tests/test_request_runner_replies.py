@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -75,12 +76,28 @@ def test_the_backend_answers_a_request_it_holds_from_the_cache_and_a_repeated_on
 
 def test_ctrl_c_counts_the_replies_kept_of_items_not_yet_saved(tmp_path: Path) -> None:
     from queerbench.models.generation.cache import ResponseCache
-    from queerbench.run.requests import _interruption
+    from queerbench.run.parts import RunInterrupted
+    from queerbench.run.requests import _kept
+    from queerbench.run.runner import predictions_in
 
     with ResponseCache(tmp_path / "run" / ".chunks" / "replies.sqlite") as cache:
         for i in range(3):
             cache.put(f"k{i}", f"item{i}", 0, "They", {})
-    message = str(_interruption(tmp_path / "run", [f"item{i}" for i in range(11)], removed=False))
+
+    def stopped() -> Any:
+        raise KeyboardInterrupt
+
+    ids = [f"item{i}" for i in range(11)]
+    with pytest.raises(RunInterrupted) as caught:  # the replies are kept: the folder is not given up
+        predictions_in(
+            tmp_path / "run",
+            created=False,
+            predict=stopped,
+            assemble=lambda rows, meta: (rows, meta),
+            noun="item",
+            kept=lambda: _kept(tmp_path / "run", ids),
+        )
+    message = str(caught.value)
     assert message.startswith("interrupted: the results of 0 of 11 items are saved in ")
     assert ", and 3 replies in " in message
     assert message.endswith("(it asks the other 11, only the requests whose replies are not saved)")
@@ -219,12 +236,12 @@ def test_the_error_that_stopped_a_stream_is_the_one_shown_when_saving_fails_too(
 ) -> None:
     """A prompt the endpoint rejects stops the stream; if saving the items scored so far then fails as well (a full
     disk), the user is told of the rejected prompt, not only of the disk."""
-    import queerbench.run.requests as requests_module
+    import queerbench.run.parts as parts_module  # where the request runner's parts are written
 
     def full_disk(*_: object, **__: object) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(requests_module, "atomic_path", full_disk)
+    monkeypatch.setattr(parts_module, "atomic_path", full_disk)
     with FakeOpenAI(script=["400"], answer="They") as server:
         assert _run("--endpoint", server.url, "--out", str(tmp_path / "run")) != 0
     err = capsys.readouterr().err.strip().splitlines()

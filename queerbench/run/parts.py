@@ -13,7 +13,8 @@ the replies of a generative run are also kept one by one in the reply cache as t
 A resume reads which rows each saved file holds from its ``id`` column (any order; no row in two files), so run
 folders of earlier versions resume too, checks that every file has the columns of the others, and is refused when
 the loaded weights are not those of the saved parts. The rows of ``predictions.parquet`` are in the task's order,
-whatever order they were saved in. :func:`interruption` says truthfully what an interrupted run kept.
+whatever order they were saved in. :func:`kept` says truthfully what a stopped run kept (the runner's messages,
+:mod:`queerbench.run.runner`, read it).
 
 The request runner (:mod:`queerbench.run.requests`) saves and reads its items' parts with the same
 :class:`PartSaver` and :func:`read_parts`: the same file names, atomic writes, overlap and column checks.
@@ -41,12 +42,10 @@ __all__ = [
     "PartPlan",
     "PartSaver",
     "RunInterrupted",
-    "interruption",
     "kept",
     "predict_chunks",
     "read_parts",
     "saved_parts",
-    "write_failure",
 ]
 
 SAVE_EVERY = 64
@@ -325,30 +324,6 @@ def predict_chunks(
             f"the saved chunks in {chunk_dir} do not match this run's sentences; delete that folder and rerun"
         )
     return chunks, meta, predicted
-
-
-def interruption(out: Path, frame: pd.DataFrame, removed: bool) -> RunInterrupted:
-    """What to tell the user after Ctrl-C during prediction: how many sentences (and replies) are saved and what a
-    rerun does; ``removed``: nothing was saved, so the claim on the output folder was undone."""
-    if removed:
-        return RunInterrupted(
-            f"interrupted before any prediction was saved: nothing is kept in {out}; rerun the same command to start"
-        )
-    return RunInterrupted(f"interrupted: {kept(out, frame)}")
-
-
-def write_failure(exc: OSError, out: Path, frame: pd.DataFrame, removed: bool) -> ValueError:
-    """One line for a write that failed during prediction (a full disk, a folder turned read-only): the file and
-    why, what was kept, and what to do."""
-    from queerbench.base.arguments import os_error_message
-
-    what = os_error_message(exc).split("; ", 1)[0]
-    if removed:
-        return ValueError(
-            f"{what}; nothing was saved yet ({out} is removed): free some space or fix the folder, then "
-            "rerun the same command to start"
-        )
-    return ValueError(f"{what}; {kept(out, frame)}; free some space or fix the folder first")
 
 
 def kept(out: Path, frame: pd.DataFrame) -> str:

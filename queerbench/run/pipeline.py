@@ -17,7 +17,6 @@ resume against a model whose files changed is refused. Every output carries the 
 
 from __future__ import annotations
 
-import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -28,8 +27,7 @@ from typing import Any
 import pandas as pd
 
 from queerbench import __version__
-from queerbench.base.files import atomic_path, read_json_object, read_parquet, write_json, write_text
-from queerbench.base.lock import folder_lock
+from queerbench.base.files import atomic_path, write_text
 from queerbench.base.redact import redact_url
 from queerbench.methods.base import Method
 from queerbench.methods.registry import in_label, resolve_method
@@ -38,9 +36,10 @@ from queerbench.reporting.figures import run_label
 from queerbench.reporting.record import write_record
 from queerbench.reporting.report import render_report, write_run_figures
 from queerbench.run.blanks_record import blanks_record
-from queerbench.run.folder import check_same_model, check_writable, claim_out_dir, inspect_out_dir, unclaim_out_dir
+from queerbench.run.folder import check_same_model, claim_out_dir, inspect_out_dir
 from queerbench.run.options import TOXICITY_INPUTS, RunOptions
-from queerbench.run.parts import RunInterrupted, interruption, predict_chunks, write_failure
+from queerbench.run.parts import RunInterrupted, kept, predict_chunks
+from queerbench.run.runner import PREDICTIONS_FILE, held_folder, predictions_in
 from queerbench.run.scores import check_predictions_table, score_predictions, task_scores, toxicity_column
 from queerbench.run.signature import (
     Signature,
@@ -173,9 +172,7 @@ def run_benchmark(
     task.check_method(options.method)
     signature = signature_of(options, n_templates=n_templates)
     out = Path(out) if out is not None else Path("runs") / signature.folder_name()
-    check_writable(out, chosen)
-    created = not out.exists()
-    with folder_lock(out):  # one writer per folder: a second run on it stops here in one line
+    with held_folder(out, chosen) as created:  # one writer per folder: a second run on it stops here in one line
         return _run_locked(
             options, task, frame, signature, out, chosen, created, n_templates, progress, log, model_fingerprint
         )
@@ -208,42 +205,33 @@ def _run_locked(
     record = {**key, "model_fingerprint": fingerprint, "signature": str(signature)}
     claim_out_dir(out, record, state, chosen=chosen)
     run = _Run(options, task, options.method_impl, signature, out, fingerprint)
-    resumed = state == "resume"
-    timings: dict[str, float] = {}
-    pred_path = out / "predictions.parquet"
-    t0 = time.perf_counter()
-    if pred_path.is_file():
-        fix = "delete it and rerun the same command (it predicts again)"
-        predictions = read_parquet(pred_path, fix=fix)
-        check_predictions_table(predictions, pred_path, fix)  # a hand-edited file: one line, not a bare KeyError
-        model_json = out / "model.json"
-        meta = read_json_object(model_json, fix="delete it and rerun the same command") if model_json.is_file() else {}
-        reused, n_predicted = True, 0
-        log(f"reusing the finished predictions in {pred_path} (no inference); scoring again")
-    else:
-        if resumed and (out / ".chunks").is_dir():
+
+    def predict() -> tuple[pd.DataFrame, dict[str, Any], int]:
+        if state == "resume" and (out / ".chunks").is_dir():
             log(f"resuming the run in {out}")
-        try:
-            chunks, meta, n_predicted = predict_chunks(frame, options, out, progress, fingerprint=fingerprint, log=log)
-        except BaseException as exc:
-            removed = unclaim_out_dir(out, created)  # a start that saved nothing leaves no folder behind
-            if isinstance(exc, KeyboardInterrupt):
-                raise interruption(out, frame, removed) from None
-            if isinstance(exc, OSError):  # a full disk, a folder turned read-only: what failed and what was kept
-                raise write_failure(exc, out, frame, removed) from None
-            raise
+        return predict_chunks(frame, options, out, progress, fingerprint=fingerprint, log=log)
+
+    def assemble(chunks: pd.DataFrame, meta: dict[str, Any]) -> tuple[pd.DataFrame, dict[str, Any]]:
         predictions = frame.drop(columns=["split"]).copy()
         predictions["method"] = options.method
         for col in chunks.columns.drop("id"):  # tokens, probs, token_ids (mlm); reply, label, … (generative)
             predictions[col] = [list(v) if hasattr(v, "tolist") and not isinstance(v, str) else v for v in chunks[col]]
         predictions["top1"] = [t[0] if len(t) else None for t in predictions["tokens"]]
         predictions["completed"] = _completed(predictions["masked_sentence"], predictions["tokens"])
-        with atomic_path(pred_path) as tmp:
-            predictions.to_parquet(tmp, index=False)
-        write_json(out / "model.json", meta)
-        shutil.rmtree(out / ".chunks", ignore_errors=True)
-        reused = n_predicted == 0
-    timings["predict_s"] = time.perf_counter() - t0
+        return predictions, meta
+
+    made = predictions_in(
+        out,
+        created=created,
+        predict=predict,
+        assemble=assemble,
+        noun="prediction",
+        kept=lambda: kept(out, frame),
+        check=check_predictions_table,  # a hand-edited file: one line, not a bare KeyError
+        log=log,
+    )
+    predictions, meta, reused, n_predicted = made.frame, made.meta, made.reused, made.n_predicted
+    timings: dict[str, float] = {"predict_s": made.seconds}
     label = fingerprint_label(meta.get("fingerprint")) or signature.fingerprint
     run.signature = replace(signature, fingerprint=label)
     try:
@@ -251,7 +239,7 @@ def _run_locked(
     except KeyboardInterrupt:
         raise RunInterrupted(
             f"interrupted while scoring: the predictions of all {len(predictions)} sentences are saved in "
-            f"{pred_path}; rerun the same command to score them (no inference)"
+            f"{out / PREDICTIONS_FILE}; rerun the same command to score them (no inference)"
         ) from None
 
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import re
-import shutil
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -26,8 +25,6 @@ from typing import Any, cast
 
 import pandas as pd
 
-from queerbench.base.files import atomic_path, read_json_object, read_parquet, write_json
-from queerbench.base.lock import folder_lock
 from queerbench.base.progress import progress_bar
 from queerbench.base.redact import redact_url
 from queerbench.base.signature import format_signature
@@ -43,13 +40,12 @@ from queerbench.reporting.metrics_report import write_metrics_report
 from queerbench.reporting.record import RunRecord, write_record
 from queerbench.run.folder import (
     check_same_model,
-    check_writable,
     claim_out_dir,
     inspect_out_dir,
     literal_meaning,
-    unclaim_out_dir,
 )
-from queerbench.run.parts import PartSaver, RunInterrupted, read_parts
+from queerbench.run.parts import PartSaver, read_parts
+from queerbench.run.runner import held_folder, predictions_in
 from queerbench.scoring.metrics import group_metrics
 from queerbench.tasks import Task, get_task
 
@@ -307,13 +303,9 @@ def _predict_streamed(run: RequestRun, backend: StreamingBackend, todo: pd.DataF
     return done
 
 
-def _interruption(out: Path, ids: list[str], removed: bool) -> RunInterrupted:
-    """What to tell the user after Ctrl-C: how many of the items ``ids`` have their results (and replies) saved and
-    what a rerun does; ``removed``: nothing was saved, so the claim on the output folder was undone."""
-    if removed:
-        return RunInterrupted(
-            f"interrupted before any item was saved: nothing is kept in {out}; rerun the same command to start"
-        )
+def _kept(out: Path, ids: list[str]) -> str:
+    """What a stopped run kept of the items ``ids`` (their results, and replies) and what a rerun does, in one
+    clause (:func:`~queerbench.run.runner.predictions_in` says it after Ctrl-C or a failed write)."""
     chunks, n_items = out / ".chunks", len(ids)
     try:
         n_saved = len(_saved(chunks, ids))
@@ -326,9 +318,9 @@ def _interruption(out: Path, ids: list[str], removed: bool) -> RunInterrupted:
             n_replies = replies.count()
     also = f", and {n_replies} replies in {cache}" if n_replies else ""
     only = ", only the requests whose replies are not saved" if n_replies else ""
-    return RunInterrupted(
-        f"interrupted: the results of {n_saved} of {n_items} items are saved in {chunks}{also}; rerun the same "
-        f"command to resume (it asks the other {n_items - n_saved}{only})"
+    return (
+        f"the results of {n_saved} of {n_items} items are saved in {chunks}{also}; rerun the same command to "
+        f"resume (it asks the other {n_items - n_saved}{only})"
     )
 
 
@@ -340,9 +332,7 @@ def run_requests(
     from instead of loading it again (:func:`~queerbench.models.backends.open_backend`)."""
     chosen = out is not None
     out = Path(out) if out is not None else Path("runs") / run.folder_name()
-    check_writable(out, chosen)
-    created = not out.exists()
-    with folder_lock(out):
+    with held_folder(out, chosen) as created:  # one writer per folder
         return _run_locked(run, out, chosen, created, log, loaded)
 
 
@@ -356,59 +346,45 @@ def _run_locked(
         check_same_model(out, run.model.name, stored, fingerprint)
     claim_out_dir(out, {**key, "model_fingerprint": fingerprint, "signature": run.signature(fingerprint)}, state)
     items = run.task.first_templates(run.task.items(), run.limit)
-    pred_path, chunks = out / "predictions.parquet", out / ".chunks"
-    t0 = time.perf_counter()
-    if pred_path.is_file():
-        predictions = read_parquet(pred_path, fix="delete it and rerun the same command (it predicts again)")
-        meta = read_json_object(out / "model.json", fix="delete it and rerun") if (out / "model.json").is_file() else {}
-        reused, n_predicted = True, 0
-        log(f"reusing the finished predictions in {pred_path} (no inference); scoring again")
-    else:
-        ids = items["id"].tolist()
+    ids, chunks = items["id"].tolist(), out / ".chunks"
+
+    def predict() -> tuple[pd.DataFrame, dict[str, Any], int]:
         saved = _saved(chunks, ids)
         todo = items[~items["id"].isin(set(saved["id"]))]
         if state == "resume":
             log(f"resuming the run in {out}: {len(saved)} of {len(items)} items saved")
-        n_predicted, meta = 0, {}
-        if len(todo):
-            replies: ResponseCache | None = None
+        if not len(todo):
+            return saved, {}, 0
+        # generate replies, and every call an endpoint makes (its top-k fill_mask's), are kept as they arrive: a run
+        # stopped within a part asks only the missing ones
+        keep_replies = run.request_type == GENERATE or run.model.endpoint is not None
+        replies = ResponseCache(chunks / "replies.sqlite") if keep_replies else None
+        try:
+            backend = open_backend(
+                run.model, run.request_type, run.model_spec, log=log, loaded=loaded, reply_cache=replies
+            )
             try:
-                # generate replies, and every call an endpoint makes (its top-k fill_mask's), are kept as they arrive:
-                # a run stopped within a part asks only the missing ones
-                kept = run.request_type == GENERATE or run.model.endpoint is not None
-                replies = ResponseCache(chunks / "replies.sqlite") if kept else None
-                backend = open_backend(
-                    run.model, run.request_type, run.model_spec, log=log, loaded=loaded, reply_cache=replies
-                )
-                try:
-                    meta = {**backend.metadata(), "fingerprint": fingerprint}
-                    chunks.mkdir(parents=True, exist_ok=True)
-                    saver = PartSaver(ids, chunks, every=PART_ITEMS)
-                    n_predicted = _predict(run, backend, todo, saver)
-                finally:
-                    backend.close()
-            except KeyboardInterrupt:
-                if replies is not None:
-                    replies.close()
-                removed = unclaim_out_dir(out, created)  # a start that saved nothing leaves no folder behind
-                raise _interruption(out, ids, removed) from None
-            except BaseException:
-                if replies is not None:
-                    replies.close()
-                unclaim_out_dir(out, created)  # a start that saved nothing leaves no folder behind
-                raise
+                meta = {**backend.metadata(), "fingerprint": fingerprint}
+                chunks.mkdir(parents=True, exist_ok=True)
+                n_predicted = _predict(run, backend, todo, PartSaver(ids, chunks, every=PART_ITEMS))
+            finally:
+                backend.close()
+        finally:
             if replies is not None:
                 replies.close()
-        saved = _saved(chunks, ids)
+        return _saved(chunks, ids), meta, n_predicted
+
+    def assemble(saved: pd.DataFrame, meta: dict[str, Any]) -> tuple[pd.DataFrame, dict[str, Any]]:
         predictions = items.drop(columns=["split"], errors="ignore").copy()
         predictions["method"] = run.method
         predictions = predictions.merge(saved, on="id", how="left", validate="one_to_one")
-        with atomic_path(pred_path) as tmp:
-            predictions.to_parquet(tmp, index=False)
-        write_json(out / "model.json", meta or {"fingerprint": fingerprint})
-        shutil.rmtree(chunks, ignore_errors=True)
-        reused = n_predicted == 0
-    timings = {"predict_s": time.perf_counter() - t0}
+        return predictions, meta or {"fingerprint": fingerprint}
+
+    made = predictions_in(
+        out, created=created, predict=predict, assemble=assemble, noun="item", kept=lambda: _kept(out, ids), log=log
+    )
+    predictions, meta, reused, n_predicted = made.frame, made.meta, made.reused, made.n_predicted
+    timings = {"predict_s": made.seconds}
     record = _record(run, predictions, meta, fingerprint, reused, timings)
     write_record(out, record)
     write_metrics_report(out, record, predictions)
