@@ -71,6 +71,26 @@ def test_a_tiny_masked_lm_fills_the_slot_among_the_eleven_forms(tmp_path: Path) 
     assert json.loads((out / "scores.json").read_text())["request_type"] == "fill_mask"
 
 
+def test_a_completions_endpoint_chooses_as_the_same_model_run_locally(tmp_path: Path) -> None:
+    """``scored`` on a completions endpoint asks each candidate sentence's log-probabilities as ``loglikelihood``
+    requests of the server (echoed prompts): served the tiny causal LM of the test above, it chooses as that model
+    run locally, with the same mean log-probabilities per token."""
+    from tests.completions_server import CompletionsServer
+
+    model_dir = tiny_llama(tmp_path)  # 256 positions: the tiny GPT-2's 64 are fewer than a sentence's tokens
+    assert _run("--model", str(model_dir), "--method", "scored", "--device", "cpu", "--out", str(tmp_path / "l")) == 0
+    with CompletionsServer(model_dir, name="tiny") as server:
+        args = ("--model", "tiny", "--endpoint", server.url, "--method", "scored", "--out", str(tmp_path / "e"))
+        assert _run(*args) == 0
+        assert server.prompts == 11 * 11  # each item's 11 candidate sentences, once
+    local, served = _predictions(tmp_path / "l"), _predictions(tmp_path / "e")
+    assert served["choice"].tolist() == local["choice"].tolist()
+    for got, want in zip(served["scores"], local["scores"], strict=True):
+        assert list(got) == pytest.approx(list(want), abs=1e-5)
+    record = json.loads((tmp_path / "e" / "scores.json").read_text())
+    assert record["request_type"] == "loglikelihood" and record["method"] == "scored"
+
+
 def test_a_chat_endpoint_answers_fill_in_prompts_parsed_to_one_form(tmp_path: Path) -> None:
     out = tmp_path / "run"
     with FakeOpenAI(answer="They") as server:

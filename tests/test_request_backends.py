@@ -792,6 +792,28 @@ def test_a_loaded_model_is_opened_without_reading_its_configuration_again(
     assert scored.backend.model is lms["llama"][0] and fingerprints == [str(models["llama"])]  # once, for both
 
 
+def test_scored_on_a_local_model_refuses_an_endpoints_settings_in_one_line(
+    models: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``logprobs`` and ``prompts_per_request`` shape a completions endpoint's calls; a local model would ignore
+    them, so they are refused before anything loads."""
+    import queerbench.models.registry as registry
+    from queerbench.methods.scored.predictor import ScoredPredictor
+
+    def no_loading(*_: object, **__: object) -> None:
+        raise AssertionError("weights loaded")
+
+    monkeypatch.setattr(registry, "load_model", no_loading)
+    llama, spec = str(models["llama"]), ModelSpec(device="cpu")
+    with pytest.raises(ValueError) as info:
+        ScoredPredictor(llama, top_k=2, spec=spec, logprobs=20)
+    assert one_line(info) == f"logprobs: a completions endpoint's setting(s) of scored; {llama} runs locally: drop it"
+    with pytest.raises(ValueError) as info:
+        ScoredPredictor(llama, top_k=2, spec=spec, logprobs=20, prompts_per_request=4)
+    assert one_line(info).startswith("logprobs, prompts_per_request: a completions endpoint's setting(s) of scored")
+    assert one_line(info).endswith("runs locally: drop them")
+
+
 def test_a_method_given_a_model_of_another_kind_refuses_it_before_any_weight_loads(
     models: dict[str, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -29,7 +29,10 @@ if TYPE_CHECKING:
     from queerbench.models.requests import FillMaskResult
     from queerbench.models.spec import ModelSpec
 
-__all__ = ["ScoredPredictor"]
+__all__ = ["PROMPTS_PER_REQUEST", "ScoredPredictor"]
+
+PROMPTS_PER_REQUEST = 16
+"""How many prompts a served model's completions request holds unless told (the API takes a list of prompts)."""
 
 
 def _quiet(_: str) -> None:
@@ -65,16 +68,17 @@ class ScoredPredictor:
         loaded: tuple[Any, Any] | None = None,
         ref: ModelRef | None = None,
         cache_path: Path | None = None,
-        prompts_per_request: int = 16,
+        prompts_per_request: int | None = None,
         logprobs: int | None = None,
         log: Callable[[str], None] = print,
         **endpoint_options: Any,
     ) -> None:
         """``spec``: how the model runs (an endpoint's ``batch_size`` is not used: a completions request holds
-        ``prompts_per_request`` prompts). A served model's calls are kept in the reply cache at ``cache_path``
-        and its probe's in ``probe.sqlite`` next to it; ``logprobs``: how many next tokens its propose step asks for
-        (None: five times the candidates); ``endpoint_options`` go to its runner (``api_key_env``,
-        ``max_retries``, …)."""
+        ``prompts_per_request`` prompts, :data:`PROMPTS_PER_REQUEST` unless given). A served model's calls are kept
+        in the reply cache at ``cache_path`` and its probe's in ``probe.sqlite`` next to it; ``logprobs``: how many
+        next tokens its propose step asks for (None: five times the candidates). Both shape a served model's calls:
+        given for a local model, they are refused in one line. ``endpoint_options`` go to its runner
+        (``api_key_env``, ``max_retries``, …)."""
         from queerbench.models.backends import BlanksBackend, GenerateBackend, open_backend
         from queerbench.models.generation.cache import ResponseCache
         from queerbench.models.registry import model_ref
@@ -93,10 +97,20 @@ class ScoredPredictor:
                 if endpoint
                 else model_ref(None if model == DEFAULT_MODEL else model, revision=revision)
             )
+        served_only = [
+            name
+            for name, given in (("logprobs", logprobs), ("prompts_per_request", prompts_per_request))
+            if given is not None
+        ]
+        if served_only and not ref.endpoint:  # a local model scores every token itself: they would be ignored
+            raise ValueError(
+                f"{', '.join(served_only)}: a completions endpoint's setting(s) of scored; {model} runs locally: drop "
+                f"{'them' if len(served_only) > 1 else 'it'}"
+            )
         if ref.endpoint:
             if cache_path is None:
                 raise ValueError(f"scored on {model} at an endpoint keeps its calls in a reply cache: give cache_path")
-            spec = dataclasses.replace(spec, batch_size=prompts_per_request)
+            spec = dataclasses.replace(spec, batch_size=prompts_per_request or PROMPTS_PER_REQUEST)
         self.batch_size = spec.batch_size
         self.cache: ResponseCache | None = None
         # the model as tasks see it: the backend that answers top-k fill_mask requests (a causal LM's, local or
