@@ -5,10 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from queerbench.base.arguments import endpoint_arguments
 from queerbench.cli.common import config_argument
 from queerbench.methods.registry import METHODS, recorded_method
+
+if TYPE_CHECKING:
+    from queerbench.tasks import Task
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -96,7 +100,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     compare.set_defaults(func=_compare)
 
 
-def _run_requests(args: argparse.Namespace) -> int:
+def _run_requests(args: argparse.Namespace, task: Task) -> int:
     """``queerbench run`` of a task on the request runner: resolve once, run, print each declared metric."""
     from queerbench.methods.registry import method_settings, setting_flags
     from queerbench.models.device import ModelLoadError
@@ -109,7 +113,7 @@ def _run_requests(args: argparse.Namespace) -> int:
             "and takes none: drop them"
         )
     run = resolve_request_run(
-        args.config,
+        task,
         model=args.model,
         endpoint=args.endpoint,
         revision=args.revision,
@@ -152,8 +156,9 @@ def _run(args: argparse.Namespace) -> int:
     from queerbench.base.arguments import UserError
     from queerbench.tasks import get_task
 
-    if get_task(args.config).runs_requests:
-        return _run_requests(args)
+    task = get_task(args.config)  # looked up once: it says which runner runs it
+    if task.runs_requests:
+        return _run_requests(args, task)
     from queerbench.methods.instructed.replies import GenerationError
     from queerbench.methods.registry import method_settings
     from queerbench.models.device import ModelLoadError
@@ -161,9 +166,9 @@ def _run(args: argparse.Namespace) -> int:
     from queerbench.reporting.tables import fmt, n_note
     from queerbench.run.pipeline import RunOptions, run_benchmark
 
-    options = RunOptions(
+    options = RunOptions.for_task(
+        task,
         model=args.model,
-        config=args.config,
         top_k=args.top_k,
         revision=args.revision,
         limit=args.limit,

@@ -206,7 +206,8 @@ def resolve_method(
     endpoint backend) is one clear error before anything loads. ``ref``: the model's reference when the caller has
     resolved it already (the run's options), so that it is not resolved again.
     """
-    get_method(method)
+    if method != "auto" and method not in _REGISTRY:
+        get_method(method)  # the one-line error naming the choices
     if endpoint:
         if not model:
             raise ValueError("--endpoint needs --model NAME (the model name the endpoint serves, e.g. gpt-4o-mini)")

@@ -141,6 +141,14 @@ def model_ref(
     return ModelRef(name, revision=revision)
 
 
+def with_paths_checked(ref: ModelRef) -> ModelRef:
+    """``ref``, made by :func:`model_ref` with ``check_paths=False``, once its local path is checked (one line for a
+    path that does not exist): the same reference, so that what it read of the model is not read again."""
+    if ref.endpoint is None:
+        check_model_reference(ref.name)
+    return ref
+
+
 def open_generator(
     ref: ModelRef,
     *,

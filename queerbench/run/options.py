@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import copy
 import re
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -19,7 +19,7 @@ from queerbench.models.generation.settings import (
     DEFAULT_REQUEST_TIMEOUT,
     DEFAULT_REQUESTS_PER_MINUTE,
 )
-from queerbench.models.registry import ModelRef, model_ref
+from queerbench.models.registry import ModelRef, model_ref, with_paths_checked
 from queerbench.models.spec import DTYPES, ModelSpec
 from queerbench.scoring.aggregate import TOXICITY_CHOICES, ScoringOptions, check_toxicity_scorer
 from queerbench.tasks import default_task_name, get_task, task_names
@@ -32,6 +32,17 @@ if TYPE_CHECKING:
 __all__ = ["DTYPES", "TOXICITY_INPUTS", "RunOptions"]
 
 _SUBSET = re.compile(r"[1-9][0-9]*@[0-9a-f]{12}")
+
+
+_RESOLVED_FROM: dict[str, tuple[str, ...]] = {
+    "task": ("config",),
+    "mlm_mode": ("config",),
+    "named_ref": ("model", "endpoint", "revision"),
+    "ref": ("model", "endpoint", "revision"),
+    "method_impl": ("method",),
+}
+"""What :meth:`RunOptions.with_fields` keeps of what the options resolved: each lookup, unless a field it was
+resolved from changed (anything else resolved, :attr:`RunOptions.model_spec`, is made again)."""
 
 
 @dataclass(frozen=True)
@@ -86,9 +97,15 @@ class RunOptions:
         return get_task(self.config)
 
     @cached_property
+    def named_ref(self) -> ModelRef:
+        """The model reference with its names and URL checked (what the options check when made)."""
+        return model_ref(self.model, self.endpoint, self.revision, check_paths=False)
+
+    @cached_property
     def ref(self) -> ModelRef:
-        """The model reference, its local paths checked, resolved once (the options check only its names)."""
-        return model_ref(self.model, self.endpoint, self.revision)
+        """The model reference, its local paths checked too, when the run first needs it (:attr:`named_ref`, the
+        same object: what it read of the model is not read again)."""
+        return with_paths_checked(self.named_ref)
 
     @cached_property
     def method_impl(self) -> Method:
@@ -134,8 +151,8 @@ class RunOptions:
         if self.model is None:
             if self.endpoint:
                 raise ValueError("--endpoint needs --model NAME (the model name the endpoint serves, e.g. gpt-4o-mini)")
-            object.__setattr__(self, "model", get_method(self.method).default_model)  # resolved once, then frozen
-        model_ref(self.model, self.endpoint, self.revision, check_paths=False)  # names and URLs: one line each
+            object.__setattr__(self, "model", self.method_impl.default_model)  # resolved once, then frozen
+        self.named_ref  # noqa: B018 - names and URLs: one line each
         if not isinstance(self.method_settings, dict):
             raise ValueError(
                 f"method_settings must be a dict of a method's settings by name, got {self.method_settings!r}"
@@ -147,7 +164,7 @@ class RunOptions:
             raise ValueError(f"{', '.join(unknown)}: not a setting of any method; the methods' settings are {known}")
         given = {name: value for name, value in self.method_settings.items() if value is not None}
         object.__setattr__(self, "method_settings", given)  # a setting left out and one given as None are one
-        mine = get_method(self.method).settings if self.method != "auto" else owned  # auto: checked once resolved
+        mine = self.method_impl.settings if self.method != "auto" else owned  # auto: checked once resolved
         foreign = [name for name in given if name not in mine]
         if foreign:
             owners = ", ".join(dict.fromkeys(f"--method {owned[name]}" for name in foreign))
@@ -180,26 +197,36 @@ class RunOptions:
         check_toxicity_scorer(self.toxicity, tuple(c for c in TOXICITY_CHOICES if c != "precomputed"))
         self.scoring_options()  # an unknown scorer name fails here, before anything is loaded
 
+    @classmethod
+    def for_task(cls, task: Task, **values: Any) -> RunOptions:
+        """Options for ``task`` already looked up (the CLI asks a task which runner runs it before it makes options):
+        ``config`` is its name, and the task is not looked up again; ``values``: the other fields."""
+        if "config" in values:
+            raise TypeError("RunOptions.for_task takes the task, not config")
+        options = cls.__new__(cls)
+        vars(options)["task"] = task  # what the task property would look up (cached_property reads __dict__)
+        cls.__init__(options, config=task.name, **values)
+        return options
+
     def with_fields(self, **changes: Any) -> RunOptions:
-        """These options with ``changes`` (``dataclasses.replace``, every check made again, the task's among them),
-        keeping what was already resolved from the fields that did not change: the model reference (its paths
-        checked) when ``model``, ``endpoint`` and ``revision`` are the same, the method when ``method`` is, the
-        task's masked-LM mode when ``config`` is. So a run that resolves ``auto`` or drops a ``--limit`` covering every
-        template does not resolve its model again."""
+        """These options with ``changes`` (as ``dataclasses.replace`` makes them, every check made again), keeping
+        what was already resolved from the fields that did not change: the task and its masked-LM mode when
+        ``config`` is the same, the model reference (its paths checked) when ``model``, ``endpoint`` and ``revision``
+        are, the method when ``method`` is. So a run that resolves ``auto`` or drops a ``--limit`` covering every
+        template looks none of them up again."""
         unknown = sorted(set(changes) - {f.name for f in fields(self)})
         if unknown:
             raise TypeError(f"RunOptions has no field(s) {', '.join(unknown)}")
         if all(getattr(self, name) == value for name, value in changes.items()):
             return self
-        new = replace(self, **changes)
-        kept = {
-            "mlm_mode": ("config",),
-            "ref": ("model", "endpoint", "revision"),
-            "method_impl": ("method",),
-        }
-        for name, inputs in kept.items():  # functools.cached_property keeps its value in the instance's __dict__
-            if name in vars(self) and name not in vars(new) and not set(inputs) & set(changes):
-                vars(new)[name] = vars(self)[name]
+        new = copy.copy(self)  # the fields and what was resolved from them (cached_property keeps it in __dict__)
+        for name, value in changes.items():
+            object.__setattr__(new, name, value)
+        for name in _RESOLVED:
+            inputs = _RESOLVED_FROM.get(name)
+            if inputs is None or set(inputs) & set(changes):
+                vars(new).pop(name, None)  # resolved again when read
+        new.__post_init__()  # every check made again, on what was kept
         return new
 
     def setting(self, name: str) -> Any:
@@ -241,3 +268,9 @@ class RunOptions:
         if self.model is None:
             raise ValueError("RunOptions.model is None: construct the options anew to resolve the default model")
         return self.model
+
+
+_RESOLVED: tuple[str, ...] = tuple(
+    name for name, value in vars(RunOptions).items() if isinstance(value, cached_property)
+)
+"""Every value the options resolve once and keep (their cached properties)."""

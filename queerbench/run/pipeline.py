@@ -351,10 +351,10 @@ def _score_run(
     options, task, method = run.options, run.task, run.method
     t1 = time.perf_counter()
     scoring = options.scoring_options()
-    scores, per_sentence = score_predictions(predictions, scoring, str(options.toxicity_input))
+    scores, per_sentence = score_predictions(predictions, scoring, str(options.toxicity_input), method=method)
     top1 = None
     if options.top_k > 1:
-        top1, _ = score_predictions(predictions, scoring, str(options.toxicity_input), k=1)
+        top1, _ = score_predictions(predictions, scoring, str(options.toxicity_input), k=1, method=method)
     scores.update(  # the task's own scores next to the QueerBench score (QueerGen's VADER, regard, ...)
         task_scores(
             task,

@@ -140,7 +140,7 @@ def _slug(text: str) -> str:
 
 
 def resolve_request_run(
-    config: str,
+    config: str | Task,
     *,
     model: str | None = None,
     endpoint: str | None = None,
@@ -160,10 +160,10 @@ def resolve_request_run(
 ) -> RequestRun:
     """Resolve a run of a ``requests`` task once, every check first, in one line each: the task, the method (``auto``
     from the model's configuration), the request type the task needs for it, whether the model's kind answers that
-    type (no weights read), the settings."""
-    task = get_task(config)
+    type (no weights read), the settings. ``config``: the task's name, or the task already looked up."""
+    task = config if isinstance(config, Task) else get_task(config)
     if not task.runs_requests:
-        raise ValueError(f"--config {config} is not run on the request runner ({task.spec.title})")
+        raise ValueError(f"--config {task.name} is not run on the request runner ({task.spec.title})")
     if limit is not None and (not isinstance(limit, int) or limit < 1):
         raise ValueError(f"--limit must be at least 1 template (or omitted for all), got {limit}")
     spec = ModelSpec.from_flags(

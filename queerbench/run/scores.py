@@ -144,9 +144,15 @@ def method_of(predictions: pd.DataFrame) -> Method:
 
 
 def score_predictions(
-    predictions: pd.DataFrame, options: ScoringOptions, toxicity_input: str, k: int | None = None
+    predictions: pd.DataFrame,
+    options: ScoringOptions,
+    toxicity_input: str,
+    k: int | None = None,
+    *,
+    method: Method | None = None,
 ) -> tuple[dict[str, Any], pd.DataFrame]:
     """Score a predictions table (a run's ``predictions.parquet``) with ``options``; top-``k`` (all when None).
+    ``method``: the method that made it, as the run resolved it (None: read from the table, :func:`method_of`).
 
     Returns the metric result and the per-sentence table (with the sentence columns the report shows).
     """
@@ -166,7 +172,7 @@ def score_predictions(
     per_sentence = result.pop("per_sentence")
     for col in ("id", "group", "category", "subject", "masked_sentence"):
         per_sentence[col] = rows[col].to_numpy()
-    result["k"] = method_of(rows).k_reported(rows, k, result["k"])
+    result["k"] = (method or method_of(rows)).k_reported(rows, k, result["k"])
     return with_every_group(result, predictions["group"].tolist()), per_sentence
 
 

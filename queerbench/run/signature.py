@@ -96,6 +96,12 @@ class Signature:
     """The weights' short fingerprint (not part of the key: a resume compares the full fingerprint itself)."""
     scorers: tuple[tuple[str, str], ...] = ()
     version: str = field(default=__version__)
+    method_in_key: bool | None = field(default=None, compare=False, repr=False)
+    """Whether the method is part of the key (:attr:`~queerbench.methods.base.Method.in_key`), as the method that
+    made the signature said it; None: asked of the registered method of that name when needed."""
+
+    def _method_in_key(self) -> bool:
+        return self.method_in_key if self.method_in_key is not None else get_method(self.method).in_key
 
     # ----------------------------------------------------------------------------------------- the identity --
     def key(self) -> dict[str, Any]:
@@ -111,7 +117,7 @@ class Signature:
         }
         if self.sentences:  # only then: the keys of runs over whole templates are as they always were
             key["sentences"] = self.sentences
-        if get_method(self.method).in_key:
+        if self._method_in_key():
             key["method"] = self.method
             key.update(dict(self.settings))
         return key
@@ -120,7 +126,8 @@ class Signature:
     def from_key(cls, record: dict[str, Any], *, n_templates: int | None = None) -> Signature:
         """The prediction part of the signature a ``run.json`` (of this or an earlier version) records."""
         method = str(recorded_method(record.get("method")))
-        settings = get_method(method).key_settings(record) if get_method(method).in_key else {}
+        impl = get_method(method)
+        settings = impl.key_settings(record) if impl.in_key else {}
         limit = record.get("limit")
         if limit is not None and n_templates is not None and int(limit) >= n_templates:
             limit = None
@@ -134,6 +141,7 @@ class Signature:
             limit=limit,
             sentences=record.get("sentences") or None,
             settings=tuple(sorted(settings.items())),
+            method_in_key=impl.in_key,
         )
 
     def prediction_part(self) -> Signature:
@@ -148,7 +156,7 @@ class Signature:
         """``<model>-<task>-k<k>``, plus ``-<method>`` for methods in the key, ``-limit<N>``, ``-rev<revision>`` and
         ``-<dtype>`` when those are set, so that runs with different keys never share a folder."""
         name = f"{_slug(self.model)}-{self.task}-k{self.k}"
-        if get_method(self.method).in_key:
+        if self._method_in_key():
             name += f"-{self.method}"
         if self.limit is not None:
             name += f"-limit{self.limit}"
@@ -220,6 +228,7 @@ def signature_of(
         sentences=getattr(options, "sentences", None),
         settings=tuple(sorted(settings.items())) if method.in_key else (),
         fingerprint=fingerprint_label(fingerprint),
+        method_in_key=method.in_key,
     )
 
 
