@@ -279,6 +279,32 @@ def test_a_full_disk_mid_run_names_the_file_and_what_was_kept_and_the_rerun_resu
     )
 
 
+def test_saved_parts_that_cannot_be_read_are_said_kept_not_counted_as_none(toy, tmp_path, monkeypatch):
+    """A resume whose saved parts cannot be read (a folder turned unreadable) is one line that says the parts are
+    kept, without a count it could not make, and leaves them in place."""
+    import queerbench.run.requests as runner
+
+    monkeypatch.setattr(runner, "PART_ITEMS", 5)
+    toy["fail_after"] = 2
+    out = tmp_path / "run"
+    with pytest.raises(KeyboardInterrupt):
+        _run(out)
+    parts = sorted((out / ".chunks").glob("chunk-*.parquet"))
+    assert len(parts) == 2
+
+    def unreadable(chunks, *args, **kwargs):
+        raise PermissionError(13, "Permission denied", str(parts[0]))
+
+    monkeypatch.setattr(runner, "read_parts", unreadable)
+    with pytest.raises(ValueError) as caught:
+        _run(out)
+    assert str(caught.value) == (
+        f"Permission denied: {parts[0]}; the results saved in {out / '.chunks'} are kept (they could not be "
+        "counted); rerun the same command to resume (it asks the rest); free some space or fix the folder first"
+    )
+    assert sorted((out / ".chunks").glob("chunk-*.parquet")) == parts
+
+
 def test_a_finished_run_is_reused_without_asking_the_model(toy, tmp_path):
     _run(tmp_path / "run")
     n = len(toy["backends"])

@@ -54,3 +54,22 @@ def test_a_full_disk_mid_run_names_the_file_and_what_was_kept_and_the_rerun_resu
         assert main(args) == 0  # space again: the rerun resumes
         assert server.calls - asked <= 231 - saved  # the lost part's replies come from the cache
     assert len(pd.read_parquet(out / "predictions.parquet")) == 231
+
+
+def test_what_was_kept_is_said_without_a_count_when_the_saved_parts_cannot_be_read(tmp_path: Path):
+    """A stopped run whose saved parts cannot be counted (one is damaged) says they are kept, not that none is."""
+    from queerbench.run.parts import kept
+
+    frame = pd.DataFrame({"id": ["a", "b"], "masked_sentence": ["The [MASK] one.", "A [MASK] two."]})
+    chunks = tmp_path / "run" / ".chunks"
+    chunks.mkdir(parents=True)
+    pd.DataFrame({"id": ["a"], "tokens": [["x"]]}).to_parquet(chunks / "chunk-000000-000001.parquet")
+    assert kept(tmp_path / "run", frame) == (
+        f"the predictions of 1 of 2 sentences are saved in {chunks}; rerun the same command to resume (it predicts "
+        "the other 1)"
+    )
+    (chunks / "chunk-000001-000002.parquet").write_bytes(b"not parquet")
+    assert kept(tmp_path / "run", frame) == (
+        f"the predictions saved in {chunks} are kept (they could not be counted); rerun the same command to resume "
+        "(it predicts the rest)"
+    )

@@ -371,11 +371,11 @@ def _part_options(part: EvalPart, settings: EvalSettings, out: Path) -> RunOptio
     task = get_task(part.task)
     blanks = task.runs_blanks
     method = registered(part.method)  # None: a probes part, whose pipeline asks a generative model
-    return RunOptions(
+    return RunOptions.for_task(
+        task if blanks else get_task(task_names(runs_blanks=True)[0]),
         model=settings.model,
         endpoint=settings.endpoint,
         revision=settings.revision,
-        config=part.task if blanks else task_names(runs_blanks=True)[0],
         method=(part.method or "auto") if blanks else "auto",
         limit=task.eval_limit(settings.limit) if blanks else settings.limit,
         top_k=part.k or settings.top_k,
@@ -397,7 +397,7 @@ def _request_run(part: EvalPart, settings: EvalSettings) -> RequestRun:
     """A part of a ``requests`` task, resolved as ``queerbench run`` resolves it (one line per bad value)."""
     task = get_task(part.task)
     return resolve_request_run(
-        part.task,
+        task,
         model=settings.model,
         endpoint=settings.endpoint,
         revision=settings.revision,

@@ -51,8 +51,8 @@ class RunOptions:
     anything loads), then frozen: its task and model reference are looked up once (:attr:`task`, :attr:`ref`), how
     the model runs is one :class:`~queerbench.models.spec.ModelSpec` (:attr:`model_spec`), each method checks the
     settings it owns (:meth:`~queerbench.methods.base.Method.check_settings`), and the default model and toxicity
-    input are filled in. A changed run is new options: made anew, or with ``dataclasses.replace`` for a field nothing
-    was resolved from (``limit``, ``seed``, ...); a replaced ``config`` or ``method`` keeps the resolved
+    input are filled in. A changed run is new options: made anew, or with :meth:`with_fields`, which keeps what
+    was looked up from the fields that did not change; a changed ``config`` or ``method`` keeps the resolved
     ``toxicity_input`` and ``model`` unless they are passed as None.
 
     What identifies the run (its task, method, model, k, templates, dtype and the method's own settings) is its
@@ -217,14 +217,15 @@ class RunOptions:
         unknown = sorted(set(changes) - {f.name for f in fields(self)})
         if unknown:
             raise TypeError(f"RunOptions has no field(s) {', '.join(unknown)}")
-        if all(getattr(self, name) == value for name, value in changes.items()):
+        changed = {name for name, value in changes.items() if getattr(self, name) != value}
+        if not changed:
             return self
         new = copy.copy(self)  # the fields and what was resolved from them (cached_property keeps it in __dict__)
         for name, value in changes.items():
             object.__setattr__(new, name, value)
         for name in _RESOLVED:
             inputs = _RESOLVED_FROM.get(name)
-            if inputs is None or set(inputs) & set(changes):
+            if inputs is None or set(inputs) & changed:
                 vars(new).pop(name, None)  # resolved again when read
         new.__post_init__()  # every check made again, on what was kept
         return new

@@ -329,12 +329,13 @@ def predict_chunks(
 def kept(out: Path, frame: pd.DataFrame) -> str:
     """What a stopped run kept, and what rerunning it does (one clause for the user)."""
     chunk_dir = out / ".chunks"
+    n_saved: int | None
     try:
         n_saved = sum(
             len(rows) for rows, _ in saved_parts(chunk_dir, frame["id"].tolist(), frame["masked_sentence"].tolist())
         )
     except (RuntimeError, ValueError, OSError):
-        n_saved = 0
+        n_saved = None  # a damaged or unreadable part: the rerun names it
     replies = ""
     if (chunk_dir / "replies.sqlite").is_file():
         from queerbench.models.generation import ResponseCache
@@ -344,9 +345,13 @@ def kept(out: Path, frame: pd.DataFrame) -> str:
             replies = f", and {cache.count()} replies in {chunk_dir / 'replies.sqlite'}"
         finally:
             cache.close()
-    rest = len(frame) - n_saved
+    asking = ", asking only the calls whose replies are not saved)" if replies else ")"
+    if n_saved is None:
+        return (
+            f"the predictions saved in {chunk_dir}{replies} are kept (they could not be counted); rerun the same "
+            f"command to resume (it predicts the rest{asking}"
+        )
     return (
         f"the predictions of {n_saved} of {len(frame)} sentences are saved in {chunk_dir}{replies}; "
-        f"rerun the same command to resume (it predicts the other {rest}"
-        + (", asking only the calls whose replies are not saved)" if replies else ")")
+        f"rerun the same command to resume (it predicts the other {len(frame) - n_saved}{asking}"
     )

@@ -307,10 +307,11 @@ def _kept(out: Path, ids: list[str]) -> str:
     """What a stopped run kept of the items ``ids`` (their results, and replies) and what a rerun does, in one
     clause (:func:`~queerbench.run.runner.predictions_in` says it after Ctrl-C or a failed write)."""
     chunks, n_items = out / ".chunks", len(ids)
+    n_saved: int | None
     try:
         n_saved = len(_saved(chunks, ids))
-    except (ValueError, OSError):  # a damaged part: the rerun names it
-        n_saved = 0
+    except (ValueError, OSError):  # a damaged or unreadable part: the rerun names it
+        n_saved = None
     cache = chunks / "replies.sqlite"
     n_replies = 0
     if cache.is_file():
@@ -318,6 +319,11 @@ def _kept(out: Path, ids: list[str]) -> str:
             n_replies = replies.count()
     also = f", and {n_replies} replies in {cache}" if n_replies else ""
     only = ", only the requests whose replies are not saved" if n_replies else ""
+    if n_saved is None:
+        return (
+            f"the results saved in {chunks}{also} are kept (they could not be counted); rerun the same command to "
+            f"resume (it asks the rest{only})"
+        )
     return (
         f"the results of {n_saved} of {n_items} items are saved in {chunks}{also}; rerun the same command to "
         f"resume (it asks the other {n_items - n_saved}{only})"

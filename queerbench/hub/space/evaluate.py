@@ -219,7 +219,7 @@ def _evaluate_requests(
     method = _request_method(check, task)
     limit = settings.quick_templates if run_size == "quick" else None
     try:
-        run = resolve_request_run(task.name, model=check.model_id, revision=check.revision, method=method, limit=limit)
+        run = resolve_request_run(task, model=check.model_id, revision=check.revision, method=method, limit=limit)
     except ValueError as exc:  # a method the model's kind cannot run, …
         raise SpaceError(str(exc)) from exc
     say(0.05, "loading the model")
@@ -297,7 +297,7 @@ def evaluate_model(
         return _evaluate_requests(task, model_id, run_size, cache, settings, say, out_dir)
     try:
         top_k = int(top_k)
-        options = RunOptions(model=model_id, config=config, top_k=top_k, toxicity=toxicity)
+        options = RunOptions.for_task(task, model=model_id, top_k=top_k, toxicity=toxicity)
     except (TypeError, ValueError) as exc:
         raise SpaceError(str(exc)) from exc
     if top_k > MAX_TOP_K:

@@ -350,7 +350,6 @@ def fill(
 ) -> list[list[str]]:
     """Top-k words per sentence with the model's method (its predictor over the loaded model), for the task
     ``config`` (its masked-LM mode); a method that does not apply to the task is one message."""
-    from queerbench.methods.registry import get_method
     from queerbench.run.options import RunOptions
     from queerbench.tasks import all_tasks, get_task
 
@@ -361,10 +360,10 @@ def fill(
             f"the {config} config ({task.spec.title}) runs {' and '.join(task.spec.methods)}; "
             f"{check.kind} LMs run with the {' or '.join(runs[:1]) or 'default'} config"
         )
-    options = RunOptions(
-        model=check.model_id, config=config, top_k=k, method=check.method, revision=check.revision, batch_size=32
+    options = RunOptions.for_task(
+        task, model=check.model_id, top_k=k, method=check.method, revision=check.revision, batch_size=32
     )
-    predictor_class = get_method(check.method).predictor_class(check.backend)
+    predictor_class = options.method_impl.predictor_class(check.backend)
     predictor = predictor_class.from_loaded(lm, options)  # type: ignore[attr-defined]  # every local backend's has it
     ids = [str(i) for i in range(len(sentences))]
     return predictor.predict(ids, sentences, progress or (lambda _n: None))["tokens"]

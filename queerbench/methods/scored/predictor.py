@@ -110,7 +110,9 @@ class ScoredPredictor:
         if ref.endpoint:
             if cache_path is None:
                 raise ValueError(f"scored on {model} at an endpoint keeps its calls in a reply cache: give cache_path")
-            spec = dataclasses.replace(spec, batch_size=prompts_per_request or PROMPTS_PER_REQUEST)
+            spec = dataclasses.replace(
+                spec, batch_size=PROMPTS_PER_REQUEST if prompts_per_request is None else prompts_per_request
+            )
         self.batch_size = spec.batch_size
         self.cache: ResponseCache | None = None
         # the model as tasks see it: the backend that answers top-k fill_mask requests (a causal LM's, local or
