@@ -100,3 +100,8 @@ def test_options_derived_for_a_run_keep_what_was_looked_up(tmp_path: Path, looku
     with pytest.raises(ValueError, match="--top-k must be a positive integer"):
         resolved.with_fields(top_k=0)  # every check is made again
     assert RunOptions.for_task(task, model=model).task is task
+    explicit = RunOptions(model=model, method="mlm", limit=99, toxicity="none")
+    explicit.method_impl  # noqa: B018 - looked up
+    lookups.clear()
+    assert explicit.with_fields(method="mlm", limit=None).method_impl is explicit.method_impl
+    assert lookups == Counter()  # a field passed with the value it has is no change
