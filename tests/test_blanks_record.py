@@ -16,6 +16,7 @@ import pytest
 from queerbench.reporting.record import RunRecord, is_record, read_record, record_rows
 from queerbench.results.folders import folder_rows, run_row
 from queerbench.run.pipeline import RunOptions, run_benchmark
+from queerbench.scoring.metrics import Headline
 from queerbench.tasks import get_task
 from tests.tiny_models import tiny_bert
 
@@ -39,22 +40,19 @@ def test_a_blanks_runs_scores_are_its_record_with_the_same_numbers_as_its_blocks
     assert record.signature == document["signature"] and record.model_fingerprint == document["run"]["fingerprint"]
     assert record.settings["k"] == 5 and record.settings["toxicity_label"] == "embedded"
     assert record.n_items == int(sum(document["n"].values()))
-    assert [m["name"] for m in record.declared_metrics] == [m.name for m in task.spec.metrics]
+    assert record.declared_metrics == list(task.spec.metrics)
     for metric in task.spec.metrics:  # each declared metric is its block of the scores, group by group
-        groups = record.results[metric.name]["groups"]
+        groups = record.results[metric.name].groups
         assert list(groups) == list(document[metric.column]) == record.groups["order"]
         for g, stat in groups.items():
-            assert stat["value"] == document[metric.column][g] and stat["n"] == document["n"][g]
-            assert stat["ci"] == document["ci"][g][metric.column] and 1 <= stat["n_clusters"] <= 2
-    headline = record.results[task.headline_metric.name]["headline"]
+            assert stat.value == document[metric.column][g] and stat.n == document["n"][g]
+            assert stat.ci == document["ci"][g][metric.column] and 1 <= stat.n_clusters <= 2
+    headline = record.results[task.headline_metric.name].headline
     tested = document["comparisons"][" - ".join(task.headline_gap)]
-    assert headline == {
-        "groups": list(task.headline_gap),
-        **{"gap": tested["diff"]},
-        "ci": tested["ci"],
-        "p_value": tested["p_value"],
-    }
-    assert all(record.results[m.name]["headline"] is None for m in task.spec.metrics[1:])  # only the score's gap
+    assert headline == Headline(
+        groups=list(task.headline_gap), gap=tested["diff"], ci=tested["ci"], p_value=tested["p_value"]
+    )
+    assert all(record.results[m.name].headline is None for m in task.spec.metrics[1:])  # only the score's gap
     # the blocks stay where their readers find them, and the record writes them back unchanged
     assert record.extra["queerbench"] == document["queerbench"] and record.extra["run"] == document["run"]
     assert record.to_json() == document

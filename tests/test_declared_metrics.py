@@ -55,8 +55,9 @@ def test_the_gaps_sign_flip_p_equals_swapping_each_templates_shares_by_brute_for
         frame, metrics=[("accuracy", "correct")], group_column="group", order=["a", "b"],
         cluster_column="template_id", headline=("a", "b"), n_resamples=200, n_permutations=1000,
     )  # fmt: skip
-    head = result["accuracy"]["headline"]
-    assert head["p_value"] == pytest.approx(p) and head["ci"] is not None  # 6 paired templates: an interval too
+    head = result["accuracy"].headline
+    assert head is not None and head.p_value == pytest.approx(p)
+    assert head.ci is not None  # 6 paired templates: an interval too
 
 
 def test_few_templates_give_no_interval_but_an_exact_p_and_drawn_flips_bound_it() -> None:
@@ -65,8 +66,8 @@ def test_few_templates_give_no_interval_but_an_exact_p_and_drawn_flips_bound_it(
         frame, metrics=[("accuracy", "correct")], group_column="group", order=["a", "b"],
         cluster_column="template_id", headline=("a", "b"), n_resamples=200, n_permutations=1000,
     )  # fmt: skip
-    head = result["accuracy"]["headline"]
-    assert head["ci"] is None and head["p_value"] == pytest.approx(_brute_force_p(frame))
+    head = result["accuracy"].headline
+    assert head is not None and head.ci is None and head.p_value == pytest.approx(_brute_force_p(frame))
     _, cl = np.unique(frame["template_id"], return_inverse=True)
     drawn = sign_flip_p(
         frame["correct"].to_numpy(float), frame["group"].to_numpy(), cl, 4, ("a", "b"), 10, np.random.default_rng(0)
@@ -105,7 +106,7 @@ def test_a_blanks_tasks_hurtlex_interval_is_the_declared_metric_engines_interval
         seed=seed,
     )
     for group in ("queer", "non-queer"):
-        declared = stats["H"]["groups"][group]
-        assert declared["value"] == pytest.approx(result[HURTLEX][group], rel=1e-12)
-        assert declared["ci"] == pytest.approx(result["ci"][group][HURTLEX], rel=1e-12)
-        assert declared["ci"][0] < declared["ci"][1]
+        declared = stats["H"].groups[group]
+        assert declared.value == pytest.approx(result[HURTLEX][group], rel=1e-12)
+        assert declared.ci == pytest.approx(result["ci"][group][HURTLEX], rel=1e-12)
+        assert declared.ci is not None and declared.ci[0] < declared.ci[1]

@@ -14,6 +14,7 @@ import pytest
 from queerbench.cli import main
 from queerbench.reporting.record import RECORD_KINDS, is_probes_record, is_record, read_record
 from queerbench.results.folders import folder_kind, folder_rows
+from queerbench.scoring.metrics import GroupStat
 from queerbench.tasks import get_task
 from queerbench.tasks.base import MetricSpec, load_specs
 from queerbench.tasks.scm.pipeline import resolve_settings
@@ -52,26 +53,27 @@ def _assert_same_numbers(out: Path) -> None:
     assert record.parse_rate == scm["parse_rate"]["rating"]
     assert record.n_items == len(pd.read_parquet(out / "responses.parquet"))
     assert record.groups["order"] == list(scm["rating_free"])
-    assert {record.results[m]["read_from"] for m in ("warmth_free", "warmth_constrained")} == {
+    assert {record.results[m].read_from for m in ("warmth_free", "warmth_constrained")} == {
         "the replies (the rating each states)",
         "the option log-probabilities of a local model (the expected rating)",
     }
-    assert [record.results[m]["request_type"] for m in ("warmth_free", "warmth_constrained")] == [
+    assert [record.results[m].request_type for m in ("warmth_free", "warmth_constrained")] == [
         "generate",
         "loglikelihood",
     ]
-    assert [m["name"] for m in record.declared_metrics] == [m.name for m in task.spec.metrics]
+    assert record.declared_metrics == list(task.spec.metrics)
     for metric in task.spec.metrics:
         block, axis = metric.column.split(".")
-        for group, stat in record.results[metric.name]["groups"].items():
+        for group, stat in record.results[metric.name].groups.items():
             if block not in scm:  # an endpoint's run: no option scores, so no constrained rating
-                assert stat == {"value": None, "ci": None, "n": 0, "n_clusters": 0}
+                assert stat == GroupStat(value=None, ci=None, n=0, n_clusters=0)
                 continue
             theirs = scm[block][group][axis]
-            assert stat["value"] == theirs["mean"] and stat["n"] == theirs["n"]
-            assert stat["ci"] == ([theirs["lo"], theirs["hi"]] if theirs["lo"] is not None else None)
-        overall = record.results[metric.name]["overall"]
-        assert overall["n"] == sum(s["n"] for s in record.results[metric.name]["groups"].values())
+            assert stat.value == theirs["mean"] and stat.n == theirs["n"]
+            assert stat.ci == ([theirs["lo"], theirs["hi"]] if theirs["lo"] is not None else None)
+        overall = record.results[metric.name].overall
+        assert overall is not None
+        assert overall.n == sum(s.n for s in record.results[metric.name].groups.values())
 
 
 def test_a_local_scm_run_writes_the_result_record_with_its_own_numbers(tmp_path: Path) -> None:
@@ -80,8 +82,8 @@ def test_a_local_scm_run_writes_the_result_record_with_its_own_numbers(tmp_path:
     run_scm(out, model=model, limit=14, mapper_factory=_FakeMapper, log=lambda m: None, **_tiny_settings())
     _assert_same_numbers(out)
     record = read_record(out / "scores.json")
-    constrained = record.results["warmth_constrained"]["groups"]
-    assert sum(s["n"] for s in constrained.values()) > 0  # a local model's option scores are in the record
+    constrained = record.results["warmth_constrained"].groups
+    assert sum(s.n for s in constrained.values()) > 0  # a local model's option scores are in the record
     # the replies are generated, the options scored: the record names both, the items' type first
     assert record.request_type == "generate" and record.request_types == ["generate", "loglikelihood"]
     assert not record.reused_predictions and set(record.timings_s) == {"generate_s", "analyze_s"}
@@ -90,7 +92,7 @@ def test_a_local_scm_run_writes_the_result_record_with_its_own_numbers(tmp_path:
     before = json.loads((out / "scores.json").read_text(encoding="utf-8"))
     run_scm(out, model=model, limit=14, mapper_factory=_FakeMapper, log=lambda m: None, **_tiny_settings())
     again = read_record(out / "scores.json")
-    assert again.reused_predictions and again.results == before["results"]  # a rerun: every reply cached
+    assert again.reused_predictions and again.to_json()["results"] == before["results"]  # a rerun: every reply cached
 
 
 def test_an_endpoint_run_records_no_constrained_rating_and_compare_reads_the_records(
@@ -105,8 +107,8 @@ def test_an_endpoint_run_records_no_constrained_rating_and_compare_reads_the_rec
     document = json.loads((tmp_path / "a" / "scores.json").read_text(encoding="utf-8"))
     assert is_probes_record(document) and is_record(document)
     assert document["request_types"] == ["generate"]  # an endpoint scores no options: no loglikelihood asked
-    warmth = read_record(tmp_path / "a" / "scores.json").results["warmth_free"]["groups"]
-    assert {s["value"] for s in warmth.values() if s["n"]} == {4.0}  # the fake server rates everything 4
+    warmth = read_record(tmp_path / "a" / "scores.json").results["warmth_free"].groups
+    assert {s.value for s in warmth.values() if s.n} == {4.0}  # the fake server rates everything 4
     capsys.readouterr()
     assert main(["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(tmp_path / "cmp")]) == 0
     md = (tmp_path / "cmp" / "compare.md").read_text(encoding="utf-8")
@@ -126,11 +128,13 @@ def test_a_reanalysis_rewrites_the_record_from_the_new_reading(tmp_path: Path, m
     i = frame.index[(frame["task"] == "rating") & (frame["axis"] == "Warmth")][0]
     frame.loc[i, "response"] = "Rating: 2."  # one rating read again differently
     frame.to_parquet(out / "responses.parquet", index=False)
-    first = read_record(out / "scores.json").results["warmth_free"]["overall"]
+    first = read_record(out / "scores.json").results["warmth_free"].overall
     reanalyze(out, mapper_factory=_FakeMapper)
     _assert_same_numbers(out)
     again = read_record(out / "scores.json")
-    assert again.results["warmth_free"]["overall"]["value"] < first["value"]
+    now = again.results["warmth_free"].overall
+    assert first is not None and now is not None and first.value is not None and now.value is not None
+    assert now.value < first.value
     assert set(again.timings_s) == {"analyze_s"} and again.reused_predictions  # no model was asked
 
 

@@ -107,15 +107,17 @@ def test_a_run_writes_items_with_their_scores_and_the_declared_metric_per_group(
     record = read_record(tmp_path / "run" / "scores.json")
     assert record == result.record and record.record_version == RECORD_VERSION
     accuracy = record.results["accuracy"]
-    assert accuracy["groups"]["a"]["value"] == 1.0 and accuracy["groups"]["b"]["value"] == 0.625
-    assert accuracy["groups"]["b"]["n"] == 8 and accuracy["groups"]["b"]["n_clusters"] == 4
-    lo, hi = accuracy["groups"]["b"]["ci"]
+    assert accuracy.groups["a"].value == 1.0 and accuracy.groups["b"].value == 0.625
+    assert accuracy.groups["b"].n == 8 and accuracy.groups["b"].n_clusters == 4
+    assert accuracy.groups["b"].ci is not None
+    lo, hi = accuracy.groups["b"].ci
     assert lo < 0.625 < hi
-    assert accuracy["headline"]["gap"] == 0.375 and accuracy["headline"]["groups"] == ["a", "b"]
+    head = accuracy.headline
+    assert head is not None and head.gap == 0.375 and head.groups == ["a", "b"]
     # per template a − b is 0, 1/4, 1/8, 0 (of 0.375): half of the 16 sign patterns are as far from 0; 4 templates,
     # fewer than 6: no interval
-    assert accuracy["headline"]["p_value"] == 0.5 and accuracy["headline"]["ci"] is None
-    assert set(accuracy["by"]["label"]) == {"yes", "no"}
+    assert head.p_value == 0.5 and head.ci is None
+    assert set(accuracy.by["label"]) == {"yes", "no"}
     assert record.method == method and record.task == "toy-requests"
     assert record.parse_rate == (1.0 if method == "instructed" else None)  # generated replies only
     assert f"method:{method}" in record.signature and "task:toy-requests" in record.signature

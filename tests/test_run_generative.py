@@ -260,7 +260,7 @@ def test_instructed_run_with_no_one_word_reply_reports_rates_instead_of_failing(
     # its record says the same: every declared metric has no group, the parse rate is the finding
     record = RunRecord.from_json(scores)
     assert record.kind == "blanks" and record.request_type == "generate" and record.parse_rate == 0.0
-    assert all(block["groups"] == {} and block["headline"] is None for block in record.results.values())
+    assert all(block.groups == {} and block.headline is None for block in record.results.values())
     preds = pd.read_parquet(out / "predictions.parquet")
     assert len(preds) == 77 and all(list(lab) == ["echo"] for lab in preds["label"])
     report = (out / "report.md").read_text()

@@ -89,20 +89,21 @@ def _assert_table_is_the_records(table: pd.DataFrame, record: RunRecord, task: T
     assert spec.groups is not None
     titles = [m.title for m in spec.metrics]
     assert list(table.columns) == [spec.groups.column, "n", "templates", *titles]
-    assert [m["title"] for m in record.declared_metrics] == titles
+    assert [m.title for m in record.declared_metrics] == titles
     assert table[spec.groups.column].tolist() == list(spec.groups.order)
     for _, row in table.iterrows():
         group = row[spec.groups.column]
         for metric in spec.metrics:
-            stat = record.results[metric.name]["groups"][group]
-            assert int(row["n"]) == stat["n"] and int(row["templates"]) == stat["n_clusters"]
+            stat = record.results[metric.name].groups[group]
+            assert int(row["n"]) == stat.n and int(row["templates"]) == stat.n_clusters
             value, ci = _cell(row[metric.title])
-            assert row[metric.title].split(" ")[0] == f"{stat['value']:.{metric.decimals}f}"
-            assert value == pytest.approx(stat["value"], abs=10**-metric.decimals)
-            if stat["ci"] is None:
+            assert stat.value is not None
+            assert row[metric.title].split(" ")[0] == f"{stat.value:.{metric.decimals}f}"
+            assert value == pytest.approx(stat.value, abs=10**-metric.decimals)
+            if stat.ci is None:
                 assert ci is None
             else:
-                assert ci == pytest.approx(stat["ci"], abs=10**-metric.decimals)
+                assert ci == pytest.approx(stat.ci, abs=10**-metric.decimals)
 
 
 def test_the_space_offers_the_request_tasks_of_the_suite_after_the_blanks_tasks() -> None:
@@ -129,8 +130,9 @@ def test_misgendered_runs_in_the_tabs_function_on_a_tiny_causal_lm(models: dict[
     assert record.settings["limit"] == 2 and f"first 2 of {get_task('misgendered').n_templates()}" in status
     assert Path(plot).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     _assert_table_is_the_records(table, record, get_task("misgendered"))
-    overall = record.results["accuracy"]["overall"]
-    assert f"Accuracy (higher is better): {overall['value']:.3f}" in status
+    overall = record.results["accuracy"].overall
+    assert overall is not None and overall.value is not None
+    assert f"Accuracy (higher is better): {overall.value:.3f}" in status
 
     # the quick sample: the task's first 2 templates, every item of them, as `queerbench run --limit 2` takes them
     items = get_task("misgendered").items()
@@ -138,8 +140,8 @@ def test_misgendered_runs_in_the_tabs_function_on_a_tiny_causal_lm(models: dict[
     assert sorted(sentences["template_id"].unique()) == first
     assert sorted(sentences["id"]) == sorted(items.loc[items["template_id"].isin(first), "id"])
     assert len(sentences) == record.n_items == 22  # 2 templates x 11 declared sets x 1 name
-    for group, stat in record.results["accuracy"]["groups"].items():
-        assert sentences.loc[sentences["group"] == group, "correct"].mean() == pytest.approx(stat["value"])
+    for group, stat in record.results["accuracy"].groups.items():
+        assert sentences.loc[sentences["group"] == group, "correct"].mean() == pytest.approx(stat.value)
     with Path(csv_file).open(encoding="utf-8") as fh:
         assert len(list(csv.DictReader(fh))) == record.n_items
     assert isinstance(state, ViewPart)  # what the "Show harmful" toggle redraws from

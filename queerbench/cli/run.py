@@ -105,6 +105,7 @@ def _run_requests(args: argparse.Namespace, task: Task) -> int:
     from queerbench.methods.registry import method_settings, setting_flags
     from queerbench.models.device import ModelLoadError
     from queerbench.run.requests import resolve_request_run, run_requests
+    from queerbench.scoring.metrics import NO_ITEMS
 
     given = [name for name in method_settings() if getattr(args, name, None) is not None]
     if given:  # a task that asks its own requests takes no method's settings: said, not ignored
@@ -137,14 +138,14 @@ def _run_requests(args: argparse.Namespace, task: Task) -> int:
     record = result.record
     print(f"\n{record.benchmark} ({record.task}, method {record.method}) for {record.model}:")
     for metric in record.declared_metrics:
-        block, d = record.results[metric["name"]], int(metric["decimals"])
-        overall = block["overall"]
-        shown = "n/a" if overall["value"] is None else f"{overall['value']:.{d}f}"
-        print(f"  {metric['title']}: {shown} over {overall['n']} items")
-        for group, stat in block["groups"].items():
-            value = "n/a" if stat["value"] is None else f"{stat['value']:.{d}f}"
-            ci = f" [{stat['ci'][0]:.{d}f}, {stat['ci'][1]:.{d}f}]" if stat["ci"] else ""
-            print(f"  {group:>10}: {value}{ci}  (n={stat['n']})")
+        block, d = record.results[metric.name], metric.decimals
+        overall = block.overall or NO_ITEMS
+        shown = "n/a" if overall.value is None else f"{overall.value:.{d}f}"
+        print(f"  {metric.title}: {shown} over {overall.n} items")
+        for group, stat in block.groups.items():
+            value = "n/a" if stat.value is None else f"{stat.value:.{d}f}"
+            ci = f" [{stat.ci[0]:.{d}f}, {stat.ci[1]:.{d}f}]" if stat.ci else ""
+            print(f"  {group:>10}: {value}{ci}  (n={stat.n})")
     if record.parse_rate is not None:
         print(f"  replies read as an answer: {100 * record.parse_rate:.1f}%")
     print(f"  signature: {record.signature}")

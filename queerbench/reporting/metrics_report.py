@@ -21,6 +21,7 @@ import pandas as pd
 from queerbench.base.files import write_text
 from queerbench.reporting.figures import group_style, model_label, save_figure
 from queerbench.reporting.record import RunRecord, metric_direction
+from queerbench.scoring.metrics import GroupStat
 
 __all__ = ["FIGURE", "fmt_ci", "fmt_value", "metric_table", "render_metrics_report", "write_metrics_report"]
 
@@ -37,12 +38,10 @@ def fmt_ci(ci: list[float] | None, decimals: int, missing: str = "—") -> str:
     return missing if not ci else f"[{ci[0]:.{decimals}f}, {ci[1]:.{decimals}f}]"
 
 
-def _rows(stats: dict[str, dict[str, Any]], decimals: int, label: str) -> list[str]:
+def _rows(stats: dict[str, GroupStat], decimals: int, label: str) -> list[str]:
     lines = [f"| {label} | value | 95% CI | items | templates |", "|---|---|---|---|---|"]
     for name, s in stats.items():
-        lines.append(
-            f"| {name} | {fmt_value(s['value'], decimals)} | {fmt_ci(s['ci'], decimals)} | {s['n']} | {s['n_clusters']} |"
-        )
+        lines.append(f"| {name} | {fmt_value(s.value, decimals)} | {fmt_ci(s.ci, decimals)} | {s.n} | {s.n_clusters} |")
     return lines
 
 
@@ -53,15 +52,14 @@ def metric_table(record: RunRecord) -> pd.DataFrame:
     column, metrics = str(record.groups["column"]), record.declared_metrics
     rows = []
     for group in record.groups["order"]:
-        first = record.results[metrics[0]["name"]]["groups"].get(group) or {"n": 0, "n_clusters": 0}
-        row: dict[str, Any] = {column: group, "n": first["n"], "templates": first["n_clusters"]}
+        first = record.results[metrics[0].name].group(group)
+        row: dict[str, Any] = {column: group, "n": first.n, "templates": first.n_clusters}
         for metric in metrics:
-            s = record.results[metric["name"]]["groups"].get(group) or {"value": None, "ci": None}
-            d = int(metric["decimals"])
-            text = fmt_value(s["value"], d, missing="no data")
-            row[metric["title"]] = f"{text} {fmt_ci(s['ci'], d)}" if s["value"] is not None and s["ci"] else text
+            s, d = record.results[metric.name].group(group), metric.decimals
+            text = fmt_value(s.value, d, missing="no data")
+            row[metric.title] = f"{text} {fmt_ci(s.ci, d)}" if s.value is not None and s.ci else text
         rows.append(row)
-    return pd.DataFrame(rows, columns=[column, "n", "templates", *(m["title"] for m in metrics)])
+    return pd.DataFrame(rows, columns=[column, "n", "templates", *(m.title for m in metrics)])
 
 
 def _title(record: RunRecord) -> str:
@@ -88,43 +86,42 @@ def render_metrics_report(record: RunRecord, figure: str | None = FIGURE) -> str
         "than 2 templates has none.",
     ]
     for metric in record.declared_metrics:
-        block, d = record.results[metric["name"]], int(metric["decimals"])
-        better = metric_direction(metric["higher_is_better"])
-        lines += ["", f"## {metric['title']} ({better})", ""]
-        overall = block["overall"]
-        lines.append(
-            f"Overall: **{fmt_value(overall['value'], d)}** {fmt_ci(overall['ci'], d)} over {overall['n']} items.",
-        )
-        lines += ["", *_rows(block["groups"], d, record.groups["column"])]
-        head = block.get("headline")
+        block, d = record.results[metric.name], metric.decimals
+        better = metric_direction(metric.higher_is_better)
+        lines += ["", f"## {metric.title} ({better})", ""]
+        overall = block.overall
+        if overall is not None:  # a fill-in-the-blank run's scores are per group only
+            lines.append(f"Overall: **{fmt_value(overall.value, d)}** {fmt_ci(overall.ci, d)} over {overall.n} items.")
+        lines += ["", *_rows(block.groups, d, record.groups["column"])]
+        head = block.headline
         if head:
-            a, b = head["groups"]
-            pv = head.get("p_value")
+            a, b = head.groups
+            pv = head.p_value
             test = f", p = {pv:.3f} (sign-flip test over templates)" if pv is not None else ""
             lines += [
                 "",
-                f"{a} − {b}: **{fmt_value(head['gap'], d)}** {fmt_ci(head['ci'], d)} (paired by template){test}.",
+                f"{a} − {b}: **{fmt_value(head.gap, d)}** {fmt_ci(head.ci, d)} (paired by template){test}.",
             ]
-        for column, stats in block["by"].items():
+        for column, stats in block.by.items():
             lines += ["", f"### by {column}", "", *_rows(stats, d, column)]
     if figure:
         lines += ["", f"![{_title(record)}]({figure})"]
     return "\n".join(lines) + "\n"
 
 
-def _panel(ax: plt.Axes, stats: dict[str, dict[str, Any]], labels: list[str], xlabel: str, ylabel: str) -> None:
+def _panel(ax: plt.Axes, stats: dict[str, GroupStat], labels: list[str], xlabel: str, ylabel: str) -> None:
     """One bar per label with its 95% CI, each hatched and coloured apart (readable in grayscale)."""
     for i, label in enumerate(labels):
-        s = stats.get(label) or {"value": None, "ci": None, "n": 0}
+        s = stats.get(label) or GroupStat(value=None, ci=None, n=0, n_clusters=0)
         colour, hatch = group_style(label, i)
-        value = s["value"] if s["value"] is not None else 0.0
+        value = s.value if s.value is not None else 0.0
         err = None
-        if s["ci"]:
-            err = [[max(value - s["ci"][0], 0.0)], [max(s["ci"][1] - value, 0.0)]]
+        if s.ci:
+            err = [[max(value - s.ci[0], 0.0)], [max(s.ci[1] - value, 0.0)]]
         bars = ax.bar(
-            i, value, color=colour, hatch=hatch, edgecolor="black", label=f"{label} (n={s['n']})", yerr=err, capsize=3
+            i, value, color=colour, hatch=hatch, edgecolor="black", label=f"{label} (n={s.n})", yerr=err, capsize=3
         )
-        shown = "no data" if s["value"] is None else f"{value:.2f}"  # a zero is a bar of no height: say its value
+        shown = "no data" if s.value is None else f"{value:.2f}"  # a zero is a bar of no height: say its value
         ax.bar_label(bars, labels=[shown], fontsize=7, padding=2)
     ax.set_xticks(range(len(labels)), labels, rotation=45 if len(labels) > 4 else 0)
     ax.set_xlabel(xlabel)
@@ -146,14 +143,14 @@ def metrics_figure(record: RunRecord) -> plt.Figure:
     )
     order = list(record.groups["order"])
     for row, metric in zip(axes, metrics, strict=True):
-        block = record.results[metric["name"]]
-        _panel(row[0], block["groups"], order, record.groups["column"], metric["title"])
-        row[0].set_title(f"{metric['title']} per {record.groups['column']}")
+        block = record.results[metric.name]
+        _panel(row[0], block.groups, order, record.groups["column"], metric.title)
+        row[0].set_title(f"{metric.title} per {record.groups['column']}")
         row[0].legend(fontsize=7, loc="best")
         for ax, column in zip(row[1:], breakdowns, strict=True):
-            stats = block["by"].get(column, {})
-            _panel(ax, stats, list(stats), column, metric["title"])
-            ax.set_title(f"{metric['title']} per {column}")
+            stats = block.by.get(column, {})
+            _panel(ax, stats, list(stats), column, metric.title)
+            ax.set_title(f"{metric.title} per {column}")
     fig.suptitle(_title(record), fontsize=10)
     fig.tight_layout()
     return fig

@@ -15,6 +15,7 @@ analysis in its own record beside it (the SCM probes' ``scm.json``).
 
 from __future__ import annotations
 
+from copy import deepcopy
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from typing import Any
 from queerbench import __version__
 from queerbench.base.files import read_json_object, write_json
 from queerbench.reporting.rows import ResultRow
+from queerbench.scoring.metrics import MetricResult, MetricSpec
 
 __all__ = [
     "RECORD_FILE",
@@ -60,12 +62,13 @@ class RunRecord:
     signature: str
     settings: dict[str, Any]
     """What changes what is predicted or how it is summarised: limit, dtype, endpoint, n_resamples, seed, ..."""
-    declared_metrics: list[dict[str, Any]]
+    declared_metrics: list[MetricSpec]
     """The task's metric declarations (name, column, title, higher_is_better, decimals)."""
     groups: dict[str, Any]
     """The task's group declaration (column, order, cluster, breakdowns) and headline pair."""
-    results: dict[str, Any]
-    """Per metric: ``overall``, ``groups``, ``by`` (breakdowns) and ``headline`` (:func:`group_metrics`)."""
+    results: dict[str, MetricResult]
+    """Per declared metric (by name): its results overall, per group, per breakdown value, and the headline gap
+    (:func:`~queerbench.scoring.metrics.group_metrics`)."""
     n_items: int
     backend: dict[str, Any] = field(default_factory=dict)
     """The backend's metadata (kind, device, dtype, batch size)."""
@@ -92,9 +95,11 @@ class RunRecord:
 
     def to_json(self) -> dict[str, Any]:
         """The record as the JSON object ``scores.json`` holds: its fields, then ``extra``'s blocks beside them."""
-        data = asdict(self)
-        extra = data.pop("extra")
-        return {**data, **{k: v for k, v in extra.items() if k not in data}}
+        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "extra"}
+        data["declared_metrics"] = [asdict(m) for m in self.declared_metrics]
+        data["results"] = {name: block.to_json() for name, block in self.results.items()}
+        data = {k: v if k in ("declared_metrics", "results") else deepcopy(v) for k, v in data.items()}
+        return {**data, **{k: v for k, v in self.extra.items() if k not in data}}
 
     @classmethod
     def from_json(cls, data: dict[str, Any], where: str = "scores.json") -> RunRecord:
@@ -114,7 +119,19 @@ class RunRecord:
         if kind not in RECORD_KINDS:
             raise ValueError(f"{where}: a result record of kind {kind!r}, not one of {', '.join(RECORD_KINDS)}")
         extra = {k: v for k, v in data.items() if k not in names}
-        return cls(**{k: v for k, v in data.items() if k in names and k != "extra"}, extra=extra)
+        values = {k: v for k, v in data.items() if k in names and k != "extra"}
+        declared, results = values.pop("declared_metrics"), values.pop("results")
+        if not isinstance(declared, list) or not isinstance(results, dict):
+            raise ValueError(
+                f"{where}: the result record's declared_metrics must be a list and its results an object; rerun the "
+                "same command to rewrite it"
+            )
+        return cls(
+            **values,
+            declared_metrics=[MetricSpec.from_json(m, where) for m in declared],
+            results={str(name): MetricResult.from_json(block, where) for name, block in results.items()},
+            extra=extra,
+        )
 
 
 def metric_direction(higher_is_better: bool | None) -> str:
@@ -141,17 +158,11 @@ def record_rows(record: RunRecord, source: str = "") -> list[ResultRow]:
     Space show): its per-group values with CIs and counts, the headline gap, what produced it."""
     rows = []
     for metric in record.declared_metrics:
-        block = record.results[metric["name"]]
-        groups = block["groups"]
-        head = block.get("headline")
+        block = record.results[metric.name]
+        head = block.headline
         gap = {}
         if head:
-            gap = {
-                "groups": " - ".join(head["groups"]),
-                "diff": head["gap"],
-                "ci": head["ci"],
-                "p_value": head.get("p_value"),
-            }
+            gap = {"groups": " - ".join(head.groups), "diff": head.gap, "ci": head.ci, "p_value": head.p_value}
         rows.append(
             ResultRow(
                 task=record.task,
@@ -160,16 +171,16 @@ def record_rows(record: RunRecord, source: str = "") -> list[ResultRow]:
                 method=record.method,
                 k=record.settings.get("k"),
                 toxicity=str(record.settings.get("toxicity_label") or "none"),
-                scores={g: s["value"] for g, s in groups.items()},
-                ci={g: s["ci"] for g, s in groups.items()},
-                n={g: s["n"] for g, s in groups.items()},
+                scores={g: s.value for g, s in block.groups.items()},
+                ci={g: s.ci for g, s in block.groups.items()},
+                n={g: s.n for g, s in block.groups.items()},
                 gap=gap,
                 parse_rate=record.parse_rate,
                 limit=record.settings.get("limit"),
-                metric=metric["title"],
+                metric=metric.title,
                 extra={
-                    "higher_is_better": metric["higher_is_better"],
-                    "overall": block["overall"],
+                    "higher_is_better": metric.higher_is_better,
+                    "overall": None if block.overall is None else asdict(block.overall),
                     "unit": record.groups.get("unit", "templates"),
                 },
                 signature=record.signature,

@@ -20,6 +20,7 @@ from queerbench.reporting.figures import heatmap_figure, model_label
 from queerbench.reporting.record import RunRecord, metric_direction
 from queerbench.reporting.tables import NO_DATA, markdown_table
 from queerbench.results.compare import refuse_repeats
+from queerbench.scoring.metrics import GroupStat
 
 __all__ = ["compare_records", "record_labels", "record_warnings"]
 
@@ -57,12 +58,12 @@ def record_warnings(records: Sequence[RunRecord]) -> list[str]:
     return warnings
 
 
-def _cell(stat: dict | None, decimals: int) -> str:
-    if not stat or not stat.get("n"):
+def _cell(stat: GroupStat, decimals: int) -> str:
+    if not stat.n:
         return NO_DATA
-    value = "n/a" if stat["value"] is None else f"{stat['value']:.{decimals}f}"
-    ci = f" [{stat['ci'][0]:.{decimals}f}, {stat['ci'][1]:.{decimals}f}]" if stat.get("ci") else ""
-    return f"{value}{ci} (n={stat['n']})"
+    value = "n/a" if stat.value is None else f"{stat.value:.{decimals}f}"
+    ci = f" [{stat.ci[0]:.{decimals}f}, {stat.ci[1]:.{decimals}f}]" if stat.ci else ""
+    return f"{value}{ci} (n={stat.n})"
 
 
 def compare_records(records: Sequence[RunRecord], folders: Sequence[str], out: Path) -> Path:
@@ -73,7 +74,7 @@ def compare_records(records: Sequence[RunRecord], folders: Sequence[str], out: P
     empty = sorted({r.task for r in records if not r.declared_metrics})
     if empty:
         raise ValueError(f"task {', '.join(empty)} declares no metrics, so its runs have nothing to compare")
-    metrics = {tuple(m["name"] for m in r.declared_metrics) for r in records}
+    metrics = {tuple(m.name for m in r.declared_metrics) for r in records}
     if len(metrics) > 1:
         raise ValueError(
             "these runs declare different metrics (" + "; ".join(", ".join(m) for m in sorted(metrics)) + "); "
@@ -90,27 +91,27 @@ def compare_records(records: Sequence[RunRecord], folders: Sequence[str], out: P
     lines += [f"> Each cell: the metric's value, its 95% {interval} CI over {unit} and n ({counted}).", ""]
     values: dict[str, pd.DataFrame] = {}
     for metric in first.declared_metrics:
-        name, d = metric["name"], int(metric["decimals"])
-        groups = [r.results[name]["groups"] for r in records]
+        name, d = metric.name, metric.decimals
+        blocks = [r.results[name] for r in records]
         values[name] = pd.DataFrame(
-            [[(g.get(c) or {}).get("value") for c in order] for g in groups], index=labels, columns=order
+            [[b.group(c).value for c in order] for b in blocks], index=labels, columns=order
         ).astype(float)
-        shown = pd.DataFrame([[_cell(g.get(c), d) for c in order] for g in groups], index=labels, columns=order)
+        shown = pd.DataFrame([[_cell(b.group(c), d) for c in order] for b in blocks], index=labels, columns=order)
         shown.index.name = "run"
-        better = metric_direction(metric["higher_is_better"])
-        lines += [f"## {metric['title']} ({better})", "", markdown_table(shown), ""]
+        better = metric_direction(metric.higher_is_better)
+        lines += [f"## {metric.title} ({better})", "", markdown_table(shown), ""]
     head = first.declared_metrics[0]
     counts = pd.DataFrame(
-        [[(r.results[head["name"]]["groups"].get(c) or {}).get("n", 0) for c in order] for r in records],
+        [[r.results[head.name].group(c).n for c in order] for r in records],
         index=labels,
         columns=order,
     )
     heatmap_figure(
-        values[head["name"]],
+        values[head.name],
         out / "compare_heatmap.png",
-        f"{head['title']} per run and {first.groups['column']} ({first.benchmark})",
+        f"{head.title} per run and {first.groups['column']} ({first.benchmark})",
         subtitle="rows: model · task · method" + (" (not all comparable: see compare.md)" if warnings else ""),
-        value_label=f"{head['title']} ({metric_direction(head['higher_is_better'])})",
+        value_label=f"{head.title} ({metric_direction(head.higher_is_better)})",
         counts=counts,
     )
     table = pd.concat(values, axis=1)

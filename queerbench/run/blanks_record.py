@@ -10,7 +10,6 @@ so the numbers are the same numbers, once.
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from datetime import datetime, timezone
 from typing import Any
 
@@ -21,6 +20,7 @@ from queerbench.reporting.record import RECORD_KINDS, RunRecord
 from queerbench.reporting.rows import toxicity_label
 from queerbench.run.options import RunOptions
 from queerbench.scoring.aggregate import GAP_BLOCK
+from queerbench.scoring.metrics import GroupStat, Headline, MetricResult
 from queerbench.tasks import Task
 
 __all__ = ["blanks_record"]
@@ -35,31 +35,28 @@ def _templates(predictions: pd.DataFrame) -> dict[str, int]:
     return {str(g): int(n) for g, n in predictions.groupby("group")["template_id"].nunique().items()}
 
 
-def _results(task: Task, document: dict[str, Any], predictions: pd.DataFrame) -> dict[str, Any]:
+def _results(task: Task, document: dict[str, Any], predictions: pd.DataFrame) -> dict[str, MetricResult]:
     """Per declared metric: its block's value per group with CI, n and template count, and the headline gap."""
     ci, n, templates = document.get("ci") or {}, document.get("n") or {}, _templates(predictions)
     pair = task.headline_gap if task.declares_headline_gap else None
     tested = (document.get("comparisons") or {}).get(" - ".join(pair)) if pair else None
-    results: dict[str, Any] = {}
+    results: dict[str, MetricResult] = {}
     for metric in task.spec.metrics:
         groups = {
-            g: {
-                "value": value,
-                "ci": (ci.get(g) or {}).get(metric.column),
-                "n": int(n.get(g, 0)),
-                "n_clusters": templates.get(g, 0),
-            }
+            g: GroupStat(
+                value=value,
+                ci=(ci.get(g) or {}).get(metric.column),
+                n=int(n.get(g, 0)),
+                n_clusters=templates.get(g, 0),
+            )
             for g, value in (document.get(metric.column) or {}).items()
         }
         headline = None
         if pair and tested and metric.column == GAP_BLOCK:
-            headline = {
-                "groups": list(pair),
-                "gap": tested["diff"],
-                "ci": tested.get("ci"),
-                "p_value": tested.get("p_value"),
-            }
-        results[metric.name] = {"overall": None, "groups": groups, "by": {}, "headline": headline}
+            headline = Headline(
+                groups=list(pair), gap=tested["diff"], ci=tested.get("ci"), p_value=tested.get("p_value")
+            )
+        results[metric.name] = MetricResult(overall=None, groups=groups, by={}, headline=headline)
     return results
 
 
@@ -94,7 +91,7 @@ def blanks_record(
         model_fingerprint=dict(fingerprint or meta.get("fingerprint") or {}),
         signature=str(document.get("signature") or ""),
         settings=settings,
-        declared_metrics=[asdict(m) for m in task.spec.metrics],
+        declared_metrics=list(task.spec.metrics),
         groups={
             "column": "group",
             "order": list(document.get("n") or {}),

@@ -327,9 +327,7 @@ def probe_record(
     stored = analysis.replies
     cached = int(stored["cached"].sum()) if "cached" in stored else 0
     asked = {  # the request types the metrics with data were read from (an endpoint scores no options)
-        block.get("request_type")
-        for block in analysis.metrics.values()
-        if isinstance(block, dict) and (block.get("overall") or {}).get("n", 1)
+        block.request_type for block in analysis.metrics.values() if block.overall is None or block.overall.n
     }
     return RunRecord(
         task=task.name,
@@ -341,7 +339,7 @@ def probe_record(
         model_fingerprint=dict(meta.get("fingerprint") or {}),
         signature=str(meta["signature"]),
         settings=dict(meta.get("settings") or {}),
-        declared_metrics=[dataclasses.asdict(m) for m in task.spec.metrics if m.name in analysis.metrics],
+        declared_metrics=[m for m in task.spec.metrics if m.name in analysis.metrics],
         groups=dict(analysis.groups),
         results=dict(analysis.metrics),
         n_items=len(stored),

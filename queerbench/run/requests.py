@@ -433,16 +433,7 @@ def _record(
         model_fingerprint=fingerprint,
         signature=run.signature(fingerprint),
         settings={**run.key(), "n_resamples": run.n_resamples, "n_permutations": run.n_permutations, "seed": run.seed},
-        declared_metrics=[
-            {
-                "name": m.name,
-                "column": m.column,
-                "title": m.title,
-                "higher_is_better": m.higher_is_better,
-                "decimals": m.decimals,
-            }
-            for m in spec.metrics
-        ],
+        declared_metrics=list(spec.metrics),
         groups={
             "column": groups.column,
             "order": list(groups.order),

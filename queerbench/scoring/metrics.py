@@ -16,7 +16,7 @@ templates (:func:`sign_flip_p`), so the interval and the test ask one question.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, cast
 
 import numpy as np
@@ -33,13 +33,40 @@ from queerbench.scoring.resampling import (
 )
 from queerbench.scoring.resampling import sign_flip_p as _sign_flip_p
 
-__all__ = ["GroupStat", "group_metrics", "sign_flip_p"]
+__all__ = ["NO_ITEMS", "GroupStat", "Headline", "MetricResult", "MetricSpec", "group_metrics", "sign_flip_p"]
 
 MIN_CLUSTERS_FOR_CI = 2
 """Fewer clusters than this give no interval (one template resampled is always itself)."""
 VALUE = "value"
 """The per-item column a metric's values are held under, for the engine's :func:`mean_statistic`."""
 _MEAN = mean_statistic(VALUE)
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """One metric a task declares: for a ``requests`` task the per-item column it averages (``column``, numeric,
+    e.g. 0/1 ``correct``), for a ``blanks`` task the per-group block of scores its scoring rules compute; its display
+    ``title``, whether higher is better, and how many decimals reports print. The result record keeps each
+    declaration beside the metric's results (:class:`MetricResult`)."""
+
+    name: str
+    column: str
+    title: str
+    higher_is_better: bool | None = True
+    """Which way is better (a harm score: lower); None for a ``probes`` task's measurement that has no better
+    direction (the SCM probes' Warmth and Competence ratings)."""
+    decimals: int = 3
+
+    @classmethod
+    def from_json(cls, data: Any, where: str) -> MetricSpec:
+        """A declaration as a result record stores it (a one-line ``ValueError`` for another shape)."""
+        known = {f.name for f in fields(cls)}
+        if not isinstance(data, dict) or not {"name", "column", "title"} <= set(data) or set(data) - known:
+            raise ValueError(f"{where}: a declared metric of another shape ({data!r}); {_REWRITE}")
+        return cls(**data)
+
+
+_REWRITE = "rerun the same command to rewrite it"
 
 
 @dataclass(frozen=True)
@@ -51,6 +78,88 @@ class GroupStat:
     ci: list[float] | None
     n: int
     n_clusters: int
+
+    @classmethod
+    def from_json(cls, data: Any, where: str) -> GroupStat:
+        """A group's statistics as a result record stores them (a one-line ``ValueError`` for another shape)."""
+        if not isinstance(data, dict) or set(data) != {f.name for f in fields(cls)}:
+            raise ValueError(f"{where}: group statistics of another shape ({data!r}); {_REWRITE}")
+        return cls(**data)
+
+
+@dataclass(frozen=True)
+class Headline:
+    """A task's headline comparison of one metric: the difference of two groups' means, its 95% interval paired by
+    template (None over too few templates holding both) and the sign-flip test's p-value (None: not testable)."""
+
+    groups: list[str]
+    """The two groups, the gap read as the first minus the second."""
+    gap: float
+    ci: list[float] | None
+    p_value: float | None
+
+    @classmethod
+    def from_json(cls, data: Any, where: str) -> Headline | None:
+        """A headline as a result record stores it (None: the metric has none)."""
+        if data is None:
+            return None
+        if (
+            not isinstance(data, dict)
+            or not {"groups", "gap"} <= set(data)
+            or set(data) - {f.name for f in fields(cls)}
+        ):
+            raise ValueError(f"{where}: a headline comparison of another shape ({data!r}); {_REWRITE}")
+        return cls(groups=list(data["groups"]), gap=data["gap"], ci=data.get("ci"), p_value=data.get("p_value"))
+
+
+@dataclass(frozen=True)
+class MetricResult:
+    """One declared metric's results in a run: over every item (None where a run gives no overall value: a
+    fill-in-the-blank run's scores are per group), per group in the task's order, per value of each breakdown
+    column, and the task's headline comparison. A metric read from something other than the run's items says what
+    (``read_from``, e.g. a local model's option log-probabilities) and by which requests (``request_type``)."""
+
+    overall: GroupStat | None
+    groups: dict[str, GroupStat]
+    by: dict[str, dict[str, GroupStat]] = field(default_factory=dict)
+    headline: Headline | None = None
+    read_from: str | None = None
+    request_type: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The block a result record stores (``read_from`` and ``request_type`` only where they are said)."""
+        out: dict[str, Any] = {
+            "overall": None if self.overall is None else asdict(self.overall),
+            "groups": {g: asdict(s) for g, s in self.groups.items()},
+            "by": {column: {v: asdict(s) for v, s in stats.items()} for column, stats in self.by.items()},
+            "headline": None if self.headline is None else asdict(self.headline),
+        }
+        out.update({k: v for k, v in (("read_from", self.read_from), ("request_type", self.request_type)) if v})
+        return out
+
+    @classmethod
+    def from_json(cls, data: Any, where: str) -> MetricResult:
+        """A metric's block as a result record stores it (a one-line ``ValueError`` for another shape)."""
+        if not isinstance(data, dict) or not {"overall", "groups"} <= set(data) or set(data) - _BLOCK_KEYS:
+            raise ValueError(f"{where}: a metric's results of another shape; {_REWRITE}")
+        by = data.get("by") or {}
+        return cls(
+            overall=None if data["overall"] is None else GroupStat.from_json(data["overall"], where),
+            groups={str(g): GroupStat.from_json(s, where) for g, s in (data["groups"] or {}).items()},
+            by={str(c): {str(v): GroupStat.from_json(s, where) for v, s in stats.items()} for c, stats in by.items()},
+            headline=Headline.from_json(data.get("headline"), where),
+            read_from=data.get("read_from"),
+            request_type=data.get("request_type"),
+        )
+
+    def group(self, name: str) -> GroupStat:
+        """The statistics of group ``name`` (a group the run has no block for: no items, no value)."""
+        return self.groups.get(name) or NO_ITEMS
+
+
+_BLOCK_KEYS = {f.name for f in fields(MetricResult)}
+NO_ITEMS = GroupStat(value=None, ci=None, n=0, n_clusters=0)
+"""The statistics of no items: what a group without a block, or a run without an overall value, reads as."""
 
 
 def _replicates(values: np.ndarray, mask: np.ndarray, units: Units, weights: np.ndarray) -> np.ndarray:
@@ -104,50 +213,47 @@ def group_metrics(
     n_resamples: int = 1000,
     n_permutations: int = 1000,
     seed: int = 0,
-) -> dict[str, Any]:
-    """The statistics of each ``(name, column)`` in ``metrics`` over ``frame``'s items.
+) -> dict[str, MetricResult]:
+    """The statistics of each ``(name, column)`` in ``metrics`` over ``frame``'s items, by name.
 
-    Returns ``{name: {"groups": {group: GroupStat-as-dict}, "by": {column: {value: ...}}, "overall": ...,
-    "headline": {"groups": [a, b], "gap": a − b, "ci": [lo, hi] | None, "p_value": p | None} | None}}``; groups in ``order`` (a group
-    without items has ``value`` None), breakdown values in order of first appearance. One set of cluster resamples
-    (``n_resamples``, ``seed``) serves every metric and group, so intervals of one run are paired."""
+    Each :class:`MetricResult` holds every item's, each group's in ``order`` (a group without items has ``value``
+    None) and each breakdown value's (in order of first appearance) statistics, and the ``headline`` pair's gap.
+    One set of cluster resamples (``n_resamples``, ``seed``) serves every metric and group, so intervals of one run
+    are paired."""
     units = Units.of(frame[cluster_column].to_numpy())
     rng = np.random.default_rng(seed)
     perm_rng = np.random.default_rng([seed, 1])  # the test's own draws: the CIs do not move with --permutations
     weights = resample_weights(units.t, n_resamples, rng)
     labels = frame[group_column].astype(str).to_numpy()
     everything = np.ones(len(frame), dtype=bool)
-    out: dict[str, Any] = {}
+    out: dict[str, MetricResult] = {}
     for name, column in metrics:
         values = pd.to_numeric(frame[column], errors="coerce").to_numpy(dtype=float)
         if np.isnan(values).any():
             raise ValueError(f"metric {name!r}: column {column!r} holds values that are not numbers")
-        block: dict[str, Any] = {
-            "overall": asdict(_stat(values, everything, units, weights)),
-            "groups": {g: asdict(_stat(values, labels == g, units, weights)) for g in order},
-            "by": {
-                by: {
-                    str(v): asdict(_stat(values, frame[by].astype(str).to_numpy() == str(v), units, weights))
-                    for v in dict.fromkeys(frame[by].astype(str))
-                }
-                for by in breakdowns
-            },
-            "headline": None,
+        groups = {g: _stat(values, labels == g, units, weights) for g in order}
+        by = {
+            by: {
+                str(v): _stat(values, frame[by].astype(str).to_numpy() == str(v), units, weights)
+                for v in dict.fromkeys(frame[by].astype(str))
+            }
+            for by in breakdowns
         }
+        head = None
         if headline is not None:
             a, b = headline
-            ga, gb = block["groups"].get(a), block["groups"].get(b)
-            if ga and gb and ga["value"] is not None and gb["value"] is not None:
+            ga, gb = groups.get(a), groups.get(b)
+            if ga is not None and gb is not None and ga.value is not None and gb.value is not None:
                 diff = _replicates(values, labels == a, units, weights) - _replicates(
                     values, labels == b, units, weights
                 )
                 paired = np.intersect1d(np.unique(units.index[labels == a]), np.unique(units.index[labels == b])).size
                 enough = paired >= MIN_PAIRED_TEMPLATES  # as a blanks task's gap: fewer paired templates, no CI
-                block["headline"] = {
-                    "groups": [a, b],
-                    "gap": ga["value"] - gb["value"],
-                    "ci": percentile_ci(diff) if enough else None,
-                    "p_value": sign_flip_p(values, labels, units.index, units.t, (a, b), n_permutations, perm_rng),
-                }
-        out[name] = block
+                head = Headline(
+                    groups=[a, b],
+                    gap=ga.value - gb.value,
+                    ci=percentile_ci(diff) if enough else None,
+                    p_value=sign_flip_p(values, labels, units.index, units.t, (a, b), n_permutations, perm_rng),
+                )
+        out[name] = MetricResult(overall=_stat(values, everything, units, weights), groups=groups, by=by, headline=head)
     return out

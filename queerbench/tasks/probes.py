@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import pandas as pd
 
+from queerbench.scoring.metrics import MetricResult
+
 if TYPE_CHECKING:
     from collections.abc import Callable
 
@@ -55,9 +57,9 @@ class ProbeAnalysis:
     """The replies as stored: the rows the runner collected (with its ``cached`` and ``status`` columns) and the
     plan's own columns."""
     meta: dict[str, Any] = field(default_factory=dict)
-    metrics: dict[str, Any] = field(default_factory=dict)
-    """Per declared metric (by name) the record's block: ``overall``, ``groups`` (per group ``value``, ``ci``, ``n``,
-    ``n_clusters``), ``by`` and ``headline`` (:func:`queerbench.scoring.metrics.group_metrics`' shape)."""
+    metrics: dict[str, MetricResult] = field(default_factory=dict)
+    """Per declared metric (by name) its results: overall, per group, per breakdown value, and what it was read
+    from where that is not the replies (:class:`~queerbench.scoring.metrics.MetricResult`)."""
     groups: dict[str, Any] = field(default_factory=dict)
     """The groups the metrics are given for: ``column``, ``order``, ``cluster``, and the CIs' ``unit`` and
     ``interval`` (e.g. ``ratings``, ``Student-t``; a request run's are a bootstrap over templates)."""

@@ -13,6 +13,7 @@ from typing import Any
 
 from queerbench.models.requests import FILL_MASK_MODES
 from queerbench.scoring.aggregate import SCORE_BLOCKS
+from queerbench.scoring.metrics import MetricSpec
 from queerbench.scoring.rules import ScoringRules
 from queerbench.tasks.probes import ProbeFiles
 
@@ -49,21 +50,6 @@ class EvalPass:
     k: int | None = None
     prompt: str | None = None
     note: str = ""
-
-
-@dataclass(frozen=True)
-class MetricSpec:
-    """One metric a task declares: for a ``requests`` task the per-item column it averages (``column``, numeric,
-    e.g. 0/1 ``correct``), for a ``blanks`` task the per-group block of scores its scoring rules compute; its display
-    ``title``, whether higher is better, and how many decimals reports print."""
-
-    name: str
-    column: str
-    title: str
-    higher_is_better: bool | None = True
-    """Which way is better (a harm score: lower); None for a ``probes`` task's measurement that has no better
-    direction (the SCM probes' Warmth and Competence ratings)."""
-    decimals: int = 3
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,7 @@ from queerbench.reporting.report import score_table
 from queerbench.reporting.tables import COMPONENTS
 from queerbench.scoring.aggregate import GAP_BLOCK, GROUP_ORDER
 from queerbench.scoring.groups import subject_groups
+from queerbench.scoring.metrics import NO_ITEMS
 
 if TYPE_CHECKING:
     from queerbench.tasks import Task
@@ -173,29 +174,29 @@ def _request_status(check: ModelCheck, record: RunRecord, n_templates: int, seco
     headline gap the task declares, with their CIs (as the record holds them)."""
     size = f", {human(check.n_params)} parameters" if check.n_params else ""
     rev = f" @ `{check.revision[:10]}`" if check.revision else ""
-    first = record.results[record.declared_metrics[0]["name"]]["overall"]
+    first = record.results[record.declared_metrics[0].name].overall
     limit = record.settings.get("limit")
     scope = "all templates" if limit is None else f"the first {limit} of {n_templates} templates"
     lines = [
         f"**Done** in {seconds:.1f}s: `{check.model_id}`{rev}{size} · method `{record.method}` "
         f"({record.request_type} requests) · config `{record.task}` · {record.n_items} items from "
-        f"{first['n_clusters']} templates ({scope}) · queerbench {__version__}.",
+        f"{first.n_clusters if first else 0} templates ({scope}) · queerbench {__version__}.",
         f"Every group of the task is reported; top-k, the toxicity scorer and the subject groups apply to "
         f"fill-in-the-blank configs only. Signature: `{record.signature}`.",
     ]
     if record.parse_rate is not None:
         lines.append(f"Replies read as an answer: {100 * record.parse_rate:.1f}%.")
     for metric in record.declared_metrics:
-        block, d = record.results[metric["name"]], int(metric["decimals"])
-        overall = block["overall"]
-        ci = f" {fmt_ci(overall['ci'], d)}" if overall.get("ci") else ""
-        better = metric_direction(metric["higher_is_better"])
-        line = f"- {metric['title']} ({better}): {fmt_value(overall['value'], d, missing='no data')}{ci} over all items"
-        head = block.get("headline")
-        if head and head.get("gap") is not None:
-            gap_ci = f" {fmt_ci(head['ci'], d)}" if head.get("ci") else ""
-            p = f", sign-flip p = {head['p_value']:.3f}" if head.get("p_value") is not None else ""
-            line += f"; {' − '.join(head['groups'])}: {head['gap']:+.{d}f}{gap_ci}{p}"
+        block, d = record.results[metric.name], metric.decimals
+        overall = block.overall or NO_ITEMS
+        ci = f" {fmt_ci(overall.ci, d)}" if overall.ci else ""
+        better = metric_direction(metric.higher_is_better)
+        line = f"- {metric.title} ({better}): {fmt_value(overall.value, d, missing='no data')}{ci} over all items"
+        head = block.headline
+        if head and head.gap is not None:
+            gap_ci = f" {fmt_ci(head.ci, d)}" if head.ci else ""
+            p = f", sign-flip p = {head.p_value:.3f}" if head.p_value is not None else ""
+            line += f"; {' − '.join(head.groups)}: {head.gap:+.{d}f}{gap_ci}{p}"
         lines.append(line)
     return "\n".join(lines)
 

@@ -24,6 +24,7 @@ from typing import Any
 import pandas as pd
 
 from queerbench.models.requests import GENERATE, LOGLIKELIHOOD
+from queerbench.scoring.metrics import GroupStat, MetricResult
 from queerbench.scoring.uncertainty import mean_ci
 from queerbench.tasks.scm.axes import axis_coverage
 from queerbench.tasks.scm.data import AXES, load_terms, reference_rankings
@@ -231,31 +232,29 @@ def rating_sources(parsed: pd.DataFrame, scores: pd.DataFrame | None) -> dict[st
 
 def rating_metric(
     ratings: pd.DataFrame, column: str, axis: str, groups: Sequence[str], read_from: str, request_type: str
-) -> dict[str, Any]:
-    """One rating axis as a metric of the result record (:func:`queerbench.scoring.metrics.group_metrics`' shape):
-    overall and per group, the mean rating with its 95% Student-t interval (the numbers ``scm.json`` holds), the
-    number of ratings and of prompts they answer; ``read_from`` says what the ratings are (the replies, or a local
-    model's option log-probabilities) and ``request_type`` which requests they were read from."""
+) -> MetricResult:
+    """One rating axis as a metric of the result record: overall and per group, the mean rating with its 95%
+    Student-t interval (the numbers ``scm.json`` holds), the number of ratings and of prompts they answer;
+    ``read_from`` says what the ratings are (the replies, or a local model's option log-probabilities) and
+    ``request_type`` which requests they were read from."""
 
-    def stat(sub: pd.DataFrame) -> dict[str, Any]:
-        ci = _rating_ci(sub[column].tolist() if column in sub else [])
+    def stat(sub: pd.DataFrame) -> GroupStat:
+        ci = mean_ci(sub[column].tolist() if column in sub else [], clip=SCALE, arithmetic="t_sd_root_n")
         rated = sub[sub[column].notna()] if column in sub else sub.iloc[:0]
-        return {
-            "value": ci["mean"],
-            "ci": [ci["lo"], ci["hi"]] if ci["lo"] is not None else None,
-            "n": ci["n"],
-            "n_clusters": int(rated["id"].nunique()) if "id" in rated else 0,
-        }
+        return GroupStat(  # the numbers of _rating_ci, as scm.json holds them
+            value=ci.mean,
+            ci=[ci.lo, ci.hi] if ci.lo is not None and ci.hi is not None else None,
+            n=ci.n,
+            n_clusters=int(rated["id"].nunique()) if "id" in rated else 0,
+        )
 
     sub = ratings[ratings["axis"] == axis]
-    return {
-        "overall": stat(sub),
-        "groups": {g: stat(sub[sub["group"] == g]) for g in groups},
-        "by": {},
-        "headline": None,
-        "read_from": read_from,
-        "request_type": request_type,
-    }
+    return MetricResult(
+        overall=stat(sub),
+        groups={g: stat(sub[sub["group"] == g]) for g in groups},
+        read_from=read_from,
+        request_type=request_type,
+    )
 
 
 def display_order(groups: Sequence[str]) -> list[str]:

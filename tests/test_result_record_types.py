@@ -1,0 +1,131 @@
+"""The result record's metrics are typed (queerbench.reporting.record, queerbench.scoring.metrics): a record read
+back holds each declared metric as a ``MetricSpec`` and its results as a ``MetricResult`` of ``GroupStat`` and
+``Headline`` objects, writes back the very document it was read from, and refuses a block of another shape in one
+line that names the file, before any reader trips over it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from queerbench.cli import main
+from queerbench.reporting.record import RECORD_KINDS, RunRecord, read_record, record_rows, write_record
+from queerbench.scoring.metrics import GroupStat, Headline, MetricResult, MetricSpec, group_metrics
+
+
+def _record(task: str = "toy", model: str = "m", **changes: object) -> RunRecord:
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame(
+        {
+            "template_id": np.repeat(np.arange(8), 4),
+            "group": np.tile(["a", "a", "b", "b"], 8),
+            "label": np.tile(["x", "y"], 16),
+            "correct": (rng.random(32) < 0.6).astype(int),
+        }
+    )
+    results = group_metrics(
+        frame,
+        metrics=[("accuracy", "correct")],
+        group_column="group",
+        order=["a", "b", "c"],  # c: a declared group without items
+        cluster_column="template_id",
+        breakdowns=["label"],
+        headline=("a", "b"),
+        n_resamples=100,
+    )
+    values: dict[str, object] = {
+        "task": task,
+        "benchmark": "Toy",
+        "method": "scored",
+        "request_type": "loglikelihood",
+        "model": model,
+        "model_fingerprint": {"sha256": "0" * 64},
+        "signature": f"task:{task}|model:{model}",
+        "settings": {"limit": None, "n_resamples": 100, "seed": 0},
+        "declared_metrics": [MetricSpec(name="accuracy", column="correct", title="Accuracy", decimals=2)],
+        "groups": {"column": "group", "order": ["a", "b", "c"], "cluster": "template_id", "breakdowns": ["label"]},
+        "results": results,
+        "n_items": len(frame),
+        **changes,
+    }
+    return RunRecord(**values)  # type: ignore[arg-type]
+
+
+def test_a_record_reads_back_typed_and_writes_back_the_document_it_was_read_from(tmp_path: Path) -> None:
+    record = _record()
+    write_record(tmp_path, record)
+    document = json.loads((tmp_path / "scores.json").read_text(encoding="utf-8"))
+    again = read_record(tmp_path / "scores.json")
+    assert again == record and again.to_json() == document
+    block = again.results["accuracy"]
+    assert isinstance(block, MetricResult) and isinstance(block.overall, GroupStat)
+    assert isinstance(block.headline, Headline) and block.headline.groups == ["a", "b"]
+    assert block.group("c") == GroupStat(value=None, ci=None, n=0, n_clusters=0)  # declared, no items
+    assert block.group("not declared").n == 0
+    assert set(block.by["label"]) == {"x", "y"} and all(isinstance(s, GroupStat) for s in block.by["label"].values())
+    assert again.declared_metrics == [MetricSpec(name="accuracy", column="correct", title="Accuracy", decimals=2)]
+    # the stored block is the shape it has always been: no key for what a metric does not say
+    assert list(document["results"]["accuracy"]) == ["overall", "groups", "by", "headline"]
+    assert list(document["results"]["accuracy"]["groups"]["a"]) == ["value", "ci", "n", "n_clusters"]
+    assert document["declared_metrics"] == [
+        {"name": "accuracy", "column": "correct", "title": "Accuracy", "higher_is_better": True, "decimals": 2}
+    ]
+    (row,) = record_rows(again)
+    assert row.scores["a"] == block.groups["a"].value and row.n["c"] == 0
+    assert row.gap["groups"] == "a - b" and row.gap["diff"] == block.headline.gap
+
+
+def test_what_a_metric_was_read_from_is_kept_and_written_only_where_it_is_said() -> None:
+    said = MetricResult(
+        overall=GroupStat(value=3.0, ci=None, n=1, n_clusters=1),
+        groups={},
+        read_from="the option log-probabilities",
+        request_type="loglikelihood",
+    )
+    shown = said.to_json()
+    assert shown["read_from"] == "the option log-probabilities" and shown["request_type"] == "loglikelihood"
+    assert MetricResult.from_json(shown, "x") == said
+    assert "read_from" not in MetricResult(overall=None, groups={}).to_json()
+
+
+@pytest.mark.parametrize(
+    ("where", "damage"),
+    [
+        ("a group's statistics", lambda d: d["results"]["accuracy"]["groups"]["a"].pop("n")),
+        ("a metric's block", lambda d: d["results"].__setitem__("accuracy", [1, 2])),
+        ("a breakdown value", lambda d: d["results"]["accuracy"]["by"]["label"].__setitem__("x", {"value": 1})),
+        ("the headline", lambda d: d["results"]["accuracy"]["headline"].pop("gap")),
+        ("a declared metric", lambda d: d["declared_metrics"][0].pop("title")),
+        ("a declared metric's unknown field", lambda d: d["declared_metrics"][0].__setitem__("unit", "x")),
+        ("the results", lambda d: d.__setitem__("results", [])),
+    ],
+)
+def test_a_record_whose_metrics_have_another_shape_is_one_line_naming_the_file(
+    tmp_path: Path, where: str, damage, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name in ("a", "b"):
+        write_record(tmp_path / name, _record(model=name))
+    path = tmp_path / "a" / "scores.json"
+    document = json.loads(path.read_text(encoding="utf-8"))
+    damage(document)
+    path.write_text(json.dumps(document), encoding="utf-8")
+    with pytest.raises(ValueError, match="rerun the same command") as caught:
+        read_record(path)
+    assert str(path) in str(caught.value) and "\n" not in str(caught.value), where
+    capsys.readouterr()
+    assert main(["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(tmp_path / "cmp")]) == 2
+    err = capsys.readouterr().err
+    assert str(path) in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "cmp").exists()
+
+
+def test_a_record_of_every_kind_reads_back_as_written() -> None:
+    # the kinds a record names, each read back by the same typed reader (the runners' own tests read each kind's
+    # real record: test_request_runner, test_blanks_record, test_probe_record)
+    for kind in RECORD_KINDS:
+        record = _record(kind=kind)
+        assert RunRecord.from_json(record.to_json()) == record
