@@ -43,7 +43,7 @@ def test_a_blanks_runs_scores_are_its_record_with_the_same_numbers_as_its_blocks
     assert record.declared_metrics == list(task.spec.metrics)
     for metric in task.spec.metrics:  # each declared metric is its block of the scores, group by group
         groups = record.results[metric.name].groups
-        assert list(groups) == list(document[metric.column]) == record.groups["order"]
+        assert list(groups) == list(document[metric.column]) == record.groups.order
         for g, stat in groups.items():
             assert stat.value == document[metric.column][g] and stat.n == document["n"][g]
             assert stat.ci == document["ci"][g][metric.column] and 1 <= stat.n_clusters <= 2

@@ -52,7 +52,7 @@ def _assert_same_numbers(out: Path) -> None:
     assert record.model_fingerprint == scm["run"]["fingerprint"] and record.settings == scm["run"]["settings"]
     assert record.parse_rate == scm["parse_rate"]["rating"]
     assert record.n_items == len(pd.read_parquet(out / "responses.parquet"))
-    assert record.groups["order"] == list(scm["rating_free"])
+    assert record.groups.order == list(scm["rating_free"])
     assert {record.results[m].read_from for m in ("warmth_free", "warmth_constrained")} == {
         "the replies (the rating each states)",
         "the option log-probabilities of a local model (the expected rating)",

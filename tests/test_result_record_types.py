@@ -14,7 +14,15 @@ import pytest
 
 from queerbench.cli import main
 from queerbench.reporting.record import RECORD_KINDS, RunRecord, read_record, record_rows, write_record
-from queerbench.scoring.metrics import GroupStat, Headline, MetricResult, MetricSpec, group_metrics
+from queerbench.scoring.metrics import (
+    NO_GROUPS,
+    GroupStat,
+    Headline,
+    MetricResult,
+    MetricSpec,
+    ResultGroups,
+    group_metrics,
+)
 
 
 def _record(task: str = "toy", model: str = "m", **changes: object) -> RunRecord:
@@ -47,7 +55,7 @@ def _record(task: str = "toy", model: str = "m", **changes: object) -> RunRecord
         "signature": f"task:{task}|model:{model}",
         "settings": {"limit": None, "n_resamples": 100, "seed": 0},
         "declared_metrics": [MetricSpec(name="accuracy", column="correct", title="Accuracy", decimals=2)],
-        "groups": {"column": "group", "order": ["a", "b", "c"], "cluster": "template_id", "breakdowns": ["label"]},
+        "groups": ResultGroups(column="group", order=["a", "b", "c"], breakdowns=["label"], headline=["a", "b"]),
         "results": results,
         "n_items": len(frame),
         **changes,
@@ -102,6 +110,8 @@ def test_what_a_metric_was_read_from_is_kept_and_written_only_where_it_is_said()
         ("a declared metric", lambda d: d["declared_metrics"][0].pop("title")),
         ("a declared metric's unknown field", lambda d: d["declared_metrics"][0].__setitem__("unit", "x")),
         ("the results", lambda d: d.__setitem__("results", [])),
+        ("the groups", lambda d: d["groups"].pop("order")),
+        ("the groups' unknown field", lambda d: d["groups"].__setitem__("colour", "red")),
     ],
 )
 def test_a_record_whose_metrics_have_another_shape_is_one_line_naming_the_file(
@@ -129,3 +139,30 @@ def test_a_record_of_every_kind_reads_back_as_written() -> None:
     for kind in RECORD_KINDS:
         record = _record(kind=kind)
         assert RunRecord.from_json(record.to_json()) == record
+
+
+def test_the_groups_of_a_record_written_before_they_said_their_interval_read_as_a_bootstrap_over_templates(
+    tmp_path: Path,
+) -> None:
+    write_record(tmp_path, _record())
+    path = tmp_path / "scores.json"
+    document = json.loads(path.read_text(encoding="utf-8"))
+    assert document["groups"] == {
+        "column": "group",
+        "order": ["a", "b", "c"],
+        "cluster": "template_id",
+        "breakdowns": ["label"],
+        "headline": ["a", "b"],
+        "unit": "templates",
+        "interval": "bootstrap",
+    }
+    for key in ("unit", "interval"):  # a request run's record of an earlier version
+        del document["groups"][key]
+    path.write_text(json.dumps(document), encoding="utf-8")
+    groups = read_record(path).groups
+    assert (groups.unit, groups.interval, groups.breakdowns) == ("templates", "bootstrap", ["label"])
+    # a probes run whose task declares no metric stored no groups: read and written back as none
+    document["groups"], document["declared_metrics"], document["results"] = {}, [], {}
+    path.write_text(json.dumps(document), encoding="utf-8")
+    again = read_record(path)
+    assert again.groups == NO_GROUPS and again.to_json()["groups"] == {}

@@ -49,9 +49,9 @@ def metric_table(record: RunRecord) -> pd.DataFrame:
     """One row per group of the record (in its declared order), the group column named as the task names it: its
     items (``n``) and templates, then one column per declared metric (headed by its title), its value with the 95% CI
     at the metric's decimals (the value alone without a CI), ``no data`` for a group without items (what the Space's score table shows)."""
-    column, metrics = str(record.groups["column"]), record.declared_metrics
+    column, metrics = record.groups.column, record.declared_metrics
     rows = []
-    for group in record.groups["order"]:
+    for group in record.groups.order:
         first = record.results[metrics[0].name].group(group)
         row: dict[str, Any] = {column: group, "n": first.n, "templates": first.n_clusters}
         for metric in metrics:
@@ -92,7 +92,7 @@ def render_metrics_report(record: RunRecord, figure: str | None = FIGURE) -> str
         overall = block.overall
         if overall is not None:  # a fill-in-the-blank run's scores are per group only
             lines.append(f"Overall: **{fmt_value(overall.value, d)}** {fmt_ci(overall.ci, d)} over {overall.n} items.")
-        lines += ["", *_rows(block.groups, d, record.groups["column"])]
+        lines += ["", *_rows(block.groups, d, record.groups.column)]
         head = block.headline
         if head:
             a, b = head.groups
@@ -132,7 +132,7 @@ def metrics_figure(record: RunRecord) -> plt.Figure:
     """Per declared metric, one row of panels: the groups (with a legend), then one panel per breakdown column (e.g.
     the declared pronoun set), each bar with its 95% CI over templates."""
     metrics = record.declared_metrics
-    breakdowns = list(record.groups.get("breakdowns") or [])
+    breakdowns = record.groups.breakdowns
     widths = [1.0] + [1.6] * len(breakdowns)
     fig, axes = plt.subplots(
         len(metrics),
@@ -141,11 +141,11 @@ def metrics_figure(record: RunRecord) -> plt.Figure:
         squeeze=False,
         gridspec_kw={"width_ratios": widths},
     )
-    order = list(record.groups["order"])
+    order = record.groups.order
     for row, metric in zip(axes, metrics, strict=True):
         block = record.results[metric.name]
-        _panel(row[0], block.groups, order, record.groups["column"], metric.title)
-        row[0].set_title(f"{metric.title} per {record.groups['column']}")
+        _panel(row[0], block.groups, order, record.groups.column, metric.title)
+        row[0].set_title(f"{metric.title} per {record.groups.column}")
         row[0].legend(fontsize=7, loc="best")
         for ax, column in zip(row[1:], breakdowns, strict=True):
             stats = block.by.get(column, {})

@@ -23,7 +23,7 @@ from typing import Any
 from queerbench import __version__
 from queerbench.base.files import read_json_object, write_json
 from queerbench.reporting.rows import ResultRow
-from queerbench.scoring.metrics import MetricResult, MetricSpec
+from queerbench.scoring.metrics import MetricResult, MetricSpec, ResultGroups
 
 __all__ = [
     "RECORD_FILE",
@@ -64,8 +64,9 @@ class RunRecord:
     """What changes what is predicted or how it is summarised: limit, dtype, endpoint, n_resamples, seed, ..."""
     declared_metrics: list[MetricSpec]
     """The task's metric declarations (name, column, title, higher_is_better, decimals)."""
-    groups: dict[str, Any]
-    """The task's group declaration (column, order, cluster, breakdowns) and headline pair."""
+    groups: ResultGroups
+    """The groups the results are given for: the task's group declaration (column, order, cluster, breakdowns), its
+    headline pair, and what the intervals are."""
     results: dict[str, MetricResult]
     """Per declared metric (by name): its results overall, per group, per breakdown value, and the headline gap
     (:func:`~queerbench.scoring.metrics.group_metrics`)."""
@@ -98,7 +99,8 @@ class RunRecord:
         data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "extra"}
         data["declared_metrics"] = [asdict(m) for m in self.declared_metrics]
         data["results"] = {name: block.to_json() for name, block in self.results.items()}
-        data = {k: v if k in ("declared_metrics", "results") else deepcopy(v) for k, v in data.items()}
+        data["groups"] = self.groups.to_json()
+        data = {k: v if k in ("declared_metrics", "results", "groups") else deepcopy(v) for k, v in data.items()}
         return {**data, **{k: v for k, v in self.extra.items() if k not in data}}
 
     @classmethod
@@ -120,7 +122,7 @@ class RunRecord:
             raise ValueError(f"{where}: a result record of kind {kind!r}, not one of {', '.join(RECORD_KINDS)}")
         extra = {k: v for k, v in data.items() if k not in names}
         values = {k: v for k, v in data.items() if k in names and k != "extra"}
-        declared, results = values.pop("declared_metrics"), values.pop("results")
+        declared, results, groups = values.pop("declared_metrics"), values.pop("results"), values.pop("groups")
         if not isinstance(declared, list) or not isinstance(results, dict):
             raise ValueError(
                 f"{where}: the result record's declared_metrics must be a list and its results an object; rerun the "
@@ -129,6 +131,7 @@ class RunRecord:
         return cls(
             **values,
             declared_metrics=[MetricSpec.from_json(m, where) for m in declared],
+            groups=ResultGroups.from_json(groups, where),
             results={str(name): MetricResult.from_json(block, where) for name, block in results.items()},
             extra=extra,
         )
@@ -181,7 +184,7 @@ def record_rows(record: RunRecord, source: str = "") -> list[ResultRow]:
                 extra={
                     "higher_is_better": metric.higher_is_better,
                     "overall": None if block.overall is None else asdict(block.overall),
-                    "unit": record.groups.get("unit", "templates"),
+                    "unit": record.groups.unit,
                 },
                 signature=record.signature,
                 source=source,

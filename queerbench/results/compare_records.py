@@ -81,12 +81,12 @@ def compare_records(records: Sequence[RunRecord], folders: Sequence[str], out: P
             "compare runs of one task"
         )
     first = records[0]
-    order = list(dict.fromkeys(g for r in records for g in r.groups["order"]))
+    order = list(dict.fromkeys(g for r in records for g in r.groups.order))
     out.mkdir(parents=True, exist_ok=True)
     warnings = record_warnings(records)
     lines = [f"# {first.benchmark} comparison", ""]
     lines += [f"> **Warning:** {w}" for w in warnings]
-    interval, unit = first.groups.get("interval", "bootstrap"), first.groups.get("unit", "templates")
+    interval, unit = first.groups.interval, first.groups.unit
     counted = "items" if unit == "templates" else unit  # a bootstrap over templates counts items; else its unit
     lines += [f"> Each cell: the metric's value, its 95% {interval} CI over {unit} and n ({counted}).", ""]
     values: dict[str, pd.DataFrame] = {}
@@ -109,7 +109,7 @@ def compare_records(records: Sequence[RunRecord], folders: Sequence[str], out: P
     heatmap_figure(
         values[head.name],
         out / "compare_heatmap.png",
-        f"{head.title} per run and {first.groups['column']} ({first.benchmark})",
+        f"{head.title} per run and {first.groups.column} ({first.benchmark})",
         subtitle="rows: model · task · method" + (" (not all comparable: see compare.md)" if warnings else ""),
         value_label=f"{head.title} ({metric_direction(head.higher_is_better)})",
         counts=counts,

@@ -20,7 +20,7 @@ from queerbench.reporting.record import RECORD_KINDS, RunRecord
 from queerbench.reporting.rows import toxicity_label
 from queerbench.run.options import RunOptions
 from queerbench.scoring.aggregate import GAP_BLOCK
-from queerbench.scoring.metrics import GroupStat, Headline, MetricResult
+from queerbench.scoring.metrics import GroupStat, Headline, MetricResult, ResultGroups
 from queerbench.tasks import Task
 
 __all__ = ["blanks_record"]
@@ -92,13 +92,12 @@ def blanks_record(
         signature=str(document.get("signature") or ""),
         settings=settings,
         declared_metrics=list(task.spec.metrics),
-        groups={
-            "column": "group",
-            "order": list(document.get("n") or {}),
-            "cluster": "template_id",
-            "breakdowns": [],
-            "headline": list(task.headline_gap) if task.declares_headline_gap else None,
-        },
+        groups=ResultGroups(
+            column="group",
+            order=list(document.get("n") or {}),
+            cluster="template_id",
+            headline=list(task.headline_gap) if task.declares_headline_gap else None,
+        ),
         results=_results(task, document, predictions),
         n_items=len(predictions),
         backend={k: meta.get(k) for k in ("device", "dtype") if meta.get(k) is not None},

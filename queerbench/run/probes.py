@@ -340,7 +340,7 @@ def probe_record(
         signature=str(meta["signature"]),
         settings=dict(meta.get("settings") or {}),
         declared_metrics=[m for m in task.spec.metrics if m.name in analysis.metrics],
-        groups=dict(analysis.groups),
+        groups=analysis.groups,
         results=dict(analysis.metrics),
         n_items=len(stored),
         timings_s=timings,

@@ -46,7 +46,7 @@ from queerbench.run.folder import (
 )
 from queerbench.run.parts import PartSaver, read_parts
 from queerbench.run.runner import held_folder, predictions_in
-from queerbench.scoring.metrics import group_metrics
+from queerbench.scoring.metrics import ResultGroups, group_metrics
 from queerbench.tasks import Task, get_task
 
 __all__ = ["PART_ITEMS", "RequestRun", "RequestRunResult", "resolve_request_run", "run_requests"]
@@ -434,13 +434,13 @@ def _record(
         signature=run.signature(fingerprint),
         settings={**run.key(), "n_resamples": run.n_resamples, "n_permutations": run.n_permutations, "seed": run.seed},
         declared_metrics=list(spec.metrics),
-        groups={
-            "column": groups.column,
-            "order": list(groups.order),
-            "cluster": groups.cluster,
-            "breakdowns": list(groups.breakdowns),
-            "headline": list(headline) if headline else None,
-        },
+        groups=ResultGroups(
+            column=groups.column,
+            order=list(groups.order),
+            cluster=groups.cluster,
+            breakdowns=list(groups.breakdowns),
+            headline=list(headline) if headline else None,
+        ),
         results=results,
         n_items=len(predictions),
         backend={k: v for k, v in meta.items() if k != "fingerprint"},

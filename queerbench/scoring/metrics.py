@@ -33,7 +33,17 @@ from queerbench.scoring.resampling import (
 )
 from queerbench.scoring.resampling import sign_flip_p as _sign_flip_p
 
-__all__ = ["NO_ITEMS", "GroupStat", "Headline", "MetricResult", "MetricSpec", "group_metrics", "sign_flip_p"]
+__all__ = [
+    "NO_GROUPS",
+    "NO_ITEMS",
+    "GroupStat",
+    "Headline",
+    "MetricResult",
+    "MetricSpec",
+    "ResultGroups",
+    "group_metrics",
+    "sign_flip_p",
+]
 
 MIN_CLUSTERS_FOR_CI = 2
 """Fewer clusters than this give no interval (one template resampled is always itself)."""
@@ -155,6 +165,49 @@ class MetricResult:
     def group(self, name: str) -> GroupStat:
         """The statistics of group ``name`` (a group the run has no block for: no items, no value)."""
         return self.groups.get(name) or NO_ITEMS
+
+
+@dataclass(frozen=True)
+class ResultGroups:
+    """The groups a record's results are given for: the item column naming the group, the groups in report order,
+    the column whose values are the clusters an interval resamples, the breakdown columns, the headline pair (None:
+    the task declares none), and what the intervals are (a bootstrap over templates unless the task computes its
+    own, e.g. a Student-t interval over ratings)."""
+
+    column: str
+    order: list[str]
+    cluster: str = "template_id"
+    breakdowns: list[str] = field(default_factory=list)
+    headline: list[str] | None = None
+    unit: str = "templates"
+    """What an interval's clusters are (and, for a bootstrap over templates, what is counted is items)."""
+    interval: str = "bootstrap"
+
+    @classmethod
+    def from_json(cls, data: Any, where: str) -> ResultGroups:
+        """The groups as a result record stores them; a record written before ``unit`` and ``interval`` were stored
+        has a bootstrap over templates, one without ``breakdowns`` or ``headline`` none (a one-line ``ValueError``
+        for another shape)."""
+        if data == {}:
+            return NO_GROUPS
+        known = {f.name for f in fields(cls)}
+        if (
+            not isinstance(data, dict)
+            or not isinstance(data.get("column"), str)
+            or not isinstance(data.get("order"), list)
+            or set(data) - known
+        ):
+            raise ValueError(f"{where}: the result record's groups have another shape ({data!r}); {_REWRITE}")
+        values = {k: v for k, v in data.items() if v is not None or k == "headline"}
+        return cls(**{**values, "breakdowns": list(values.get("breakdowns") or [])})
+
+    def to_json(self) -> dict[str, Any]:
+        """The groups as a result record stores them (``{}``: :data:`NO_GROUPS`)."""
+        return {} if self == NO_GROUPS else asdict(self)
+
+
+NO_GROUPS = ResultGroups(column="", order=[])
+"""The groups of a record with no declared metric (a ``probes`` task that declares none): stored as ``{}``."""
 
 
 _BLOCK_KEYS = {f.name for f in fields(MetricResult)}

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import pandas as pd
 
-from queerbench.scoring.metrics import MetricResult
+from queerbench.scoring.metrics import NO_GROUPS, MetricResult, ResultGroups
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -60,9 +60,10 @@ class ProbeAnalysis:
     metrics: dict[str, MetricResult] = field(default_factory=dict)
     """Per declared metric (by name) its results: overall, per group, per breakdown value, and what it was read
     from where that is not the replies (:class:`~queerbench.scoring.metrics.MetricResult`)."""
-    groups: dict[str, Any] = field(default_factory=dict)
+    groups: ResultGroups = NO_GROUPS
     """The groups the metrics are given for: ``column``, ``order``, ``cluster``, and the CIs' ``unit`` and
-    ``interval`` (e.g. ``ratings``, ``Student-t``; a request run's are a bootstrap over templates)."""
+    ``interval`` (e.g. ``ratings``, ``Student-t``; a request run's are a bootstrap over templates); none for a plan
+    that gives no metric."""
     parse_rate: float | None = None
     """The share of the replies the record's metrics read that were read as an answer (None: not known)."""
 

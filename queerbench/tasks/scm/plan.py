@@ -20,7 +20,7 @@ import pandas as pd
 from queerbench.base.files import atomic_path, read_parquet
 from queerbench.models.backends import GenerateBackend, RequestFailedError, scores_chat_replies
 from queerbench.models.generation import GenerationSettings
-from queerbench.tasks.base import MetricSpec
+from queerbench.scoring.metrics import MetricSpec, ResultGroups
 from queerbench.tasks.probes import ProbeAnalysis
 from queerbench.tasks.scm.analysis import (
     RATING_READ_FROM,
@@ -201,7 +201,7 @@ class ScmPlan:
             )
         return {
             "metrics": metrics,
-            "groups": {"column": "group", "order": order, "cluster": "id", "unit": "ratings", "interval": "Student-t"},
+            "groups": ResultGroups(column="group", order=order, cluster="id", unit="ratings", interval="Student-t"),
             "parse_rate": (res.get("parse_rate") or {}).get("rating"),
         }
 
