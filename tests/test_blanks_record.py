@@ -16,7 +16,7 @@ import pytest
 from queerbench.reporting.record import RunRecord, is_record, read_record, record_rows
 from queerbench.results.folders import folder_rows, run_row
 from queerbench.run.pipeline import RunOptions, run_benchmark
-from queerbench.scoring.metrics import Headline
+from queerbench.scoring.metric_results import Headline
 from queerbench.tasks import get_task
 from tests.tiny_models import tiny_bert
 

@@ -14,7 +14,7 @@ import pytest
 from queerbench.cli import main
 from queerbench.reporting.record import RECORD_KINDS, is_probes_record, is_record, read_record
 from queerbench.results.folders import folder_kind, folder_rows
-from queerbench.scoring.metrics import GroupStat
+from queerbench.scoring.metric_results import GroupStat
 from queerbench.tasks import get_task
 from queerbench.tasks.base import MetricSpec, load_specs
 from queerbench.tasks.scm.pipeline import resolve_settings

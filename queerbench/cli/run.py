@@ -105,7 +105,7 @@ def _run_requests(args: argparse.Namespace, task: Task) -> int:
     from queerbench.methods.registry import method_settings, setting_flags
     from queerbench.models.device import ModelLoadError
     from queerbench.run.requests import resolve_request_run, run_requests
-    from queerbench.scoring.metrics import NO_ITEMS
+    from queerbench.scoring.metric_results import NO_ITEMS
 
     given = [name for name in method_settings() if getattr(args, name, None) is not None]
     if given:  # a task that asks its own requests takes no method's settings: said, not ignored

@@ -21,7 +21,7 @@ import pandas as pd
 from queerbench.base.files import write_text
 from queerbench.reporting.figures import group_style, model_label, save_figure
 from queerbench.reporting.record import RunRecord, metric_direction
-from queerbench.scoring.metrics import GroupStat
+from queerbench.scoring.metric_results import GroupStat
 
 __all__ = ["FIGURE", "fmt_ci", "fmt_value", "metric_table", "render_metrics_report", "write_metrics_report"]
 
@@ -88,10 +88,11 @@ def render_metrics_report(record: RunRecord, figure: str | None = FIGURE) -> str
     for metric in record.declared_metrics:
         block, d = record.results[metric.name], metric.decimals
         better = metric_direction(metric.higher_is_better)
-        lines += ["", f"## {metric.title} ({better})", ""]
+        lines += ["", f"## {metric.title} ({better})"]
         overall = block.overall
         if overall is not None:  # a fill-in-the-blank run's scores are per group only
-            lines.append(f"Overall: **{fmt_value(overall.value, d)}** {fmt_ci(overall.ci, d)} over {overall.n} items.")
+            shown = f"{fmt_value(overall.value, d)}** {fmt_ci(overall.ci, d)}"
+            lines += ["", f"Overall: **{shown} over {overall.n} items."]
         lines += ["", *_rows(block.groups, d, record.groups.column)]
         head = block.headline
         if head:

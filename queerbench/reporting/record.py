@@ -23,7 +23,7 @@ from typing import Any
 from queerbench import __version__
 from queerbench.base.files import read_json_object, write_json
 from queerbench.reporting.rows import ResultRow
-from queerbench.scoring.metrics import MetricResult, MetricSpec, ResultGroups
+from queerbench.scoring.metric_results import MetricResult, MetricSpec, ResultGroups
 
 __all__ = [
     "RECORD_FILE",
@@ -101,7 +101,7 @@ class RunRecord:
         data["results"] = {name: block.to_json() for name, block in self.results.items()}
         data["groups"] = self.groups.to_json()
         data = {k: v if k in ("declared_metrics", "results", "groups") else deepcopy(v) for k, v in data.items()}
-        return {**data, **{k: v for k, v in self.extra.items() if k not in data}}
+        return {**data, **{k: deepcopy(v) for k, v in self.extra.items() if k not in data}}
 
     @classmethod
     def from_json(cls, data: dict[str, Any], where: str = "scores.json") -> RunRecord:
@@ -132,7 +132,7 @@ class RunRecord:
             **values,
             declared_metrics=[MetricSpec.from_json(m, where) for m in declared],
             groups=ResultGroups.from_json(groups, where),
-            results={str(name): MetricResult.from_json(block, where) for name, block in results.items()},
+            results={str(name): MetricResult.from_json(block, where, str(name)) for name, block in results.items()},
             extra=extra,
         )
 

@@ -20,7 +20,7 @@ from queerbench.reporting.figures import heatmap_figure, model_label
 from queerbench.reporting.record import RunRecord, metric_direction
 from queerbench.reporting.tables import NO_DATA, markdown_table
 from queerbench.results.compare import refuse_repeats
-from queerbench.scoring.metrics import GroupStat
+from queerbench.scoring.metric_results import GroupStat
 
 __all__ = ["compare_records", "record_labels", "record_warnings"]
 

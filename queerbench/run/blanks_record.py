@@ -20,7 +20,7 @@ from queerbench.reporting.record import RECORD_KINDS, RunRecord
 from queerbench.reporting.rows import toxicity_label
 from queerbench.run.options import RunOptions
 from queerbench.scoring.aggregate import GAP_BLOCK
-from queerbench.scoring.metrics import GroupStat, Headline, MetricResult, ResultGroups
+from queerbench.scoring.metric_results import GroupStat, Headline, MetricResult, ResultGroups
 from queerbench.tasks import Task
 
 __all__ = ["blanks_record"]

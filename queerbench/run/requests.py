@@ -46,7 +46,8 @@ from queerbench.run.folder import (
 )
 from queerbench.run.parts import PartSaver, read_parts
 from queerbench.run.runner import held_folder, predictions_in
-from queerbench.scoring.metrics import ResultGroups, group_metrics
+from queerbench.scoring.metric_results import ResultGroups
+from queerbench.scoring.metrics import group_metrics
 from queerbench.tasks import Task, get_task
 
 __all__ = ["PART_ITEMS", "RequestRun", "RequestRunResult", "resolve_request_run", "run_requests"]

@@ -16,12 +16,12 @@ templates (:func:`sign_flip_p`), so the interval and the test ask one question.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field, fields
-from typing import Any, cast
+from typing import cast
 
 import numpy as np
 import pandas as pd
 
+from queerbench.scoring.metric_results import GroupStat, Headline, MetricResult
 from queerbench.scoring.resampling import (
     MIN_PAIRED_TEMPLATES,
     Units,
@@ -33,186 +33,13 @@ from queerbench.scoring.resampling import (
 )
 from queerbench.scoring.resampling import sign_flip_p as _sign_flip_p
 
-__all__ = [
-    "NO_GROUPS",
-    "NO_ITEMS",
-    "GroupStat",
-    "Headline",
-    "MetricResult",
-    "MetricSpec",
-    "ResultGroups",
-    "group_metrics",
-    "sign_flip_p",
-]
+__all__ = ["group_metrics", "sign_flip_p"]
 
 MIN_CLUSTERS_FOR_CI = 2
 """Fewer clusters than this give no interval (one template resampled is always itself)."""
 VALUE = "value"
 """The per-item column a metric's values are held under, for the engine's :func:`mean_statistic`."""
 _MEAN = mean_statistic(VALUE)
-
-
-@dataclass(frozen=True)
-class MetricSpec:
-    """One metric a task declares: for a ``requests`` task the per-item column it averages (``column``, numeric,
-    e.g. 0/1 ``correct``), for a ``blanks`` task the per-group block of scores its scoring rules compute; its display
-    ``title``, whether higher is better, and how many decimals reports print. The result record keeps each
-    declaration beside the metric's results (:class:`MetricResult`)."""
-
-    name: str
-    column: str
-    title: str
-    higher_is_better: bool | None = True
-    """Which way is better (a harm score: lower); None for a ``probes`` task's measurement that has no better
-    direction (the SCM probes' Warmth and Competence ratings)."""
-    decimals: int = 3
-
-    @classmethod
-    def from_json(cls, data: Any, where: str) -> MetricSpec:
-        """A declaration as a result record stores it (a one-line ``ValueError`` for another shape)."""
-        known = {f.name for f in fields(cls)}
-        if not isinstance(data, dict) or not {"name", "column", "title"} <= set(data) or set(data) - known:
-            raise ValueError(f"{where}: a declared metric of another shape ({data!r}); {_REWRITE}")
-        return cls(**data)
-
-
-_REWRITE = "rerun the same command to rewrite it"
-
-
-@dataclass(frozen=True)
-class GroupStat:
-    """One metric over one group's items: mean, 95% bootstrap CI over clusters (None when it cannot be had), the
-    number of items and of clusters (templates) they come from."""
-
-    value: float | None
-    ci: list[float] | None
-    n: int
-    n_clusters: int
-
-    @classmethod
-    def from_json(cls, data: Any, where: str) -> GroupStat:
-        """A group's statistics as a result record stores them (a one-line ``ValueError`` for another shape)."""
-        if not isinstance(data, dict) or set(data) != {f.name for f in fields(cls)}:
-            raise ValueError(f"{where}: group statistics of another shape ({data!r}); {_REWRITE}")
-        return cls(**data)
-
-
-@dataclass(frozen=True)
-class Headline:
-    """A task's headline comparison of one metric: the difference of two groups' means, its 95% interval paired by
-    template (None over too few templates holding both) and the sign-flip test's p-value (None: not testable)."""
-
-    groups: list[str]
-    """The two groups, the gap read as the first minus the second."""
-    gap: float
-    ci: list[float] | None
-    p_value: float | None
-
-    @classmethod
-    def from_json(cls, data: Any, where: str) -> Headline | None:
-        """A headline as a result record stores it (None: the metric has none)."""
-        if data is None:
-            return None
-        if (
-            not isinstance(data, dict)
-            or not {"groups", "gap"} <= set(data)
-            or set(data) - {f.name for f in fields(cls)}
-        ):
-            raise ValueError(f"{where}: a headline comparison of another shape ({data!r}); {_REWRITE}")
-        return cls(groups=list(data["groups"]), gap=data["gap"], ci=data.get("ci"), p_value=data.get("p_value"))
-
-
-@dataclass(frozen=True)
-class MetricResult:
-    """One declared metric's results in a run: over every item (None where a run gives no overall value: a
-    fill-in-the-blank run's scores are per group), per group in the task's order, per value of each breakdown
-    column, and the task's headline comparison. A metric read from something other than the run's items says what
-    (``read_from``, e.g. a local model's option log-probabilities) and by which requests (``request_type``)."""
-
-    overall: GroupStat | None
-    groups: dict[str, GroupStat]
-    by: dict[str, dict[str, GroupStat]] = field(default_factory=dict)
-    headline: Headline | None = None
-    read_from: str | None = None
-    request_type: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        """The block a result record stores (``read_from`` and ``request_type`` only where they are said)."""
-        out: dict[str, Any] = {
-            "overall": None if self.overall is None else asdict(self.overall),
-            "groups": {g: asdict(s) for g, s in self.groups.items()},
-            "by": {column: {v: asdict(s) for v, s in stats.items()} for column, stats in self.by.items()},
-            "headline": None if self.headline is None else asdict(self.headline),
-        }
-        out.update({k: v for k, v in (("read_from", self.read_from), ("request_type", self.request_type)) if v})
-        return out
-
-    @classmethod
-    def from_json(cls, data: Any, where: str) -> MetricResult:
-        """A metric's block as a result record stores it (a one-line ``ValueError`` for another shape)."""
-        if not isinstance(data, dict) or not {"overall", "groups"} <= set(data) or set(data) - _BLOCK_KEYS:
-            raise ValueError(f"{where}: a metric's results of another shape; {_REWRITE}")
-        by = data.get("by") or {}
-        return cls(
-            overall=None if data["overall"] is None else GroupStat.from_json(data["overall"], where),
-            groups={str(g): GroupStat.from_json(s, where) for g, s in (data["groups"] or {}).items()},
-            by={str(c): {str(v): GroupStat.from_json(s, where) for v, s in stats.items()} for c, stats in by.items()},
-            headline=Headline.from_json(data.get("headline"), where),
-            read_from=data.get("read_from"),
-            request_type=data.get("request_type"),
-        )
-
-    def group(self, name: str) -> GroupStat:
-        """The statistics of group ``name`` (a group the run has no block for: no items, no value)."""
-        return self.groups.get(name) or NO_ITEMS
-
-
-@dataclass(frozen=True)
-class ResultGroups:
-    """The groups a record's results are given for: the item column naming the group, the groups in report order,
-    the column whose values are the clusters an interval resamples, the breakdown columns, the headline pair (None:
-    the task declares none), and what the intervals are (a bootstrap over templates unless the task computes its
-    own, e.g. a Student-t interval over ratings)."""
-
-    column: str
-    order: list[str]
-    cluster: str = "template_id"
-    breakdowns: list[str] = field(default_factory=list)
-    headline: list[str] | None = None
-    unit: str = "templates"
-    """What an interval's clusters are (and, for a bootstrap over templates, what is counted is items)."""
-    interval: str = "bootstrap"
-
-    @classmethod
-    def from_json(cls, data: Any, where: str) -> ResultGroups:
-        """The groups as a result record stores them; a record written before ``unit`` and ``interval`` were stored
-        has a bootstrap over templates, one without ``breakdowns`` or ``headline`` none (a one-line ``ValueError``
-        for another shape)."""
-        if data == {}:
-            return NO_GROUPS
-        known = {f.name for f in fields(cls)}
-        if (
-            not isinstance(data, dict)
-            or not isinstance(data.get("column"), str)
-            or not isinstance(data.get("order"), list)
-            or set(data) - known
-        ):
-            raise ValueError(f"{where}: the result record's groups have another shape ({data!r}); {_REWRITE}")
-        values = {k: v for k, v in data.items() if v is not None or k == "headline"}
-        return cls(**{**values, "breakdowns": list(values.get("breakdowns") or [])})
-
-    def to_json(self) -> dict[str, Any]:
-        """The groups as a result record stores them (``{}``: :data:`NO_GROUPS`)."""
-        return {} if self == NO_GROUPS else asdict(self)
-
-
-NO_GROUPS = ResultGroups(column="", order=[])
-"""The groups of a record with no declared metric (a ``probes`` task that declares none): stored as ``{}``."""
-
-
-_BLOCK_KEYS = {f.name for f in fields(MetricResult)}
-NO_ITEMS = GroupStat(value=None, ci=None, n=0, n_clusters=0)
-"""The statistics of no items: what a group without a block, or a run without an overall value, reads as."""
 
 
 def _replicates(values: np.ndarray, mask: np.ndarray, units: Units, weights: np.ndarray) -> np.ndarray:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import pandas as pd
 
-from queerbench.scoring.metrics import NO_GROUPS, MetricResult, ResultGroups
+from queerbench.scoring.metric_results import NO_GROUPS, MetricResult, ResultGroups
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -66,6 +66,16 @@ class ProbeAnalysis:
     that gives no metric."""
     parse_rate: float | None = None
     """The share of the replies the record's metrics read that were read as an answer (None: not known)."""
+
+    def __post_init__(self) -> None:
+        # a plan written for an earlier version gives its metrics and groups in the JSON shape a record stores them in
+        where = "a probes plan's analysis"
+        self.metrics = {
+            name: block if isinstance(block, MetricResult) else MetricResult.from_json(block, where, name)
+            for name, block in self.metrics.items()
+        }
+        if not isinstance(self.groups, ResultGroups):
+            self.groups = ResultGroups.from_json(self.groups, where)
 
 
 @runtime_checkable

@@ -13,7 +13,7 @@ from typing import Any
 
 from queerbench.models.requests import FILL_MASK_MODES
 from queerbench.scoring.aggregate import SCORE_BLOCKS
-from queerbench.scoring.metrics import MetricSpec
+from queerbench.scoring.metric_results import MetricSpec
 from queerbench.scoring.rules import ScoringRules
 from queerbench.tasks.probes import ProbeFiles
 

@@ -42,7 +42,7 @@ from queerbench.reporting.report import score_table
 from queerbench.reporting.tables import COMPONENTS
 from queerbench.scoring.aggregate import GAP_BLOCK, GROUP_ORDER
 from queerbench.scoring.groups import subject_groups
-from queerbench.scoring.metrics import NO_ITEMS
+from queerbench.scoring.metric_results import NO_ITEMS
 
 if TYPE_CHECKING:
     from queerbench.tasks import Task

@@ -24,7 +24,7 @@ from typing import Any
 import pandas as pd
 
 from queerbench.models.requests import GENERATE, LOGLIKELIHOOD
-from queerbench.scoring.metrics import GroupStat, MetricResult
+from queerbench.scoring.metric_results import GroupStat, MetricResult
 from queerbench.scoring.uncertainty import mean_ci
 from queerbench.tasks.scm.axes import axis_coverage
 from queerbench.tasks.scm.data import AXES, load_terms, reference_rankings

@@ -20,7 +20,7 @@ import pandas as pd
 from queerbench.base.files import atomic_path, read_parquet
 from queerbench.models.backends import GenerateBackend, RequestFailedError, scores_chat_replies
 from queerbench.models.generation import GenerationSettings
-from queerbench.scoring.metrics import MetricSpec, ResultGroups
+from queerbench.scoring.metric_results import MetricSpec, ResultGroups
 from queerbench.tasks.probes import ProbeAnalysis
 from queerbench.tasks.scm.analysis import (
     RATING_READ_FROM,

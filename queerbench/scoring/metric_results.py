@@ -1,0 +1,209 @@
+"""The types a task's declared metrics and their results are held in, from the run that computes them to the result
+record that stores them (:mod:`queerbench.reporting.record`) and every reader of it.
+
+:class:`MetricSpec` is one metric a task declares; :class:`MetricResult` its results in one run: :class:`GroupStat`
+over every item, per group and per breakdown value, and the task's :class:`Headline` comparison;
+:class:`ResultGroups` the groups they are given for. Each reads itself back from the JSON a record stores
+(``from_json``) and refuses another shape in one line that names the file, the metric and the fix, so that no
+reader meets a damaged record halfway through its work.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+__all__ = ["NO_GROUPS", "NO_ITEMS", "GroupStat", "Headline", "MetricResult", "MetricSpec", "ResultGroups"]
+
+_REWRITE = "rerun the same command to rewrite it"
+
+
+def _require(ok: bool, where: str, what: str) -> None:
+    """A one-line ``ValueError`` naming the file and the part of its record that has another shape."""
+    if not ok:
+        raise ValueError(f"{where}: {what} in the result record has another shape; {_REWRITE}")
+
+
+def _number(value: Any, optional: bool = True) -> bool:
+    return (value is None and optional) or (isinstance(value, int | float) and not isinstance(value, bool))
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _interval(value: Any) -> bool:
+    return value is None or (isinstance(value, list) and len(value) == 2 and all(_number(v) for v in value))
+
+
+def _keys(data: Any, required: set[str], known: set[str]) -> bool:
+    return isinstance(data, dict) and required <= set(data) and not set(data) - known
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """One metric a task declares: for a ``requests`` task the per-item column it averages (``column``, numeric,
+    e.g. 0/1 ``correct``), for a ``blanks`` task the per-group block of scores its scoring rules compute; its display
+    ``title``, whether higher is better, and how many decimals reports print. The result record keeps each
+    declaration beside the metric's results (:class:`MetricResult`)."""
+
+    name: str
+    column: str
+    title: str
+    higher_is_better: bool | None = True
+    """Which way is better (a harm score: lower); None for a ``probes`` task's measurement that has no better
+    direction (the SCM probes' Warmth and Competence ratings)."""
+    decimals: int = 3
+
+    @classmethod
+    def from_json(cls, data: Any, where: str) -> MetricSpec:
+        """A declaration as a result record stores it."""
+        ok = _keys(data, {"name", "column", "title"}, {f.name for f in fields(cls)})
+        what = f"declared metric {data.get('name')!r}" if isinstance(data, dict) else "a declared metric"
+        _require(ok and all(isinstance(data[k], str) for k in ("name", "column", "title")), where, what)
+        _require(data.get("higher_is_better", True) in (True, False, None), where, f"{what}'s higher_is_better")
+        _require(_count(data.get("decimals", 3)), where, f"{what}'s decimals")
+        return cls(**data)
+
+
+@dataclass(frozen=True)
+class GroupStat:
+    """One metric over one group's items: mean, 95% CI over clusters (None when it cannot be had), the number of
+    items and of clusters (templates) they come from."""
+
+    value: float | None
+    ci: list[float] | None
+    n: int
+    n_clusters: int
+
+    @classmethod
+    def from_json(cls, data: Any, where: str, what: str) -> GroupStat:
+        """A group's statistics as a result record stores them (``what``: whose, for the message)."""
+        ok = _keys(data, {"value", "ci", "n", "n_clusters"}, {"value", "ci", "n", "n_clusters"})
+        _require(ok and _number(data["value"]) and _interval(data["ci"]), where, what)
+        _require(_count(data["n"]) and _count(data["n_clusters"]), where, what)
+        return cls(**data)
+
+
+NO_ITEMS = GroupStat(value=None, ci=None, n=0, n_clusters=0)
+"""The statistics of no items: what a group without a block, or a run without an overall value, reads as."""
+
+
+@dataclass(frozen=True)
+class Headline:
+    """A task's headline comparison of one metric: the difference of two groups' means, its 95% interval paired by
+    template (None over too few templates holding both) and the sign-flip test's p-value (None: not testable)."""
+
+    groups: list[str]
+    """The two groups, the gap read as the first minus the second."""
+    gap: float
+    ci: list[float] | None = None
+    p_value: float | None = None
+
+    @classmethod
+    def from_json(cls, data: Any, where: str, what: str) -> Headline | None:
+        """A headline as a result record stores it (None: the metric has none)."""
+        if data is None:
+            return None
+        ok = _keys(data, {"groups", "gap"}, {f.name for f in fields(cls)})
+        pair = data.get("groups") if isinstance(data, dict) else None
+        ok = ok and isinstance(pair, list) and len(pair) == 2 and all(isinstance(g, str) for g in pair)
+        _require(ok and _number(data["gap"], optional=False) and _interval(data.get("ci")), where, what)
+        _require(_number(data.get("p_value")), where, what)
+        return cls(groups=list(data["groups"]), gap=data["gap"], ci=data.get("ci"), p_value=data.get("p_value"))
+
+
+@dataclass(frozen=True)
+class MetricResult:
+    """One declared metric's results in a run: over every item (None where a run gives no overall value: a
+    fill-in-the-blank run's scores are per group), per group in the task's order, per value of each breakdown
+    column, and the task's headline comparison. A metric read from something other than the run's items says what
+    (``read_from``, e.g. a local model's option log-probabilities) and by which requests (``request_type``)."""
+
+    overall: GroupStat | None
+    groups: dict[str, GroupStat]
+    by: dict[str, dict[str, GroupStat]] = field(default_factory=dict)
+    headline: Headline | None = None
+    read_from: str | None = None
+    request_type: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The block a result record stores (``read_from`` and ``request_type`` only where they are said)."""
+        out: dict[str, Any] = {
+            "overall": None if self.overall is None else asdict(self.overall),
+            "groups": {g: asdict(s) for g, s in self.groups.items()},
+            "by": {column: {v: asdict(s) for v, s in stats.items()} for column, stats in self.by.items()},
+            "headline": None if self.headline is None else asdict(self.headline),
+        }
+        out.update({k: v for k, v in (("read_from", self.read_from), ("request_type", self.request_type)) if v})
+        return out
+
+    @classmethod
+    def from_json(cls, data: Any, where: str, name: str) -> MetricResult:
+        """The block of metric ``name`` as a result record stores it (a record of an earlier version may lack
+        ``by`` and ``headline``: none)."""
+        what = f"the results of metric {name!r}"
+        _require(_keys(data, {"overall", "groups"}, {f.name for f in fields(cls)}), where, what)
+        groups, by = data["groups"], data.get("by") or {}
+        _require(isinstance(groups, dict) and isinstance(by, dict), where, what)
+        _require(all(isinstance(stats, dict) for stats in by.values()), where, f"{what} by breakdown")
+        for key in ("read_from", "request_type"):
+            _require(data.get(key) is None or isinstance(data[key], str), where, f"{what}' {key}")
+        return cls(
+            overall=None if data["overall"] is None else GroupStat.from_json(data["overall"], where, f"{what} overall"),
+            groups={str(g): GroupStat.from_json(s, where, f"{what} for group {g!r}") for g, s in groups.items()},
+            by={
+                str(column): {
+                    str(v): GroupStat.from_json(s, where, f"{what} for {column} {v!r}") for v, s in stats.items()
+                }
+                for column, stats in by.items()
+            },
+            headline=Headline.from_json(data.get("headline"), where, f"{what}' headline"),
+            read_from=data.get("read_from"),
+            request_type=data.get("request_type"),
+        )
+
+    def group(self, name: str) -> GroupStat:
+        """The statistics of group ``name`` (a group the run has no block for: no items, no value)."""
+        return self.groups.get(name) or NO_ITEMS
+
+
+@dataclass(frozen=True)
+class ResultGroups:
+    """The groups a record's results are given for: the item column naming the group, the groups in report order,
+    the column whose values are the clusters an interval resamples, the breakdown columns, the headline pair (None:
+    the task declares none), and what the intervals are (a bootstrap over templates unless the task computes its
+    own, e.g. a Student-t interval over ratings)."""
+
+    column: str
+    order: list[str]
+    cluster: str = "template_id"
+    breakdowns: list[str] = field(default_factory=list)
+    headline: list[str] | None = None
+    unit: str = "templates"
+    """What an interval's clusters are (and, for a bootstrap over templates, what is counted is items)."""
+    interval: str = "bootstrap"
+
+    @classmethod
+    def from_json(cls, data: Any, where: str) -> ResultGroups:
+        """The groups as a result record stores them; a record written before ``unit`` and ``interval`` were stored
+        has a bootstrap over templates, one without ``breakdowns`` or ``headline`` none; ``{}``: :data:`NO_GROUPS`."""
+        if data == {}:
+            return NO_GROUPS
+        ok = _keys(data, {"column", "order"}, {f.name for f in fields(cls)})
+        strings = ok and all(isinstance(data.get(k, ""), str | None) for k in ("column", "cluster", "unit", "interval"))
+        lists = ok and all(
+            isinstance(data.get(k) or [], list) and all(isinstance(g, str) for g in data.get(k) or [])
+            for k in ("order", "breakdowns", "headline")
+        )
+        _require(strings and lists and isinstance(data["column"], str), where, "the groups")
+        values = {k: v for k, v in data.items() if v is not None or k == "headline"}
+        return cls(**{**values, "breakdowns": list(values.get("breakdowns") or [])})
+
+    def to_json(self) -> dict[str, Any]:
+        """The groups as a result record stores them (``{}``: :data:`NO_GROUPS`)."""
+        return {} if self == NO_GROUPS else asdict(self)
+
+
+NO_GROUPS = ResultGroups(column="", order=[])
+"""The groups of a record with no declared metric (a ``probes`` task that declares none): stored as ``{}``."""
