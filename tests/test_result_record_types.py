@@ -1,5 +1,5 @@
-"""The result record's metrics are typed (queerbench.reporting.record, queerbench.scoring.metrics): a record read
-back holds each declared metric as a ``MetricSpec`` and its results as a ``MetricResult`` of ``GroupStat`` and
+"""The result record's metrics are typed (queerbench.reporting.record, queerbench.scoring.metric_results): a record
+read back holds each declared metric as a ``MetricSpec`` and its results as a ``MetricResult`` of ``GroupStat`` and
 ``Headline`` objects, writes back the very document it was read from, and refuses a block of another shape in one
 line that names the file, before any reader trips over it."""
 
@@ -121,6 +121,35 @@ def test_what_a_metric_was_read_from_is_kept_and_written_only_where_it_is_said()
         ("a headline pair as text", lambda d: d["results"]["accuracy"]["headline"].__setitem__("groups", "ab")),
         ("decimals as a float", lambda d: d["declared_metrics"][0].__setitem__("decimals", 3.0)),
         ("the group order as text", lambda d: d["groups"].__setitem__("order", "abc")),
+        ("no group order", lambda d: d["groups"].__setitem__("order", None)),
+        ("a group order of numbers", lambda d: d["groups"].__setitem__("order", [1, 2])),
+        ("the group column as a number", lambda d: d["groups"].__setitem__("column", 0)),
+        ("the unit as a number", lambda d: d["groups"].__setitem__("unit", 1)),
+        ("a headline of three groups", lambda d: d["groups"].__setitem__("headline", ["a", "b", "c"])),
+        ("the breakdowns as text", lambda d: d["groups"].__setitem__("breakdowns", "label")),
+        ("no groups while metrics are declared", lambda d: d.__setitem__("groups", {})),
+        ("a declared metric without results", lambda d: d["results"].pop("accuracy")),
+        ("the breakdowns as false", lambda d: d["results"]["accuracy"].__setitem__("by", False)),
+        ("an unknown key in a group", lambda d: d["results"]["accuracy"]["groups"]["a"].__setitem__("sd", 1)),
+        ("a negative count", lambda d: d["results"]["accuracy"]["groups"]["a"].__setitem__("n", -1)),
+        (
+            "an interval with no lower end",
+            lambda d: d["results"]["accuracy"]["groups"]["a"].__setitem__("ci", [None, 1]),
+        ),
+        (
+            "a headline pair of three",
+            lambda d: d["results"]["accuracy"]["headline"].__setitem__("groups", ["a", "b", "c"]),
+        ),
+        ("a headline pair of numbers", lambda d: d["results"]["accuracy"]["headline"].__setitem__("groups", [1, 2])),
+        ("a headline without a gap", lambda d: d["results"]["accuracy"]["headline"].__setitem__("gap", None)),
+        ("a p-value as text", lambda d: d["results"]["accuracy"]["headline"].__setitem__("p_value", "0.5")),
+        ("a headline interval of one end", lambda d: d["results"]["accuracy"]["headline"].__setitem__("ci", [0.1])),
+        ("read_from as a number", lambda d: d["results"]["accuracy"].__setitem__("read_from", 1)),
+        ("higher_is_better as text", lambda d: d["declared_metrics"][0].__setitem__("higher_is_better", "yes")),
+        ("a metric's name as a number", lambda d: d["declared_metrics"][0].__setitem__("name", 1)),
+        ("negative decimals", lambda d: d["declared_metrics"][0].__setitem__("decimals", -1)),
+        ("a billion decimals", lambda d: d["declared_metrics"][0].__setitem__("decimals", 10**9)),
+        ("a long group name", lambda d: d["results"]["accuracy"]["groups"].__setitem__("x" * 5000, None)),
     ],
 )
 def test_a_record_whose_metrics_have_another_shape_is_one_line_naming_the_file(
@@ -194,5 +223,21 @@ def test_a_probes_plan_that_gives_its_metrics_as_the_stored_json_gets_them_read_
     as_json = ProbeAnalysis(result={}, replies=pd.DataFrame(), metrics=stored["results"], groups=stored["groups"])
     assert as_json.metrics == typed.metrics and as_json.groups == typed.groups
     assert ProbeAnalysis(result={}, replies=pd.DataFrame()).groups == NO_GROUPS
-    with pytest.raises(ValueError, match="a probes plan's analysis: the results of metric 'accuracy'"):
+    with pytest.raises(ValueError, match="a probes plan's analysis: the results of metric 'accuracy'") as caught:
         ProbeAnalysis(result={}, replies=pd.DataFrame(), metrics={"accuracy": {"groups": {}}})
+    assert str(caught.value).endswith("give them as queerbench.scoring.metric_results types")  # not "rerun"
+    # a plan's own numbers: an interval as a tuple, counts as numpy integers
+    own = {"value": np.float64(0.5), "ci": (0.25, 0.75), "n": np.int64(8), "n_clusters": np.int64(4)}
+    read = ProbeAnalysis(result={}, replies=pd.DataFrame(), metrics={"m": {"overall": own, "groups": {"a": own}}})
+    stat = read.metrics["m"].groups["a"]
+    assert stat == GroupStat(value=0.5, ci=[0.25, 0.75], n=8, n_clusters=4) and type(stat.n) is int
+
+
+def test_a_records_document_is_a_copy_that_changing_leaves_the_record_as_it_was() -> None:
+    record = _record(extra={"run": {"model": "m"}})
+    document = record.to_json()
+    document["run"]["model"] = "changed"
+    document["results"]["accuracy"]["groups"]["a"]["n"] = -5
+    document["groups"]["order"].append("d")
+    assert record.extra["run"]["model"] == "m" and record.results["accuracy"].groups["a"].n > 0
+    assert record.groups.order == ["a", "b", "c"] and record.to_json()["run"] == {"model": "m"}

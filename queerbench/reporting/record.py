@@ -23,7 +23,7 @@ from typing import Any
 from queerbench import __version__
 from queerbench.base.files import read_json_object, write_json
 from queerbench.reporting.rows import ResultRow
-from queerbench.scoring.metric_results import MetricResult, MetricSpec, ResultGroups
+from queerbench.scoring.metric_results import NO_GROUPS, REWRITE, MetricResult, MetricSpec, ResultGroups
 
 __all__ = [
     "RECORD_FILE",
@@ -128,13 +128,18 @@ class RunRecord:
                 f"{where}: the result record's declared_metrics must be a list and its results an object; rerun the "
                 "same command to rewrite it"
             )
-        return cls(
+        record = cls(
             **values,
             declared_metrics=[MetricSpec.from_json(m, where) for m in declared],
             groups=ResultGroups.from_json(groups, where),
             results={str(name): MetricResult.from_json(block, where, str(name)) for name, block in results.items()},
             extra=extra,
         )
+        unreported = [m.name for m in record.declared_metrics if m.name not in record.results]
+        if unreported or (record.declared_metrics and record.groups == NO_GROUPS):
+            what = f"no results for the declared metric {unreported[0]!r}" if unreported else "no groups"
+            raise ValueError(f"{where}: the result record has {what}; {REWRITE}")
+        return record
 
 
 def metric_direction(higher_is_better: bool | None) -> str:

@@ -4,36 +4,57 @@ record that stores them (:mod:`queerbench.reporting.record`) and every reader of
 :class:`MetricSpec` is one metric a task declares; :class:`MetricResult` its results in one run: :class:`GroupStat`
 over every item, per group and per breakdown value, and the task's :class:`Headline` comparison;
 :class:`ResultGroups` the groups they are given for. Each reads itself back from the JSON a record stores
-(``from_json``) and refuses another shape in one line that names the file, the metric and the fix, so that no
+(``from_json``) and refuses another shape (a key missing or unknown, a value of another type, a negative count,
+an interval without two ends) in one line that names the file, the metric and group, and the fix, so that no
 reader meets a damaged record halfway through its work.
 """
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-__all__ = ["NO_GROUPS", "NO_ITEMS", "GroupStat", "Headline", "MetricResult", "MetricSpec", "ResultGroups"]
+__all__ = ["NO_GROUPS", "NO_ITEMS", "REWRITE", "GroupStat", "Headline", "MetricResult", "MetricSpec", "ResultGroups"]
 
-_REWRITE = "rerun the same command to rewrite it"
+REWRITE = "rerun the same command to rewrite it"
+"""What to do about a stored record of another shape (the fix a refusal names unless its reader gives another)."""
+MAX_DECIMALS = 12
+"""The most decimals a declared metric may ask reports to print."""
 
 
-def _require(ok: bool, where: str, what: str) -> None:
-    """A one-line ``ValueError`` naming the file and the part of its record that has another shape."""
+def _require(ok: bool, where: str, what: str, fix: str) -> None:
+    """A one-line ``ValueError`` naming where the record is, the part of it that has another shape, and the fix."""
     if not ok:
-        raise ValueError(f"{where}: {what} in the result record has another shape; {_REWRITE}")
+        raise ValueError(f"{where}: {what} is not of the shape a result record stores; {fix}")
+
+
+def _name(value: Any) -> str:
+    """A key as a message names it (at most 40 characters of it)."""
+    shown = repr(value)
+    return shown if len(shown) <= 40 else shown[:37] + "..."
 
 
 def _number(value: Any, optional: bool = True) -> bool:
-    return (value is None and optional) or (isinstance(value, int | float) and not isinstance(value, bool))
+    return (value is None and optional) or (isinstance(value, numbers.Real) and not isinstance(value, bool))
 
 
 def _count(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool) and int(value) >= 0
 
 
 def _interval(value: Any) -> bool:
-    return value is None or (isinstance(value, list) and len(value) == 2 and all(_number(v) for v in value))
+    return value is None or (
+        isinstance(value, list | tuple) and len(value) == 2 and all(_number(v, optional=False) for v in value)
+    )
+
+
+def _strings(value: Any, length: int | None = None) -> bool:
+    return (
+        isinstance(value, list | tuple)
+        and all(isinstance(v, str) for v in value)
+        and (length is None or len(value) == length)
+    )
 
 
 def _keys(data: Any, required: set[str], known: set[str]) -> bool:
@@ -56,13 +77,15 @@ class MetricSpec:
     decimals: int = 3
 
     @classmethod
-    def from_json(cls, data: Any, where: str) -> MetricSpec:
+    def from_json(cls, data: Any, where: str, fix: str = REWRITE) -> MetricSpec:
         """A declaration as a result record stores it."""
         ok = _keys(data, {"name", "column", "title"}, {f.name for f in fields(cls)})
-        what = f"declared metric {data.get('name')!r}" if isinstance(data, dict) else "a declared metric"
-        _require(ok and all(isinstance(data[k], str) for k in ("name", "column", "title")), where, what)
-        _require(data.get("higher_is_better", True) in (True, False, None), where, f"{what}'s higher_is_better")
-        _require(_count(data.get("decimals", 3)), where, f"{what}'s decimals")
+        what = f"the declared metric {_name(data.get('name'))}" if isinstance(data, dict) else "a declared metric"
+        _require(ok and all(isinstance(data[k], str) for k in ("name", "column", "title")), where, what, fix)
+        better = data.get("higher_is_better", True)
+        _require(better is None or isinstance(better, bool), where, f"{what} (higher_is_better)", fix)
+        decimals = data.get("decimals", 3)
+        _require(_count(decimals) and decimals <= MAX_DECIMALS, where, f"{what} (decimals)", fix)
         return cls(**data)
 
 
@@ -77,12 +100,14 @@ class GroupStat:
     n_clusters: int
 
     @classmethod
-    def from_json(cls, data: Any, where: str, what: str) -> GroupStat:
-        """A group's statistics as a result record stores them (``what``: whose, for the message)."""
+    def from_json(cls, data: Any, where: str, what: str, fix: str = REWRITE) -> GroupStat:
+        """A group's statistics as a result record stores them (``what``: whose, for the message); an interval given
+        as a tuple and counts as numpy integers (a plan's own numbers) are read as a list and ints."""
         ok = _keys(data, {"value", "ci", "n", "n_clusters"}, {"value", "ci", "n", "n_clusters"})
-        _require(ok and _number(data["value"]) and _interval(data["ci"]), where, what)
-        _require(_count(data["n"]) and _count(data["n_clusters"]), where, what)
-        return cls(**data)
+        _require(ok and _number(data["value"]) and _interval(data["ci"]), where, what, fix)
+        _require(_count(data["n"]) and _count(data["n_clusters"]), where, what, fix)
+        ci = None if data["ci"] is None else list(data["ci"])
+        return cls(value=data["value"], ci=ci, n=int(data["n"]), n_clusters=int(data["n_clusters"]))
 
 
 NO_ITEMS = GroupStat(value=None, ci=None, n=0, n_clusters=0)
@@ -101,16 +126,15 @@ class Headline:
     p_value: float | None = None
 
     @classmethod
-    def from_json(cls, data: Any, where: str, what: str) -> Headline | None:
+    def from_json(cls, data: Any, where: str, what: str, fix: str = REWRITE) -> Headline | None:
         """A headline as a result record stores it (None: the metric has none)."""
         if data is None:
             return None
-        ok = _keys(data, {"groups", "gap"}, {f.name for f in fields(cls)})
-        pair = data.get("groups") if isinstance(data, dict) else None
-        ok = ok and isinstance(pair, list) and len(pair) == 2 and all(isinstance(g, str) for g in pair)
-        _require(ok and _number(data["gap"], optional=False) and _interval(data.get("ci")), where, what)
-        _require(_number(data.get("p_value")), where, what)
-        return cls(groups=list(data["groups"]), gap=data["gap"], ci=data.get("ci"), p_value=data.get("p_value"))
+        ok = _keys(data, {"groups", "gap"}, {f.name for f in fields(cls)}) and _strings(data["groups"], length=2)
+        _require(ok and _number(data["gap"], optional=False) and _interval(data.get("ci")), where, what, fix)
+        _require(_number(data.get("p_value")), where, what, fix)
+        ci = None if data.get("ci") is None else list(data["ci"])
+        return cls(groups=list(data["groups"]), gap=data["gap"], ci=ci, p_value=data.get("p_value"))
 
 
 @dataclass(frozen=True)
@@ -139,26 +163,28 @@ class MetricResult:
         return out
 
     @classmethod
-    def from_json(cls, data: Any, where: str, name: str) -> MetricResult:
+    def from_json(cls, data: Any, where: str, name: str, fix: str = REWRITE) -> MetricResult:
         """The block of metric ``name`` as a result record stores it (a record of an earlier version may lack
         ``by`` and ``headline``: none)."""
-        what = f"the results of metric {name!r}"
-        _require(_keys(data, {"overall", "groups"}, {f.name for f in fields(cls)}), where, what)
-        groups, by = data["groups"], data.get("by") or {}
-        _require(isinstance(groups, dict) and isinstance(by, dict), where, what)
-        _require(all(isinstance(stats, dict) for stats in by.values()), where, f"{what} by breakdown")
+        what = f"the results of metric {_name(name)}"
+        _require(_keys(data, {"overall", "groups"}, {f.name for f in fields(cls)}), where, what, fix)
+        groups, by = data["groups"], {} if data.get("by") is None else data["by"]
+        _require(isinstance(groups, dict) and isinstance(by, dict), where, what, fix)
+        _require(all(isinstance(stats, dict) for stats in by.values()), where, f"{what} (by breakdown)", fix)
         for key in ("read_from", "request_type"):
-            _require(data.get(key) is None or isinstance(data[key], str), where, f"{what}' {key}")
+            _require(data.get(key) is None or isinstance(data[key], str), where, f"{what} ({key})", fix)
+
+        def stat(value: Any, whose: str) -> GroupStat:
+            return GroupStat.from_json(value, where, f"{what} ({whose})", fix)
+
         return cls(
-            overall=None if data["overall"] is None else GroupStat.from_json(data["overall"], where, f"{what} overall"),
-            groups={str(g): GroupStat.from_json(s, where, f"{what} for group {g!r}") for g, s in groups.items()},
+            overall=None if data["overall"] is None else stat(data["overall"], "overall"),
+            groups={str(g): stat(s, f"group {_name(g)}") for g, s in groups.items()},
             by={
-                str(column): {
-                    str(v): GroupStat.from_json(s, where, f"{what} for {column} {v!r}") for v, s in stats.items()
-                }
+                str(column): {str(v): stat(s, f"{_name(column)} {_name(v)}") for v, s in stats.items()}
                 for column, stats in by.items()
             },
-            headline=Headline.from_json(data.get("headline"), where, f"{what}' headline"),
+            headline=Headline.from_json(data.get("headline"), where, f"{what} (headline)", fix),
             read_from=data.get("read_from"),
             request_type=data.get("request_type"),
         )
@@ -185,20 +211,20 @@ class ResultGroups:
     interval: str = "bootstrap"
 
     @classmethod
-    def from_json(cls, data: Any, where: str) -> ResultGroups:
+    def from_json(cls, data: Any, where: str, fix: str = REWRITE) -> ResultGroups:
         """The groups as a result record stores them; a record written before ``unit`` and ``interval`` were stored
         has a bootstrap over templates, one without ``breakdowns`` or ``headline`` none; ``{}``: :data:`NO_GROUPS`."""
         if data == {}:
             return NO_GROUPS
-        ok = _keys(data, {"column", "order"}, {f.name for f in fields(cls)})
-        strings = ok and all(isinstance(data.get(k, ""), str | None) for k in ("column", "cluster", "unit", "interval"))
-        lists = ok and all(
-            isinstance(data.get(k) or [], list) and all(isinstance(g, str) for g in data.get(k) or [])
-            for k in ("order", "breakdowns", "headline")
+        ok = _keys(data, {"column", "order"}, {f.name for f in fields(cls)}) and isinstance(data["column"], str)
+        ok = ok and all(data.get(k) is None or isinstance(data[k], str) for k in ("cluster", "unit", "interval"))
+        ok = ok and _strings(data["order"]) and (data.get("breakdowns") is None or _strings(data["breakdowns"]))
+        _require(
+            ok and (data.get("headline") is None or _strings(data["headline"], length=2)), where, "the groups", fix
         )
-        _require(strings and lists and isinstance(data["column"], str), where, "the groups")
-        values = {k: v for k, v in data.items() if v is not None or k == "headline"}
-        return cls(**{**values, "breakdowns": list(values.get("breakdowns") or [])})
+        values = {k: v for k, v in data.items() if v is not None}
+        lists = {k: list(values[k]) for k in ("order", "breakdowns", "headline") if k in values}
+        return cls(**{**values, **lists})
 
     def to_json(self) -> dict[str, Any]:
         """The groups as a result record stores them (``{}``: :data:`NO_GROUPS`)."""

@@ -59,7 +59,7 @@ class ProbeAnalysis:
     meta: dict[str, Any] = field(default_factory=dict)
     metrics: dict[str, MetricResult] = field(default_factory=dict)
     """Per declared metric (by name) its results: overall, per group, per breakdown value, and what it was read
-    from where that is not the replies (:class:`~queerbench.scoring.metrics.MetricResult`)."""
+    from where that is not the replies (:class:`~queerbench.scoring.metric_results.MetricResult`)."""
     groups: ResultGroups = NO_GROUPS
     """The groups the metrics are given for: ``column``, ``order``, ``cluster``, and the CIs' ``unit`` and
     ``interval`` (e.g. ``ratings``, ``Student-t``; a request run's are a bootstrap over templates); none for a plan
@@ -69,13 +69,13 @@ class ProbeAnalysis:
 
     def __post_init__(self) -> None:
         # a plan written for an earlier version gives its metrics and groups in the JSON shape a record stores them in
-        where = "a probes plan's analysis"
+        where, fix = "a probes plan's analysis", "give them as queerbench.scoring.metric_results types"
         self.metrics = {
-            name: block if isinstance(block, MetricResult) else MetricResult.from_json(block, where, name)
+            name: block if isinstance(block, MetricResult) else MetricResult.from_json(block, where, name, fix)
             for name, block in self.metrics.items()
         }
         if not isinstance(self.groups, ResultGroups):
-            self.groups = ResultGroups.from_json(self.groups, where)
+            self.groups = ResultGroups.from_json(self.groups, where, fix)
 
 
 @runtime_checkable
