@@ -161,7 +161,7 @@ def test_a_record_whose_metrics_have_another_shape_is_one_line_naming_the_file(
     document = json.loads(path.read_text(encoding="utf-8"))
     damage(document)
     path.write_text(json.dumps(document), encoding="utf-8")
-    with pytest.raises(ValueError, match="rerun the same command") as caught:
+    with pytest.raises(ValueError, match="rerun the command that wrote it, with the same --out") as caught:
         read_record(path)
     message = str(caught.value)
     assert str(path) in message and "\n" not in message and len(message) < 300, where
@@ -225,10 +225,12 @@ def test_a_probes_plan_that_gives_its_metrics_as_the_stored_json_gets_them_read_
     assert ProbeAnalysis(result={}, replies=pd.DataFrame()).groups == NO_GROUPS
     with pytest.raises(ValueError, match="a probes plan's analysis: the results of metric 'accuracy'") as caught:
         ProbeAnalysis(result={}, replies=pd.DataFrame(), metrics={"accuracy": {"groups": {}}})
-    assert str(caught.value).endswith("give them as queerbench.scoring.metric_results types")  # not "rerun"
+    assert str(caught.value).endswith("the plan must give numbers where the record stores numbers")  # not "rerun"
     # a plan's own numbers: an interval as a tuple, counts as numpy integers
     own = {"value": np.float64(0.5), "ci": (0.25, 0.75), "n": np.int64(8), "n_clusters": np.int64(4)}
-    read = ProbeAnalysis(result={}, replies=pd.DataFrame(), metrics={"m": {"overall": own, "groups": {"a": own}}})
+    read = ProbeAnalysis(
+        result={}, replies=pd.DataFrame(), metrics={"m": {"overall": own, "groups": {"a": own}}}, groups=record.groups
+    )
     stat = read.metrics["m"].groups["a"]
     assert stat == GroupStat(value=0.5, ci=[0.25, 0.75], n=8, n_clusters=4) and type(stat.n) is int
 
@@ -241,3 +243,49 @@ def test_a_records_document_is_a_copy_that_changing_leaves_the_record_as_it_was(
     document["groups"]["order"].append("d")
     assert record.extra["run"]["model"] == "m" and record.results["accuracy"].groups["a"].n > 0
     assert record.groups.order == ["a", "b", "c"] and record.to_json()["run"] == {"model": "m"}
+
+
+@pytest.mark.parametrize("typed", [True, False])
+def test_a_probes_plans_numpy_numbers_are_written_as_numbers_and_read_back(tmp_path: Path, typed: bool) -> None:
+    from queerbench.tasks.probes import ProbeAnalysis
+
+    own = GroupStat(value=np.float32(0.5), ci=[np.float32(0.25), np.int64(1)], n=np.int64(3), n_clusters=np.int64(2))  # type: ignore[arg-type]
+    block = MetricResult(overall=own, groups={"a": own})
+    metrics = {"accuracy": block if typed else block.to_json()}
+    analysis = ProbeAnalysis(result={}, replies=pd.DataFrame(), metrics=metrics, groups=ResultGroups("group", ["a"]))  # type: ignore[arg-type]
+    stat = analysis.metrics["accuracy"].groups["a"]
+    assert stat == GroupStat(value=0.5, ci=[0.25, 1], n=3, n_clusters=2)
+    assert {type(stat.value), type(stat.n)} == {float, int}  # plain numbers: JSON writes them as numbers
+    record = _record(results=analysis.metrics, groups=analysis.groups)
+    write_record(tmp_path, record)
+    assert read_record(tmp_path / "scores.json") == record
+
+
+def test_a_probes_plan_that_gives_metrics_without_their_groups_is_one_line() -> None:
+    from queerbench.tasks.probes import ProbeAnalysis
+
+    with pytest.raises(ValueError, match="metrics without the groups they are given for; the plan must give its"):
+        ProbeAnalysis(result={}, replies=pd.DataFrame(), metrics=_record().results)
+
+
+@pytest.mark.parametrize("decimals", [True, -1, 13, 2.0])
+def test_a_task_file_declaring_decimals_a_record_could_not_read_back_is_refused_when_loaded(
+    tmp_path: Path, decimals: object
+) -> None:
+    from queerbench.tasks import load_specs
+
+    entry = {
+        "name": "x",
+        "benchmark": "X",
+        "title": "x",
+        "kind": "requests",
+        "methods": ["scored"],
+        "dataset": {"config": "x", "description": "x"},
+        "requests": {"scored": "loglikelihood"},
+        "metrics": [{"name": "acc", "column": "correct", "title": "Accuracy", "decimals": decimals}],
+        "groups": {"column": "group", "order": ["a"]},
+    }
+    path = tmp_path / "tasks.json"
+    path.write_text(json.dumps({"schema_version": 1, "tasks": [entry]}), encoding="utf-8")
+    with pytest.raises(ValueError, match=r"metrics\[0\]: 'decimals' is an integer from 0 to 12"):
+        load_specs(path)

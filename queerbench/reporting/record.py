@@ -23,7 +23,7 @@ from typing import Any
 from queerbench import __version__
 from queerbench.base.files import read_json_object, write_json
 from queerbench.reporting.rows import ResultRow
-from queerbench.scoring.metric_results import NO_GROUPS, REWRITE, MetricResult, MetricSpec, ResultGroups
+from queerbench.scoring.metric_results import NO_GROUPS, REWRITE, MetricResult, MetricSpec, ResultGroups, short_name
 
 __all__ = [
     "RECORD_FILE",
@@ -125,8 +125,7 @@ class RunRecord:
         declared, results, groups = values.pop("declared_metrics"), values.pop("results"), values.pop("groups")
         if not isinstance(declared, list) or not isinstance(results, dict):
             raise ValueError(
-                f"{where}: the result record's declared_metrics must be a list and its results an object; rerun the "
-                "same command to rewrite it"
+                f"{where}: the result record's declared_metrics must be a list and its results an object; {REWRITE}"
             )
         record = cls(
             **values,
@@ -137,7 +136,7 @@ class RunRecord:
         )
         unreported = [m.name for m in record.declared_metrics if m.name not in record.results]
         if unreported or (record.declared_metrics and record.groups == NO_GROUPS):
-            what = f"no results for the declared metric {unreported[0]!r}" if unreported else "no groups"
+            what = f"no results for the declared metric {short_name(unreported[0])}" if unreported else "no groups"
             raise ValueError(f"{where}: the result record has {what}; {REWRITE}")
         return record
 

@@ -15,9 +15,20 @@ import numbers
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-__all__ = ["NO_GROUPS", "NO_ITEMS", "REWRITE", "GroupStat", "Headline", "MetricResult", "MetricSpec", "ResultGroups"]
+__all__ = [
+    "MAX_DECIMALS",
+    "NO_GROUPS",
+    "NO_ITEMS",
+    "REWRITE",
+    "GroupStat",
+    "Headline",
+    "MetricResult",
+    "MetricSpec",
+    "ResultGroups",
+    "short_name",
+]
 
-REWRITE = "rerun the same command to rewrite it"
+REWRITE = "rerun the command that wrote it, with the same --out, to rewrite it"
 """What to do about a stored record of another shape (the fix a refusal names unless its reader gives another)."""
 MAX_DECIMALS = 12
 """The most decimals a declared metric may ask reports to print."""
@@ -26,10 +37,10 @@ MAX_DECIMALS = 12
 def _require(ok: bool, where: str, what: str, fix: str) -> None:
     """A one-line ``ValueError`` naming where the record is, the part of it that has another shape, and the fix."""
     if not ok:
-        raise ValueError(f"{where}: {what} is not of the shape a result record stores; {fix}")
+        raise ValueError(f"{where}: {what}: not of the shape a result record stores; {fix}")
 
 
-def _name(value: Any) -> str:
+def short_name(value: Any) -> str:
     """A key as a message names it (at most 40 characters of it)."""
     shown = repr(value)
     return shown if len(shown) <= 40 else shown[:37] + "..."
@@ -37,6 +48,11 @@ def _name(value: Any) -> str:
 
 def _number(value: Any, optional: bool = True) -> bool:
     return (value is None and optional) or (isinstance(value, numbers.Real) and not isinstance(value, bool))
+
+
+def _plain(value: Any) -> Any:
+    """A number as JSON writes it: an int or float kept, any other real (a numpy scalar) as a float; None kept."""
+    return value if value is None or isinstance(value, int | float) else float(value)
 
 
 def _count(value: Any) -> bool:
@@ -80,7 +96,8 @@ class MetricSpec:
     def from_json(cls, data: Any, where: str, fix: str = REWRITE) -> MetricSpec:
         """A declaration as a result record stores it."""
         ok = _keys(data, {"name", "column", "title"}, {f.name for f in fields(cls)})
-        what = f"the declared metric {_name(data.get('name'))}" if isinstance(data, dict) else "a declared metric"
+        named = isinstance(data, dict) and isinstance(data.get("name"), str)
+        what = f"the declared metric {short_name(data['name'])}" if named else "a declared metric"
         _require(ok and all(isinstance(data[k], str) for k in ("name", "column", "title")), where, what, fix)
         better = data.get("higher_is_better", True)
         _require(better is None or isinstance(better, bool), where, f"{what} (higher_is_better)", fix)
@@ -106,8 +123,8 @@ class GroupStat:
         ok = _keys(data, {"value", "ci", "n", "n_clusters"}, {"value", "ci", "n", "n_clusters"})
         _require(ok and _number(data["value"]) and _interval(data["ci"]), where, what, fix)
         _require(_count(data["n"]) and _count(data["n_clusters"]), where, what, fix)
-        ci = None if data["ci"] is None else list(data["ci"])
-        return cls(value=data["value"], ci=ci, n=int(data["n"]), n_clusters=int(data["n_clusters"]))
+        ci = None if data["ci"] is None else [_plain(v) for v in data["ci"]]
+        return cls(value=_plain(data["value"]), ci=ci, n=int(data["n"]), n_clusters=int(data["n_clusters"]))
 
 
 NO_ITEMS = GroupStat(value=None, ci=None, n=0, n_clusters=0)
@@ -133,8 +150,8 @@ class Headline:
         ok = _keys(data, {"groups", "gap"}, {f.name for f in fields(cls)}) and _strings(data["groups"], length=2)
         _require(ok and _number(data["gap"], optional=False) and _interval(data.get("ci")), where, what, fix)
         _require(_number(data.get("p_value")), where, what, fix)
-        ci = None if data.get("ci") is None else list(data["ci"])
-        return cls(groups=list(data["groups"]), gap=data["gap"], ci=ci, p_value=data.get("p_value"))
+        ci = None if data.get("ci") is None else [_plain(v) for v in data["ci"]]
+        return cls(groups=list(data["groups"]), gap=_plain(data["gap"]), ci=ci, p_value=_plain(data.get("p_value")))
 
 
 @dataclass(frozen=True)
@@ -166,7 +183,7 @@ class MetricResult:
     def from_json(cls, data: Any, where: str, name: str, fix: str = REWRITE) -> MetricResult:
         """The block of metric ``name`` as a result record stores it (a record of an earlier version may lack
         ``by`` and ``headline``: none)."""
-        what = f"the results of metric {_name(name)}"
+        what = f"the results of metric {short_name(name)}"
         _require(_keys(data, {"overall", "groups"}, {f.name for f in fields(cls)}), where, what, fix)
         groups, by = data["groups"], {} if data.get("by") is None else data["by"]
         _require(isinstance(groups, dict) and isinstance(by, dict), where, what, fix)
@@ -179,9 +196,9 @@ class MetricResult:
 
         return cls(
             overall=None if data["overall"] is None else stat(data["overall"], "overall"),
-            groups={str(g): stat(s, f"group {_name(g)}") for g, s in groups.items()},
+            groups={str(g): stat(s, f"group {short_name(g)}") for g, s in groups.items()},
             by={
-                str(column): {str(v): stat(s, f"{_name(column)} {_name(v)}") for v, s in stats.items()}
+                str(column): {str(v): stat(s, f"{short_name(column)} = {short_name(v)}") for v, s in stats.items()}
                 for column, stats in by.items()
             },
             headline=Headline.from_json(data.get("headline"), where, f"{what} (headline)", fix),

@@ -69,13 +69,18 @@ class ProbeAnalysis:
 
     def __post_init__(self) -> None:
         # a plan written for an earlier version gives its metrics and groups in the JSON shape a record stores them in
-        where, fix = "a probes plan's analysis", "give them as queerbench.scoring.metric_results types"
+        # (typed blocks are read back through the same checks, so that what the record writes is what it reads)
+        where, fix = "a probes plan's analysis", "the plan must give numbers where the record stores numbers"
         self.metrics = {
-            name: block if isinstance(block, MetricResult) else MetricResult.from_json(block, where, name, fix)
+            name: MetricResult.from_json(
+                block.to_json() if isinstance(block, MetricResult) else block, where, name, fix
+            )
             for name, block in self.metrics.items()
         }
-        if not isinstance(self.groups, ResultGroups):
-            self.groups = ResultGroups.from_json(self.groups, where, fix)
+        groups = self.groups.to_json() if isinstance(self.groups, ResultGroups) else self.groups
+        self.groups = ResultGroups.from_json(groups, where, fix)
+        if self.metrics and self.groups == NO_GROUPS:
+            raise ValueError(f"{where}: metrics without the groups they are given for; the plan must give its groups")
 
 
 @runtime_checkable

@@ -13,7 +13,7 @@ from typing import Any
 
 from queerbench.models.requests import FILL_MASK_MODES
 from queerbench.scoring.aggregate import SCORE_BLOCKS
-from queerbench.scoring.metric_results import MetricSpec
+from queerbench.scoring.metric_results import MAX_DECIMALS, MetricSpec
 from queerbench.scoring.rules import ScoringRules
 from queerbench.tasks.probes import ProbeFiles
 
@@ -306,8 +306,9 @@ def _metrics(raw: Any, label: str, *, measurements: bool = False) -> tuple[Metri
         if not (isinstance(direction, bool) or (measurements and direction is None)):
             allowed = "true, false or null (no better direction)" if measurements else "true or false"
             raise ValueError(f"{label}: metrics[{i}]: 'higher_is_better' is {allowed}, got {direction!r}")
-        if not isinstance(m.get("decimals", 3), int):
-            raise ValueError(f"{label}: metrics[{i}]: 'decimals' is an integer")
+        decimals = m.get("decimals", 3)
+        if not isinstance(decimals, int) or isinstance(decimals, bool) or not 0 <= decimals <= MAX_DECIMALS:
+            raise ValueError(f"{label}: metrics[{i}]: 'decimals' is an integer from 0 to {MAX_DECIMALS}")
         metrics.append(MetricSpec(**m))
     if len({m.name for m in metrics}) != len(metrics):
         raise ValueError(f"{label}: 'metrics' names one metric twice")
