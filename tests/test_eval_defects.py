@@ -133,6 +133,29 @@ def test_a_finished_part_that_lost_its_scores_is_scored_again_from_its_predictio
     assert main(_eval(bert, out)) == 0  # and the next rerun reuses it
 
 
+def test_a_finished_request_part_whose_record_was_damaged_is_scored_again_not_refused_on_every_rerun(
+    bert: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+):
+    out = tmp_path / "eval"
+    argv = ["eval", "--model", str(bert), "--tasks", "misgendered", "--out", str(out), *FAST]
+    assert main(argv) == 0
+    first = json.loads((out / "results.json").read_text())["rows"]
+    scores = out / "misgendered-mlm" / "scores.json"
+    document = json.loads(scores.read_text())
+    document["results"]["accuracy"]["groups"]["binary"].pop("n")  # a hand-edited record
+    scores.write_text(json.dumps(document))
+    capsys.readouterr()
+    assert main(argv) == 0
+    said = capsys.readouterr().out
+    assert "misgendered-mlm: finished earlier but its results cannot be read (" in said
+    # no inference: the run reuses the part's predictions.parquet
+    assert "scoring its saved predictions again" in said and "reusing the finished predictions" in said
+    assert json.loads(scores.read_text())["results"]["accuracy"]["groups"]["binary"]["n"] > 0  # rewritten
+    assert json.loads((out / "results.json").read_text())["rows"] == first
+    capsys.readouterr()
+    assert main(argv) == 0 and "misgendered-mlm: finished earlier, reused" in capsys.readouterr().out
+
+
 # ------------------------------------------------------------------------------------------------ U10
 @pytest.mark.parametrize(
     ("flag", "value", "message"),

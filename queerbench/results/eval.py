@@ -292,13 +292,14 @@ def run_eval(
                 part.status = "skipped"
                 continue
             if state.get("status") == "done" and (out / part.folder).is_dir():
-                if _has_result(out / part.folder):
+                lost = _lost_result(out / part.folder)
+                if lost is None:
                     part.status, part.note = "done", "finished earlier (reused)"
                     log(f"{part.folder}: finished earlier, reused")
                     continue
-                # its results were lost (a deleted scores.json): the part runs again, which scores the predictions
-                # still in its folder (a run reuses its predictions.parquet: no inference)
-                log(f"{part.folder}: finished earlier but its results are missing; scoring its saved predictions again")
+                # its results were lost (a deleted or damaged scores.json): the part runs again, which scores the
+                # predictions still in its folder (a run reuses its predictions.parquet: no inference)
+                log(f"{part.folder}: finished earlier but {lost}; scoring its saved predictions again")
             else:
                 log(f"{part.folder}: running …")
             try:
@@ -355,13 +356,19 @@ def _labelled(row: ResultRow) -> ResultRow:
     return row
 
 
-def _has_result(folder: Path) -> bool:
-    """Whether a finished part's folder still holds its result (a run's ``scores.json``, a task's own results)."""
+def _lost_result(folder: Path) -> str | None:
+    """What became of a finished part's result (a run's ``scores.json``, a task's own results), or None when it is
+    still there and reads: a result that is missing, or damaged so that its rows cannot be read (a hand-edited
+    record), is made again by running the part, which scores the predictions its folder keeps."""
     try:
         folder_kind(folder)
     except (ValueError, FileNotFoundError):
-        return False
-    return True
+        return "its results are missing"
+    try:
+        folder_rows(folder)
+    except (ValueError, FileNotFoundError) as exc:
+        return f"its results cannot be read ({exc})"
+    return None
 
 
 def _part_options(part: EvalPart, settings: EvalSettings, out: Path) -> RunOptions:
